@@ -1,0 +1,40 @@
+# The two set-up commands: `make run` and `make test`. Both build .venv from nothing.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+ROOT ?= /tmp/mq
+HOST ?= 127.0.0.1
+PORT ?= 8080
+
+.PHONY: run test install install-test check-java clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+$(VENV)/.installed: $(BIN)/python pyproject.toml
+	$(BIN)/pip install --quiet .
+	touch $@
+
+$(VENV)/.installed-test: $(BIN)/python pyproject.toml
+	$(BIN)/pip install --quiet ".[test]"
+	touch $@ $(VENV)/.installed
+
+install: $(VENV)/.installed
+
+install-test: $(VENV)/.installed-test
+
+# The code is installed as a package (not editable), so reinstall it on every run.
+run: install
+	$(BIN)/pip install --quiet --no-deps --force-reinstall .
+	$(BIN)/mq --root=$(ROOT) --host=$(HOST) --port=$(PORT)
+
+check-java:
+	@command -v java >/dev/null 2>&1 || { echo "make test: Java 17 is needed for the Spark tests: install it with 'apt-get install openjdk-17-jre-headless' (Debian/Ubuntu) or your system's JDK 17 package"; exit 1; }
+
+test: install-test check-java
+	$(BIN)/pip install --quiet --no-deps --force-reinstall .
+	$(BIN)/python -m pytest
+
+clean:
+	rm -rf $(VENV) build *.egg-info

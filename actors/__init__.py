@@ -1,0 +1,1 @@
+"""The actor processes: save, fetch, mover and reaper."""

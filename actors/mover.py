@@ -1,0 +1,199 @@
+"""The mover: returns messages from delay/ to their queues when due; also the mq-mover daemon."""
+
+import argparse
+import heapq
+import os
+import signal
+import sys
+import time
+from collections import defaultdict
+
+import zmq
+
+from mq import logs, protocol
+from mq.actors.base import Actor
+from mq.store import fsync_dir
+
+#: Seconds between full scans of delay/ that pick up what no notification announced
+#: (a restarted mover, other daemons on the same root, a lost notification).
+RESCAN_SECONDS = 30.0
+#: Longest wait between checks of the timer heap, in seconds.
+MAX_WAIT_SECONDS = 0.5
+
+
+class DueHeap:
+    """(due, queue, id) entries ordered by due time, one entry per message."""
+
+    def __init__(self):
+        self.heap: list[tuple[float, str, str]] = []
+        self.due: dict[tuple[str, str], float] = {}
+
+    def __len__(self) -> int:
+        return len(self.due)
+
+    def add(self, due: float, queue: str, message_id: str) -> None:
+        """Time a message; a later add for the same message replaces the earlier due time."""
+        key = (queue, message_id)
+        if self.due.get(key) == due:
+            return
+        self.due[key] = due
+        heapq.heappush(self.heap, (due, queue, message_id))
+
+    def next_due(self) -> float | None:
+        """The earliest due time, or None when nothing is timed."""
+        while self.heap and self.due.get(self.heap[0][1:]) != self.heap[0][0]:
+            heapq.heappop(self.heap)
+        return self.heap[0][0] if self.heap else None
+
+    def pop_due(self, now: float) -> list[tuple[str, str]]:
+        """Remove and return the messages due at or before now."""
+        out = []
+        while (due := self.next_due()) is not None and due <= now:
+            _, queue, message_id = heapq.heappop(self.heap)
+            del self.due[(queue, message_id)]
+            out.append((queue, message_id))
+        return out
+
+
+class MoverActor(Actor):
+    """Cost follows the number of messages falling due: a heap, not a scan per tick."""
+
+    kind = "mover"
+
+    def endpoint(self) -> str:
+        """The mover binds one address, whatever its index."""
+        return protocol.mover_endpoint(self.run_dir)
+
+    def start(self) -> None:
+        """Load every message in delay/ and connect to the fetch actors it wakes."""
+        self.timers = DueHeap()
+        self.fetchers = []
+        for i in range(self.options.workers):
+            sock = self.context.socket(zmq.DEALER)
+            sock.linger = 0
+            sock.sndhwm = 100_000
+            sock.connect(protocol.actor_endpoint(self.run_dir, "fetch", i))
+            self.fetchers.append(sock)
+        self.rescan()
+
+    def rescan(self) -> None:
+        """Time every message in delay/ from its file's mtime."""
+        for due, queue, message_id in self.store.list_delayed():
+            self.timers.add(due, queue, message_id)
+        self.scanned_at = time.monotonic()
+        self.log.debug("mover.rescan", timed=len(self.timers))
+
+    def poll_timeout_ms(self) -> int:
+        """Sleep until the next message is due, at most MAX_WAIT_SECONDS."""
+        due = self.timers.next_due()
+        wait = MAX_WAIT_SECONDS if due is None else min(MAX_WAIT_SECONDS, due - time.time())
+        return max(0, int(wait * 1000))
+
+    def handle_batch(self, requests):
+        """Notifications from fetch and save actors: time the messages they hid."""
+        for _, _, payload in requests:
+            if payload.get("op") == "delayed":
+                self.timers.add(float(payload["due"]), payload["queue"], payload["id"])
+        return [{}] * len(requests)
+
+    def tick(self) -> None:
+        """Move what is due, flush, then tell each queue's fetch actor."""
+        if time.monotonic() - self.scanned_at > RESCAN_SECONDS:
+            self.rescan()
+        moved = move_due(self.store, self.timers, time.time())
+        for queue, ids in moved.items():
+            owner = self.fetchers[protocol.fetch_actor_for(queue, self.options.workers)]
+            try:
+                owner.send_multipart(protocol.encode_notification("ready", queue=queue, ids=ids),
+                                     zmq.NOBLOCK)
+            except zmq.Again:
+                pass  # The fetch actor re-lists the queue when its index runs empty.
+
+
+def move_due(store, timers: DueHeap, now: float) -> dict[str, list[str]]:
+    """Release every due message to its queue, flush once; return the ids made ready per queue."""
+    moved: dict[str, list[str]] = defaultdict(list)
+    dirs = set()
+    for queue, message_id in timers.pop_due(now):
+        try:
+            outcome, due = store.release(queue, message_id, now)
+        except OSError as err:
+            logs.get().error("mover.error", queue=queue, id=message_id, error=str(err))
+            timers.add(now + 1, queue, message_id)
+            continue
+        if outcome == "not_due":
+            timers.add(due, queue, message_id)
+        elif outcome == "ready":
+            moved[queue].append(message_id)
+            dirs.add(store.queue_dir(queue))
+        elif outcome == "removed":
+            dirs.add(store.folder("remove"))
+    if dirs:
+        dirs.add(store.folder("delay"))
+        try:
+            store.flush(dirs)
+        except OSError as err:
+            logs.get().error("mover.flush_failed", error=str(err))
+    return dict(moved)
+
+
+def move_folder_once(source: str, destination: str, delay: float, now: float) -> int:
+    """The standalone mover's pass: move each file older than delay seconds to destination.
+
+    A file named queue:id goes to destination/queue/id when that folder exists (the seed's
+    delivery layout), any other file to destination/name. Each move is one rename, and the
+    destination folders are fsynced before the pass ends.
+    """
+    moved, touched = 0, set()
+    with os.scandir(source) as it:
+        for entry in it:
+            try:
+                if not entry.is_file() or entry.stat().st_mtime + delay > now:
+                    continue
+                queue, sep, message_id = entry.name.rpartition(":")
+                target_dir = os.path.join(destination, queue) if sep else destination
+                if not os.path.isdir(target_dir):
+                    target_dir, message_id = destination, entry.name
+                os.rename(entry.path, os.path.join(target_dir, message_id))
+                touched.update({target_dir, source})
+                moved += 1
+            except FileNotFoundError:
+                continue
+    for path in touched:
+        fsync_dir(path)
+    return moved
+
+
+def main(argv: list[str] | None = None) -> int:
+    """mq-mover: move files from --source to --destination, --delay seconds after their mtime."""
+    parser = argparse.ArgumentParser(
+        prog="mq-mover",
+        description="Move files from a source to a destination directory, optionally "
+        "with a delay per file (counted from the file's modification time).")
+    parser.add_argument("--source", required=True, help="directory files are taken from; must be readable")
+    parser.add_argument("--destination", required=True, help="directory files are delivered to; must be writable")
+    parser.add_argument("--delay", type=float, default=0.0, help="seconds to wait before delivering a file (default 0)")
+    parser.add_argument("--interval", type=float, default=0.2, help="seconds between passes (default 0.2)")
+    parser.add_argument("--once", action="store_true", help="make one pass and exit")
+    args = parser.parse_args(argv)
+    logs.configure("mq-mover")
+    log = logs.get()
+    for path in (args.source, args.destination):
+        if not os.path.isdir(path):
+            print(f"mq-mover: {path}: not a directory", file=sys.stderr)
+            return 2
+    stopping = []
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))
+    log.info("mover.start", source=args.source, destination=args.destination, delay=args.delay)
+    while not stopping:
+        moved = move_folder_once(args.source, args.destination, args.delay, time.time())
+        if moved:
+            log.info("mover.moved", count=moved)
+        if args.once:
+            break
+        time.sleep(args.interval)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

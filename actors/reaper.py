@@ -1,0 +1,60 @@
+"""The reaper: unlinks what reaches remove/; also the standalone mq-reaper daemon."""
+
+import argparse
+import os
+import signal
+import sys
+import time
+
+from mq import logs
+from mq.store import reap_folder
+
+#: Seconds between passes over the remove folder.
+INTERVAL_SECONDS = 0.5
+
+
+def reap_forever(source: str, interval: float, stopping: list) -> None:
+    """Unlink everything in source every interval seconds until stopping is non-empty."""
+    log = logs.get()
+    while not stopping:
+        try:
+            count = reap_folder(source)
+            if count:
+                log.debug("reaper.unlinked", count=count)
+        except OSError as err:
+            log.error("reaper.error", error=str(err))
+        time.sleep(interval)
+
+
+def run_actor(options) -> None:
+    """The reaper as an actor of the daemon's tree."""
+    stopping: list = []
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))
+    logs.get().info("actor.start", actor="reaper-0")
+    reap_forever(os.path.join(options.root, "remove"), INTERVAL_SECONDS, stopping)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """mq-reaper: remove files from --source."""
+    parser = argparse.ArgumentParser(prog="mq-reaper", description="Remove files from a source directory.")
+    parser.add_argument("--source", default="/tmp/mq/remove",
+                        help="directory from which files are unlinked; must be writable (default /tmp/mq/remove)")
+    parser.add_argument("--interval", type=float, default=INTERVAL_SECONDS,
+                        help=f"seconds between passes (default {INTERVAL_SECONDS})")
+    parser.add_argument("--once", action="store_true", help="make one pass and exit")
+    args = parser.parse_args(argv)
+    logs.configure("mq-reaper")
+    if not os.path.isdir(args.source):
+        print(f"mq-reaper: {args.source}: not a directory", file=sys.stderr)
+        return 2
+    if args.once:
+        reap_folder(args.source)
+        return 0
+    stopping: list = []
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))
+    reap_forever(args.source, args.interval, stopping)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,3 @@
+"""mq: a durable HTTP message queue that keeps every message as a file."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,83 @@
+"""structlog JSON lines, written whole by every process of the tree and reopened on SIGHUP."""
+
+import logging
+import os
+import signal
+import sys
+
+import structlog
+
+LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
+          "error": logging.ERROR}
+
+
+class LineSink:
+    """Writes each log line with one write(2) on an O_APPEND descriptor, so lines never mix."""
+
+    def __init__(self, path: str = ""):
+        self.path = path
+        self.fd = self._open()
+
+    def _open(self) -> int:
+        if not self.path:
+            return sys.stdout.fileno()
+        return os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def reopen(self) -> None:
+        """Open the log file anew (after logrotate moved it away)."""
+        if not self.path:
+            return
+        old, self.fd = self.fd, self._open()
+        os.close(old)
+
+    def write(self, line: str) -> None:
+        """Write one whole line."""
+        data = (line + "\n").encode()
+        try:
+            while data:
+                data = data[os.write(self.fd, data):]
+        except OSError:
+            pass  # A log that cannot be written must never take a request down with it.
+
+
+class LineLogger:
+    """The structlog logger that hands rendered lines to a LineSink."""
+
+    def __init__(self, sink: LineSink):
+        self.sink = sink
+
+    def msg(self, message: str) -> None:
+        """Write one rendered event."""
+        self.sink.write(message)
+
+    log = debug = info = warning = warn = error = critical = exception = fatal = msg
+
+
+_sink: LineSink | None = None
+
+
+def configure(process: str, level: str = "info", log_file: str = "") -> LineSink:
+    """Set up structlog for this process: JSON lines with timestamp, level and process name."""
+    global _sink
+    _sink = LineSink(log_file)
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            lambda _, __, event: {**event, "process": process, "pid": os.getpid()},
+            structlog.processors.format_exc_info,
+            structlog.processors.JSONRenderer(),
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(LEVELS[level]),
+        logger_factory=lambda *_: LineLogger(_sink),
+        cache_logger_on_first_use=False,
+    )
+    if log_file:
+        signal.signal(signal.SIGHUP, lambda *_: _sink.reopen())
+    return _sink
+
+
+def get(name: str = "mq"):
+    """A bound structlog logger."""
+    return structlog.get_logger(name)

@@ -1,0 +1,131 @@
+"""ActorLink: the front's asyncio DEALER to one actor, with 503 instead of a hang when it dies."""
+
+import asyncio
+import itertools
+
+import zmq
+import zmq.asyncio
+from zmq.utils.monitor import recv_monitor_message
+
+from mq import logs, protocol
+from mq.errors import MqError, Unavailable
+
+
+class ActorLink:
+    """Requests to one actor; each waits for its own reply, its actor's death, or a deadline."""
+
+    def __init__(self, context: zmq.asyncio.Context, endpoint: str, name: str, timeout: float):
+        self.name = name
+        self.endpoint = endpoint
+        self.timeout = timeout
+        self.pending: dict[bytes, asyncio.Future] = {}
+        self.numbers = itertools.count(1)
+        self.sock = context.socket(zmq.DEALER)
+        self.sock.linger = 0
+        # Never queue a request for an actor that is not connected: answer 503 at once.
+        self.sock.immediate = 1
+        self.sock.reconnect_ivl = 50
+        self.sock.reconnect_ivl_max = 500
+        self.sock.sndhwm = self.sock.rcvhwm = 100_000
+        self.monitor = self.sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+        self.sock.connect(endpoint)
+        self.tasks = [asyncio.ensure_future(self._read()), asyncio.ensure_future(self._watch())]
+
+    async def call(self, op: str, **fields) -> dict:
+        """Send a request and return the actor's result; raise its error, or Unavailable."""
+        rid = protocol.request_id(next(self.numbers))
+        future = asyncio.get_running_loop().create_future()
+        self.pending[rid] = future
+        try:
+            await self.sock.send_multipart(protocol.encode_request(rid, op, **fields),
+                                           flags=zmq.NOBLOCK)
+        except zmq.Again:
+            self.pending.pop(rid, None)
+            raise Unavailable(f"{self.name} is not running; it is being restarted") from None
+        try:
+            result = await asyncio.wait_for(future, self.timeout)
+        except asyncio.TimeoutError:
+            raise Unavailable(f"{self.name} did not answer within {self.timeout:g} s") from None
+        finally:
+            self.pending.pop(rid, None)
+        if isinstance(result, MqError):
+            raise result
+        return result
+
+    def notify(self, op: str, **fields) -> None:
+        """Send a one-way message; dropped if the actor is down (it re-reads the disk)."""
+        try:
+            self.sock.send_multipart(protocol.encode_notification(op, **fields), flags=zmq.NOBLOCK)
+        except zmq.Again:
+            pass
+
+    @property
+    def load(self) -> int:
+        """Requests waiting for a reply."""
+        return len(self.pending)
+
+    async def _read(self) -> None:
+        while True:
+            frames = await self.sock.recv_multipart()
+            try:
+                rid, result = protocol.decode_reply(frames)
+            except Exception as err:
+                logs.get().warning("front.bad_reply", actor=self.name, error=str(err))
+                continue
+            future = self.pending.get(rid)
+            if future is not None and not future.done():
+                future.set_result(result)
+
+    async def _watch(self) -> None:
+        while True:
+            event = recv_monitor_message(await self.monitor.recv_multipart())
+            if event["event"] == zmq.EVENT_DISCONNECTED:
+                self._fail_pending()
+
+    def _fail_pending(self) -> None:
+        """The actor died: its replies will never come, so answer 503 now, not at the deadline."""
+        if self.pending:
+            logs.get().warning("front.actor_lost", actor=self.name, pending=len(self.pending))
+        for future in self.pending.values():
+            if not future.done():
+                future.set_result(Unavailable(f"{self.name} stopped; it is being restarted"))
+
+    def close(self) -> None:
+        """Stop the link's tasks and sockets."""
+        for task in self.tasks:
+            task.cancel()
+        self.sock.disable_monitor()
+        self.monitor.close()
+        self.sock.close()
+
+
+class ActorPool:
+    """The links to every actor, and which one a request goes to."""
+
+    def __init__(self, options, run_dir: str):
+        self.context = zmq.asyncio.Context()
+        self.workers = options.workers
+
+        def link(kind, i):
+            return ActorLink(self.context, protocol.actor_endpoint(run_dir, kind, i),
+                             f"{kind} actor {i}", options.actor_timeout)
+
+        self.savers = [link("save", i) for i in range(self.workers)]
+        self.fetchers = [link("fetch", i) for i in range(self.workers)]
+        self._turn = itertools.count()
+
+    def saver(self) -> ActorLink:
+        """The least busy save actor (round robin among equals), so batches stay even."""
+        start = next(self._turn)
+        order = [self.savers[(start + i) % self.workers] for i in range(self.workers)]
+        return min(order, key=lambda s: s.load)
+
+    def fetcher(self, queue: str) -> ActorLink:
+        """The fetch actor that owns this queue."""
+        return self.fetchers[protocol.fetch_actor_for(queue, self.workers)]
+
+    def close(self) -> None:
+        """Close every link."""
+        for link in self.savers + self.fetchers:
+            link.close()
+        self.context.term()

@@ -1,0 +1,211 @@
+"""The HTTP front: the seed's six endpoints, each one request to the actor that owns it."""
+
+import asyncio
+import signal
+import time
+
+import orjson
+import tornado.httpserver
+import tornado.web
+
+from mq import logs
+from mq import store as fmt
+from mq.errors import MqError, NotFound, TooLarge
+from mq.http.actor_links import ActorPool
+
+#: The one table from error kind to HTTP status.
+STATUS = {
+    "invalid": 400,
+    "not_found": 404,
+    "conflict": 409,
+    "too_large": 413,
+    "internal": 500,
+    "unavailable": 503,
+}
+
+
+class ApiHandler(tornado.web.RequestHandler):
+    """Shared by every route: JSON error bodies, the access log fields, the actor pool."""
+
+    def initialize(self, pool: ActorPool, options) -> None:
+        """Take the pool of actor links and the daemon's options."""
+        self.pool = pool
+        self.options = options
+        self.log_fields: dict = {}
+
+    def prepare(self) -> None:
+        """Count the request as in flight so a drain can wait for it."""
+        self.application.in_flight += 1
+        self._counted = True
+
+    def on_finish(self) -> None:
+        """Uncount the request."""
+        if getattr(self, "_counted", False):
+            self.application.in_flight -= 1
+
+    def compute_etag(self) -> None:
+        """No ETag: a fetch is a state change, never a cacheable representation."""
+        return None
+
+    def queue_name(self, name: str) -> str:
+        """The validated queue name from the path."""
+        self.log_fields["queue"] = name
+        return fmt.validate_queue(name)
+
+    def write_json(self, status: int, value) -> None:
+        """Answer with a JSON body."""
+        self.set_status(status)
+        self.set_header("Content-Type", "application/json")
+        self.finish(orjson.dumps(value))
+
+    def write_error(self, status_code: int, **kwargs) -> None:
+        """Every error reply has a JSON body: {"error": kind, "message": why}."""
+        error = kwargs.get("exc_info", (None, None, None))[1]
+        if isinstance(error, MqError):
+            status_code = STATUS.get(error.kind, 500)
+            if error.retry_after is not None or status_code == 503:
+                self.set_header("Retry-After", str(error.retry_after or 1))
+            body = {"error": error.kind, "message": error.message}
+        elif isinstance(error, tornado.web.HTTPError):
+            body = {"error": "invalid" if status_code < 500 else "internal",
+                    "message": error.log_message or self._reason}
+        else:
+            body = {"error": "internal", "message": "internal error"}
+        self.clear_header("X-Message-Id")
+        self.set_status(status_code)
+        self.set_header("Content-Type", "application/json")
+        self.finish(orjson.dumps(body))
+
+    def log_exception(self, typ, value, tb) -> None:
+        """Expected errors are answers, not crashes: only log what was not an MqError."""
+        if isinstance(value, (MqError, tornado.web.HTTPError)):
+            return
+        logs.get().error("front.error", path=self.request.path, exc_info=(typ, value, tb))
+
+
+class QueueHandler(ApiHandler):
+    """GET, PUT and DELETE /{queue}."""
+
+    async def get(self, name: str) -> None:
+        """200 when the queue exists, 404 when not."""
+        queue = self.queue_name(name)
+        await self.pool.fetcher(queue).call("queue_get", queue=queue)
+        self.write_json(200, {"queue": queue})
+
+    async def put(self, name: str) -> None:
+        """Create the queue: 201 when created, 200 when it already existed."""
+        queue = self.queue_name(name)
+        result = await self.pool.fetcher(queue).call("queue_put", queue=queue)
+        self.write_json(201 if result["created"] else 200, {"queue": queue, "created": result["created"]})
+
+    async def delete(self, name: str) -> None:
+        """Delete the queue and all its messages, in every state: 204."""
+        queue = self.queue_name(name)
+        await self.pool.fetcher(queue).call("queue_delete", queue=queue)
+        self.set_status(204)
+        self.finish()
+
+
+class MessagesHandler(ApiHandler):
+    """GET and POST /{queue}/messages."""
+
+    async def post(self, name: str) -> None:
+        """Add a message; 201 with X-Message-Id once it is durably in its queue."""
+        queue = self.queue_name(name)
+        body = self.request.body
+        if len(body) > self.options.max_body_bytes:
+            raise TooLarge(f"body of {len(body)} bytes is over the limit of "
+                           f"{self.options.max_body_bytes} bytes")
+        content_type = self.request.headers.get("Content-Type", fmt.DEFAULT_CONTENT_TYPE)
+        result = await self.pool.saver().call("add", queue=queue, body=body,
+                                              content_type=content_type)
+        message_id = result["id"]
+        self.log_fields["id"] = message_id
+        if not result.get("due"):
+            self.pool.fetcher(queue).notify("ready", queue=queue, ids=[message_id])
+        self.set_header("X-Message-Id", message_id)
+        self.set_header("Location", f"/{queue}/messages/{message_id}")
+        self.write_json(201, {"id": message_id, "queue": queue})
+
+    async def get(self, name: str) -> None:
+        """Fetch the oldest ready message; 204 when there is none."""
+        queue = self.queue_name(name)
+        result = await self.pool.fetcher(queue).call("fetch", queue=queue)
+        if result.get("empty"):
+            self.set_status(204)
+            self.finish()
+            return
+        self.log_fields["id"] = result["id"]
+        self.set_header("X-Message-Id", result["id"])
+        self.set_header("Content-Type", result["content_type"])
+        self.finish(result["body"])
+
+
+class MessageHandler(ApiHandler):
+    """DELETE /{queue}/messages/{id}."""
+
+    async def delete(self, name: str, message_id: str) -> None:
+        """Remove the message from whatever state it is in: 204, or 404 for an unknown id."""
+        queue = self.queue_name(name)
+        self.log_fields["id"] = message_id
+        fmt.validate_id(message_id)
+        await self.pool.fetcher(queue).call("delete", queue=queue, id=message_id)
+        self.set_status(204)
+        self.finish()
+
+
+class NotFoundHandler(ApiHandler):
+    """Any other path: a JSON 404."""
+
+    def prepare(self) -> None:
+        """Answer every method with 404."""
+        super().prepare()
+        raise NotFound(f"no such endpoint: {self.request.method} {self.request.path}")
+
+
+def log_request(handler: tornado.web.RequestHandler) -> None:
+    """The access log: one line per request."""
+    request = handler.request
+    logs.get().info(
+        "http.request", method=request.method, path=request.path, status=handler.get_status(),
+        ms=round(request.request_time() * 1000, 2), **getattr(handler, "log_fields", {}))
+
+
+def make_app(pool: ActorPool, options) -> tornado.web.Application:
+    """The Tornado application with every route."""
+    args = {"pool": pool, "options": options}
+    name = r"([^/]+)"
+    app = tornado.web.Application(
+        [
+            (rf"/{name}", QueueHandler, args),
+            (rf"/{name}/messages", MessagesHandler, args),
+            (rf"/{name}/messages/{name}", MessageHandler, args),
+        ],
+        default_handler_class=NotFoundHandler,
+        default_handler_args=args,
+        log_function=log_request if options.access_log else (lambda handler: None),
+    )
+    app.in_flight = 0
+    return app
+
+
+async def serve(options, run_dir: str, drain_seconds: float = 10.0) -> None:
+    """Run the front until SIGTERM, then stop accepting, finish what is in flight and return."""
+    pool = ActorPool(options, run_dir)
+    app = make_app(pool, options)
+    server = tornado.httpserver.HTTPServer(
+        app, max_body_size=options.max_body_bytes + 1, idle_connection_timeout=60)
+    server.listen(options.port, options.host)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    loop.add_signal_handler(signal.SIGINT, stop.set)
+    logs.get().info("front.start", host=options.host, port=options.port)
+    await stop.wait()
+    server.stop()
+    deadline = time.monotonic() + drain_seconds
+    while app.in_flight and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    await server.close_all_connections()
+    pool.close()
+    logs.get().info("front.stop", unfinished=app.in_flight)

@@ -1,0 +1,1 @@
+"""The supervisor: starts every process of the tree, watches them and restarts the dead."""

@@ -1,0 +1,38 @@
+"""Entry point of every supervised process: python -m mq.supervisor.child KIND INDEX RUN_DIR OPTIONS."""
+
+import asyncio
+import sys
+
+import setproctitle
+
+from mq import logs
+from mq.config import Options
+
+
+def main() -> None:
+    """Run one front or actor process with the options the supervisor passed as JSON."""
+    kind, index, run_dir, options_json = sys.argv[1:5]
+    index = int(index)
+    options = Options.from_json(options_json)
+    title = "front" if kind == "front" else f"{kind} actor {index}"
+    setproctitle.setproctitle(f"mq: {title} [{options.root}]")
+    logs.configure(f"{kind}-{index}", options.log_level, options.log_file)
+    if kind == "front":
+        from mq.http.front import serve
+
+        asyncio.run(serve(options, run_dir))
+    elif kind == "reaper":
+        from mq.actors.reaper import run_actor
+
+        run_actor(options)
+    else:
+        from mq.actors.fetch import FetchActor
+        from mq.actors.mover import MoverActor
+        from mq.actors.save import SaveActor
+
+        actor = {"save": SaveActor, "fetch": FetchActor, "mover": MoverActor}[kind]
+        actor(options, index, run_dir).run()
+
+
+if __name__ == "__main__":
+    main()

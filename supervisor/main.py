@@ -1,0 +1,45 @@
+"""The mq command: check options, prepare the root, run the supervised tree."""
+
+import os
+import shutil
+import sys
+
+import setproctitle
+
+from mq import logs
+from mq.config import load_options
+from mq.errors import MqError
+from mq.store import Store
+from mq.supervisor.tree import Tree, choose_run_dir, clean_stale_run_dirs
+
+#: With peers, files in new/ younger than this (seconds) may be another daemon's work in progress.
+PEER_NEW_GRACE_SECONDS = 60.0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run mq until SIGTERM; exit 0 after a drain, 1 when the front keeps crashing, 2 on bad options."""
+    try:
+        options = load_options(argv)
+        logs.configure("supervisor", options.log_level, options.log_file)
+        store = Store(options.root, options.sync, options.auto_create)
+        store.init()
+        clean_stale_run_dirs(store.root)
+        cleaned = store.clean_new(PEER_NEW_GRACE_SECONDS if options.peers else 0.0)
+        run_dir = choose_run_dir(options)
+    except MqError as err:
+        print(f"mq: {err.message}", file=sys.stderr)
+        return 2
+    except OSError as err:
+        print(f"mq: {options.root}: {err.strerror}", file=sys.stderr)
+        return 2
+    setproctitle.setproctitle(f"mq: supervisor [{options.root}] {options.host}:{options.port}")
+    logs.get().info("supervisor.start", root=store.root, workers=options.workers, peers=options.peers,
+                    cleaned_new=cleaned, run_dir=run_dir)
+    try:
+        return Tree(options, run_dir).run()
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,206 @@
+"""Tree: spawn the front and the actors, watch them with psutil, restart with backoff."""
+
+import ctypes
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+import psutil
+
+from mq import logs
+
+#: First wait before restarting a dead process, in seconds; doubled per quick crash.
+MIN_BACKOFF_SECONDS = 0.1
+#: Longest wait before a restart, in seconds.
+MAX_BACKOFF_SECONDS = 5.0
+#: A process that ran this many seconds before dying starts again at the minimum backoff.
+STABLE_SECONDS = 10.0
+#: The front may crash this many times within FRONT_WINDOW_SECONDS before the tree gives up.
+FRONT_MAX_CRASHES = 5
+FRONT_WINDOW_SECONDS = 60.0
+#: Seconds the front gets to drain on SIGTERM before the actors are stopped.
+DRAIN_SECONDS = 10.0
+#: Longest ipc:// socket path the kernel accepts, less room for the socket's own name.
+MAX_RUN_DIR = 90
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """In a child, before exec: get SIGTERM when the supervisor dies, even by kill -9."""
+    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+@dataclass
+class Child:
+    """One supervised process and its restart bookkeeping."""
+
+    kind: str
+    index: int
+    critical: bool = False
+    proc: subprocess.Popen | None = None
+    started: float = 0.0
+    restarts: int = 0
+    backoff: float = MIN_BACKOFF_SECONDS
+    restart_at: float | None = None
+    crashes: list = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        """The name logs and health use, e.g. save-3."""
+        return f"{self.kind}-{self.index}"
+
+
+def choose_run_dir(options) -> str:
+    """The folder for this daemon's sockets: {root}/run/{host}-{pid}, or a short temp dir."""
+    if options.run_dir:
+        os.makedirs(options.run_dir, exist_ok=True)
+        return options.run_dir
+    path = os.path.join(os.path.abspath(options.root), "run", f"{socket.gethostname()}-{os.getpid()}")
+    if len(path) > MAX_RUN_DIR:
+        return tempfile.mkdtemp(prefix="mq-run-")
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def clean_stale_run_dirs(root: str) -> None:
+    """Remove run folders of daemons on this host whose supervisor is gone (killed by -9)."""
+    run = os.path.join(root, "run")
+    host = socket.gethostname()
+    for name in os.listdir(run):
+        owner, _, pid = name.rpartition("-")
+        if owner == host and pid.isdigit() and not psutil.pid_exists(int(pid)):
+            shutil.rmtree(os.path.join(run, name), ignore_errors=True)
+
+
+class Tree:
+    """The supervised process tree of one daemon."""
+
+    def __init__(self, options, run_dir: str):
+        self.options = options
+        self.run_dir = run_dir
+        self.log = logs.get()
+        self.stopping = False
+        self.children = [Child("mover", 0), Child("reaper", 0)]
+        self.children += [Child("fetch", i) for i in range(options.workers)]
+        self.children += [Child("save", i) for i in range(options.workers)]
+        self.children.append(Child("front", 0, critical=True))
+
+    def spawn(self, child: Child) -> None:
+        """Start a child process running mq.supervisor.child."""
+        child.proc = subprocess.Popen(
+            [sys.executable, "-m", "mq.supervisor.child", child.kind, str(child.index),
+             self.run_dir, self.options.to_json()],
+            preexec_fn=die_with_parent, stdin=subprocess.DEVNULL)
+        child.started = time.monotonic()
+        child.restart_at = None
+        self.log.info("supervisor.spawn", child=child.name, child_pid=child.proc.pid)
+
+    def check(self, child: Child, now: float) -> bool:
+        """Notice a death and schedule its restart; False when the tree must give up."""
+        if child.proc is None:
+            return True
+        code = child.proc.poll()
+        if code is None:
+            try:
+                if psutil.Process(child.proc.pid).status() != psutil.STATUS_ZOMBIE:
+                    return True
+            except psutil.NoSuchProcess:
+                pass
+            code = child.proc.wait()
+        uptime = now - child.started
+        child.backoff = MIN_BACKOFF_SECONDS if uptime > STABLE_SECONDS else min(
+            MAX_BACKOFF_SECONDS, child.backoff * 2 if child.restarts else child.backoff)
+        child.restarts += 1
+        child.restart_at = now + (MIN_BACKOFF_SECONDS if uptime > STABLE_SECONDS else child.backoff)
+        child.proc = None
+        self.log.error("supervisor.crash", child=child.name, exit_code=code,
+                       uptime_s=round(uptime, 3), restart_in_s=round(child.restart_at - now, 3))
+        if child.critical:
+            child.crashes = [t for t in child.crashes if now - t < FRONT_WINDOW_SECONDS] + [now]
+            if len(child.crashes) >= FRONT_MAX_CRASHES:
+                self.log.error("supervisor.give_up", child=child.name, crashes=len(child.crashes))
+                return False
+        return True
+
+    def health(self) -> list[dict]:
+        """Each child's pid, state, restarts, CPU and memory, as psutil sees them."""
+        rows = []
+        for child in self.children:
+            row = {"name": child.name, "pid": None, "alive": False, "restarts": child.restarts}
+            if child.proc is not None:
+                try:
+                    proc = psutil.Process(child.proc.pid)
+                    with proc.oneshot():
+                        row.update(pid=proc.pid, alive=proc.status() != psutil.STATUS_ZOMBIE,
+                                   rss_bytes=proc.memory_info().rss, cpu_s=sum(proc.cpu_times()[:2]))
+                except psutil.NoSuchProcess:
+                    pass
+            rows.append(row)
+        return rows
+
+    def write_health(self) -> None:
+        """Publish health to {run_dir}/health.json (written whole, then renamed)."""
+        path = os.path.join(self.run_dir, "health.json")
+        with open(path + ".tmp", "w") as f:
+            json.dump({"supervisor_pid": os.getpid(), "children": self.health()}, f)
+        os.replace(path + ".tmp", path)
+
+    def run(self) -> int:
+        """Start everything and supervise until SIGTERM (exit 0) or a front crash loop (exit 1)."""
+        signal.signal(signal.SIGTERM, self._stop)
+        signal.signal(signal.SIGINT, self._stop)
+        signal.signal(signal.SIGHUP, self._forward_hup)
+        for child in self.children:
+            self.spawn(child)
+        code = 0
+        last_health = 0.0
+        while not self.stopping:
+            now = time.monotonic()
+            for child in self.children:
+                if not self.check(child, now):
+                    self.stopping, code = True, 1
+                    break
+                if child.proc is None and child.restart_at is not None and now >= child.restart_at:
+                    self.spawn(child)
+            if now - last_health > 1.0:
+                self.write_health()
+                last_health = now
+            time.sleep(0.05)
+        self.shutdown()
+        return code
+
+    def _stop(self, *_):
+        self.stopping = True
+
+    def _forward_hup(self, *_):
+        logs._sink and logs._sink.reopen()
+        for child in self.children:
+            if child.proc is not None:
+                child.proc.send_signal(signal.SIGHUP)
+
+    def shutdown(self) -> None:
+        """Drain the front first, then stop the actors; kill what does not stop in time."""
+        front = [c for c in self.children if c.kind == "front"]
+        self._terminate(front, DRAIN_SECONDS + 2)
+        self._terminate([c for c in self.children if c.kind != "front"], 5.0)
+        self.log.info("supervisor.stop")
+
+    def _terminate(self, children: list[Child], grace: float) -> None:
+        procs = [c.proc for c in children if c.proc is not None]
+        for proc in procs:
+            proc.terminate()
+        deadline = time.monotonic() + grace
+        for proc in procs:
+            try:
+                proc.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
