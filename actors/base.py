@@ -12,6 +12,8 @@ from mq.store import Store
 
 #: Most requests taken from the socket into one batch (one flush serves them all).
 MAX_BATCH = 256
+#: A result meaning "no reply now": the actor answers later (a long poll).
+DEFERRED = object()
 
 
 class Actor:
@@ -53,14 +55,17 @@ class Actor:
         sock.connect(protocol.mover_endpoint(self.run_dir))
         return sock
 
-    def tell_mover(self, hidden: list[tuple[str, str, float]]) -> None:
-        """Notify the mover of (queue, id, due) placed in delay/; it rescans if one is lost."""
-        for queue, message_id, due in hidden:
-            try:
-                self.mover.send_multipart(protocol.encode_notification(
-                    "delayed", queue=queue, id=message_id, due=due), zmq.NOBLOCK)
-            except zmq.Again:
-                return
+    def tell_mover(self, hidden: list[tuple[str, str, int, float]]) -> None:
+        """Notify the mover of (queue, id, deliveries, due) in delay/; it rescans if one is lost."""
+        for queue, message_id, attempts, due in hidden:
+            self.send_mover("delayed", queue=queue, id=message_id, attempts=attempts, due=due)
+
+    def send_mover(self, op: str, **fields) -> None:
+        """A one-way message to the mover; dropped if it is down (it rescans delay/ at start)."""
+        try:
+            self.mover.send_multipart(protocol.encode_notification(op, **fields), zmq.NOBLOCK)
+        except zmq.Again:
+            pass
 
     def tick(self) -> None:
         """Work done after every batch and on every poll timeout."""
@@ -77,7 +82,7 @@ class Actor:
         """Serve until SIGTERM, then finish the batch in hand and exit."""
         signal.signal(signal.SIGTERM, self._stop)
         signal.signal(signal.SIGINT, self._stop)
-        sock = self.bind()
+        sock = self.sock = self.bind()
         self.start()
         self.log.info("actor.start", endpoint=self.endpoint())
         poller = zmq.Poller()
@@ -91,6 +96,10 @@ class Actor:
                 self._serve(sock)
             self.tick()
         self.log.info("actor.stop")
+
+    def reply(self, peer: bytes, rid: bytes, result) -> None:
+        """Send one reply (a result dict or an MqError)."""
+        self.sock.send_multipart(protocol.encode_reply(peer, rid, result))
 
     def _stop(self, *_):
         self.stopping = True
@@ -115,6 +124,6 @@ class Actor:
             self.log.exception("actor.error")
             results = [MqError("internal error in actor")] * len(batch)
         for (peer, rid, _), result in zip(batch, results):
-            if rid:
-                sock.send_multipart(protocol.encode_reply(peer, rid, result))
+            if rid and result is not DEFERRED:
+                self.reply(peer, rid, result)
         self.log.debug("actor.batch", size=len(batch), ms=round((time.monotonic() - started) * 1000, 2))

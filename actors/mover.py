@@ -10,7 +10,7 @@ from collections import defaultdict
 
 import zmq
 
-from mq import logs, protocol
+from mq import logs, properties, protocol
 from mq.actors.base import Actor
 from mq.store import fsync_dir
 
@@ -22,22 +22,22 @@ MAX_WAIT_SECONDS = 0.5
 
 
 class DueHeap:
-    """(due, queue, id) entries ordered by due time, one entry per message."""
+    """(due, queue, id, deliveries) entries ordered by due time, one entry per delivery."""
 
     def __init__(self):
-        self.heap: list[tuple[float, str, str]] = []
-        self.due: dict[tuple[str, str], float] = {}
+        self.heap: list[tuple[float, str, str, int]] = []
+        self.due: dict[tuple[str, str, int], float] = {}
 
     def __len__(self) -> int:
         return len(self.due)
 
-    def add(self, due: float, queue: str, message_id: str) -> None:
-        """Time a message; a later add for the same message replaces the earlier due time."""
-        key = (queue, message_id)
+    def add(self, due: float, queue: str, message_id: str, attempts: int = 0) -> None:
+        """Time a message; a later add for the same delivery replaces the earlier due time."""
+        key = (queue, message_id, attempts)
         if self.due.get(key) == due:
             return
         self.due[key] = due
-        heapq.heappush(self.heap, (due, queue, message_id))
+        heapq.heappush(self.heap, (due, queue, message_id, attempts))
 
     def next_due(self) -> float | None:
         """The earliest due time, or None when nothing is timed."""
@@ -45,13 +45,13 @@ class DueHeap:
             heapq.heappop(self.heap)
         return self.heap[0][0] if self.heap else None
 
-    def pop_due(self, now: float) -> list[tuple[str, str]]:
-        """Remove and return the messages due at or before now."""
+    def pop_due(self, now: float) -> list[tuple[str, str, int]]:
+        """Remove and return the (queue, id, deliveries) due at or before now."""
         out = []
         while (due := self.next_due()) is not None and due <= now:
-            _, queue, message_id = heapq.heappop(self.heap)
-            del self.due[(queue, message_id)]
-            out.append((queue, message_id))
+            _, queue, message_id, attempts = heapq.heappop(self.heap)
+            del self.due[(queue, message_id, attempts)]
+            out.append((queue, message_id, attempts))
         return out
 
 
@@ -67,6 +67,7 @@ class MoverActor(Actor):
     def start(self) -> None:
         """Load every message in delay/ and connect to the fetch actors it wakes."""
         self.timers = DueHeap()
+        self.props = properties.PropertyFiles(self.store, {"timeout": self.options.timeout})
         self.fetchers = []
         for i in range(self.options.workers):
             sock = self.context.socket(zmq.DEALER)
@@ -78,8 +79,8 @@ class MoverActor(Actor):
 
     def rescan(self) -> None:
         """Time every message in delay/ from its file's mtime."""
-        for due, queue, message_id in self.store.list_delayed():
-            self.timers.add(due, queue, message_id)
+        for due, queue, message_id, attempts in self.store.list_delayed():
+            self.timers.add(due, queue, message_id, attempts)
         self.scanned_at = time.monotonic()
         self.log.debug("mover.rescan", timed=len(self.timers))
 
@@ -90,42 +91,62 @@ class MoverActor(Actor):
         return max(0, int(wait * 1000))
 
     def handle_batch(self, requests):
-        """Notifications from fetch and save actors: time the messages they hid."""
+        """Notifications: time the messages fetch and save actors hid; relay ready messages."""
         for _, _, payload in requests:
             if payload.get("op") == "delayed":
-                self.timers.add(float(payload["due"]), payload["queue"], payload["id"])
+                self.timers.add(float(payload["due"]), payload["queue"], payload["id"],
+                                int(payload.get("attempts", 0)))
+            elif payload.get("op") == "relay":
+                self.wake(payload["queue"], payload["ids"])
         return [{}] * len(requests)
+
+    def wake(self, queue: str, ids: list) -> None:
+        """Tell the queue's fetch actor about ready [id, deliveries] pairs."""
+        owner = self.fetchers[protocol.fetch_actor_for(queue, self.options.workers)]
+        try:
+            owner.send_multipart(protocol.encode_notification("ready", queue=queue, ids=ids),
+                                 zmq.NOBLOCK)
+        except zmq.Again:
+            pass  # The fetch actor re-lists the queue when its index runs empty.
 
     def tick(self) -> None:
         """Move what is due, flush, then tell each queue's fetch actor."""
         if time.monotonic() - self.scanned_at > RESCAN_SECONDS:
             self.rescan()
-        moved = move_due(self.store, self.timers, time.time())
-        for queue, ids in moved.items():
-            owner = self.fetchers[protocol.fetch_actor_for(queue, self.options.workers)]
-            try:
-                owner.send_multipart(protocol.encode_notification("ready", queue=queue, ids=ids),
-                                     zmq.NOBLOCK)
-            except zmq.Again:
-                pass  # The fetch actor re-lists the queue when its index runs empty.
+        for queue, ids in move_due(self.store, self.timers, time.time(), self.props).items():
+            self.wake(queue, ids)
 
 
-def move_due(store, timers: DueHeap, now: float) -> dict[str, list[str]]:
-    """Release every due message to its queue, flush once; return the ids made ready per queue."""
-    moved: dict[str, list[str]] = defaultdict(list)
+def move_due(store, timers: DueHeap, now: float, props=None) -> dict[str, list]:
+    """Release every due message to its queue (or dead-letter queue), flush once.
+
+    Returns the [id, deliveries] pairs made ready, per queue. A message delivered more than
+    its queue's `retry` times goes to the dead-letter queue as a new ready message.
+    """
+    moved: dict[str, list] = defaultdict(list)
     dirs = set()
-    for queue, message_id in timers.pop_due(now):
+    for queue, message_id, attempts in timers.pop_due(now):
+        dead = None
+        if props is not None and attempts:
+            effective = props.effective(queue)
+            if attempts > effective["retry"]:
+                dead = effective["dead_letter_queue"]
         try:
-            outcome, due = store.release(queue, message_id, now)
+            outcome, due = store.release(queue, message_id, now, attempts, dead)
         except OSError as err:
             logs.get().error("mover.error", queue=queue, id=message_id, error=str(err))
-            timers.add(now + 1, queue, message_id)
+            timers.add(now + 1, queue, message_id, attempts)
             continue
         if outcome == "not_due":
-            timers.add(due, queue, message_id)
+            timers.add(due, queue, message_id, attempts)
         elif outcome == "ready":
-            moved[queue].append(message_id)
+            moved[queue].append([message_id, attempts])
             dirs.add(store.queue_dir(queue))
+        elif outcome == "dead":
+            logs.get().info("mover.dead_letter", queue=queue, id=message_id, attempts=attempts,
+                            dead_letter_queue=dead)
+            moved[dead].append([message_id, 0])
+            dirs.add(store.queue_dir(dead))
         elif outcome == "removed":
             dirs.add(store.folder("remove"))
     if dirs:

@@ -7,31 +7,53 @@ import sys
 import time
 
 from mq import logs
-from mq.store import reap_folder
+from mq.properties import PropertyFiles
+from mq.store import Store, reap_folder
 
 #: Seconds between passes over the remove folder.
 INTERVAL_SECONDS = 0.5
 
 
-def reap_forever(source: str, interval: float, stopping: list) -> None:
-    """Unlink everything in source every interval seconds until stopping is non-empty."""
+#: Seconds between sweeps of expired de-duplication keys.
+DEDUP_SWEEP_SECONDS = 60.0
+
+
+def reap_forever(source: str, interval: float, stopping: list, chores=()) -> None:
+    """Unlink everything in source every interval seconds until stopping is non-empty.
+
+    chores: (every_seconds, function) pairs run as often as they ask, between passes.
+    """
     log = logs.get()
+    last = [0.0] * len(chores)
     while not stopping:
         try:
             count = reap_folder(source)
             if count:
                 log.debug("reaper.unlinked", count=count)
+            for i, (every, chore) in enumerate(chores):
+                if time.monotonic() - last[i] >= every:
+                    chore()
+                    last[i] = time.monotonic()
         except OSError as err:
             log.error("reaper.error", error=str(err))
         time.sleep(interval)
 
 
 def run_actor(options) -> None:
-    """The reaper as an actor of the daemon's tree."""
+    """The reaper as an actor of the daemon's tree: remove/, then expired dedup keys."""
     stopping: list = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))
     logs.get().info("actor.start", actor="reaper-0")
-    reap_forever(os.path.join(options.root, "remove"), INTERVAL_SECONDS, stopping)
+    store = Store(options.root, options.sync)
+    props = PropertyFiles(store)
+
+    def sweep_keys():
+        swept = store.dedup_sweep(lambda queue: props.effective(queue)["dedup_window"])
+        if swept:
+            logs.get().info("reaper.dedup_swept", count=swept)
+
+    reap_forever(store.folder("remove"), INTERVAL_SECONDS, stopping,
+                 [(DEDUP_SWEEP_SECONDS, sweep_keys)])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,10 +1,12 @@
 """SaveActor: writes messages into new/, flushes once per batch, delivers them by rename."""
 
+import os
 import time
 
+from mq import properties
 from mq import store as fmt
 from mq.actors.base import Actor
-from mq.errors import Invalid, MqError, TooLarge, Unavailable
+from mq.errors import Invalid, MqError, NotFound, TooLarge, Unavailable
 from mq.ids import new_id
 
 
@@ -16,34 +18,52 @@ class SaveActor(Actor):
     def start(self) -> None:
         """Connect to the mover, which times delayed messages."""
         self.mover = self.connect_mover()
+        self.props = properties.PropertyFiles(self.store, {"max_body_bytes": self.options.max_body_bytes})
 
-    def prepare(self, payload: dict) -> tuple[str, str, bytes, float | None]:
-        """Validate an add request; return (queue, id, file bytes, due time or None)."""
+    def prepare(self, payload: dict, now: float) -> dict:
+        """Validate an add request; return what to write, or a duplicate's earlier id."""
         if payload.get("op") != "add":
             raise Invalid(f"save actor cannot {payload.get('op')!r}")
         queue = fmt.validate_queue(payload.get("queue"))
         body = payload.get("body")
         if not isinstance(body, bytes):
             raise Invalid("message body must be bytes")
-        if len(body) > self.options.max_body_bytes:
-            raise TooLarge(f"body of {len(body)} bytes is over the limit of "
-                           f"{self.options.max_body_bytes} bytes")
-        content_type = payload.get("content_type") or fmt.DEFAULT_CONTENT_TYPE
+        props = self.props.effective(queue)
+        limit = min(props["max_body_bytes"], self.options.max_body_bytes)
+        if len(body) > limit:
+            raise TooLarge(f"body of {len(body)} bytes is over the limit of {limit} bytes")
+        if not self.store.auto_create and not self.store.queue_exists(queue):
+            raise NotFound(f"queue {queue!r} does not exist (auto-create is off)")
+        dedup = payload.get("dedup_id") or ""
+        if dedup:
+            earlier = self.store.dedup_lookup(queue, dedup, props["dedup_window"], now)
+            if earlier:
+                return {"queue": queue, "id": earlier, "duplicate": True}
         due = payload.get("due")
-        now = time.time()
+        if due is None and props["delay"] > 0:
+            due = now + props["delay"]
         message_id = new_id(int(now * 1000))
-        data = fmt.encode_message(body, content_type, int(now * 1000))
-        return queue, message_id, data, (due if due and due > now else None)
+        content_type = payload.get("content_type") or fmt.DEFAULT_CONTENT_TYPE
+        return {"queue": queue, "id": message_id, "dedup": dedup, "window": props["dedup_window"],
+                "due": due if due and due > now else None,
+                "data": fmt.encode_message(body, content_type, int(now * 1000), message_id, dedup)}
 
     def handle_batch(self, requests):
-        """Write every message, flush once, rename each into place, flush once, reply."""
+        """Write every message, flush once, record keys, rename each into place, flush, reply."""
         results: list = [None] * len(requests)
         written = []  # (position, queue, id, due)
+        now = time.time()
+        keyed = []
         for pos, (_, _, payload) in enumerate(requests):
             try:
-                queue, message_id, data, due = self.prepare(payload)
-                self.store.write_new(queue, message_id, data, due)
-                written.append((pos, queue, message_id, due))
+                item = self.prepare(payload, now)
+                if item.get("duplicate"):
+                    results[pos] = {"id": item["id"], "queue": item["queue"], "duplicate": True}
+                    continue
+                self.store.write_new(item["queue"], item["id"], item["data"], item["due"])
+                written.append((pos, item["queue"], item["id"], item["due"]))
+                if item["dedup"]:
+                    keyed.append((pos, item))
             except MqError as err:
                 results[pos] = err
         if not written:
@@ -54,6 +74,7 @@ class SaveActor(Actor):
             self._fail(written, results, fmt.unavailable(err, "cannot flush messages"))
             return results
         dirs = {self.store.folder("new")}
+        written = self.record_keys(written, keyed, results, dirs, now)
         delivered = []
         for pos, queue, message_id, due in written:
             try:
@@ -76,8 +97,32 @@ class SaveActor(Actor):
             return results
         for pos, queue, message_id, due in delivered:
             results[pos] = {"id": message_id, "queue": queue, "due": due}
-        self.tell_mover([(q, i, due) for _, q, i, due in delivered if due is not None])
+        self.tell_mover([(q, i, 0, due) for _, q, i, due in delivered if due is not None])
         return results
+
+    def record_keys(self, written, keyed, results, dirs, now) -> list:
+        """Record de-duplication keys (after the data is durable, before delivery).
+
+        An add that loses the race for its key, to another worker, daemon or request in this
+        batch, discards its file and answers the winner's id.
+        """
+        losers = set()
+        for pos, item in keyed:
+            try:
+                earlier = self.store.dedup_record(item["queue"], item["dedup"], item["id"],
+                                                  item["window"], now)
+            except (OSError, MqError) as err:
+                earlier, results[pos] = None, err if isinstance(err, MqError) else \
+                    fmt.unavailable(err, "cannot record de-duplication key")
+                losers.add(pos)
+            if earlier:
+                results[pos] = {"id": earlier, "queue": item["queue"], "duplicate": True}
+                losers.add(pos)
+            dirs.add(os.path.dirname(self.store.dedup_path(item["queue"], item["dedup"])))
+        for pos, queue, message_id, _ in written:
+            if pos in losers:
+                self.store.discard_new(self.store.new_path(queue, message_id))
+        return [w for w in written if w[0] not in losers]
 
     def _fail(self, written, results, error: Unavailable) -> None:
         for pos, queue, message_id, _ in written:

@@ -2,6 +2,7 @@
 
 import ctypes
 import errno
+import hashlib
 import os
 import re
 import shutil
@@ -10,6 +11,7 @@ import time
 from dataclasses import dataclass
 
 import msgpack
+import orjson
 
 from mq.errors import Invalid, NotFound, Unavailable
 from mq.ids import is_id, new_id
@@ -23,8 +25,10 @@ DEFAULT_CONTENT_TYPE = "application/octet-stream"
 #: Longest queue name, in characters.
 MAX_QUEUE_NAME = 128
 
+#: Names no queue may have: '.' and '..' are folders, '_mq' holds the admin endpoints.
+RESERVED_NAMES = (".", "..", "_mq")
 QUEUE_PATTERN = re.compile(r"^[A-Za-z0-9_.-]{1,%d}$" % MAX_QUEUE_NAME)
-FOLDERS = ("new", "queues", "delay", "remove", "run")
+FOLDERS = ("new", "queues", "delay", "remove", "run", "dedup", "props")
 #: Errors that mean "cannot be stored now, try later" rather than "your request is wrong".
 RETRYABLE = {errno.ENOSPC, errno.EIO, errno.EDQUOT, errno.EROFS, errno.ENOMEM, errno.EAGAIN}
 
@@ -38,8 +42,8 @@ def validate_queue(name: str) -> str:
             f"invalid queue name {name!r}: use 1 to {MAX_QUEUE_NAME} characters "
             "from A-Z a-z 0-9 _ . -"
         )
-    if name in (".", ".."):
-        raise Invalid(f"invalid queue name {name!r}: '.' and '..' are reserved")
+    if name in RESERVED_NAMES:
+        raise Invalid(f"invalid queue name {name!r}: {', '.join(RESERVED_NAMES)} are reserved")
     return name
 
 
@@ -50,10 +54,34 @@ def validate_id(message_id: str) -> str:
     return message_id
 
 
-def encode_message(body: bytes, content_type: str, created_ms: int) -> bytes:
+def encode_message(body: bytes, content_type: str, created_ms: int, message_id: str = "",
+                   dedup_key: str = "") -> bytes:
     """The bytes of a message file: magic, header length, msgpack header, body."""
-    header = msgpack.packb({"ct": content_type, "t": created_ms})
-    return MAGIC + struct.pack(">I", len(header)) + header + body
+    header = {"ct": content_type, "t": created_ms}
+    if message_id:
+        header["id"] = message_id
+    if dedup_key:
+        header["dk"] = dedup_digest(dedup_key)
+    packed = msgpack.packb(header)
+    return MAGIC + struct.pack(">I", len(packed)) + packed + body
+
+
+def dedup_digest(key: str) -> str:
+    """The file name a de-duplication key is recorded under (any key fits a name)."""
+    return hashlib.sha256(key.encode()).hexdigest()[:40]
+
+
+def entry_name(message_id: str, attempts: int = 0) -> str:
+    """A message's name in its folder: the id, then '.N' once it has been delivered N times."""
+    return f"{message_id}.{attempts}" if attempts else message_id
+
+
+def parse_entry(name: str) -> tuple[str, int] | None:
+    """(id, deliveries so far) of an entry name; None when it is not one."""
+    message_id, dot, count = name.partition(".")
+    if not is_id(message_id) or (dot and not count.isdigit()):
+        return None
+    return message_id, int(count) if dot else 0
 
 
 @dataclass
@@ -65,6 +93,7 @@ class Message:
     body: bytes
     content_type: str
     created_ms: int
+    dedup_digest: str = ""
 
 
 def decode_message(queue: str, message_id: str, data: bytes) -> Message:
@@ -73,7 +102,8 @@ def decode_message(queue: str, message_id: str, data: bytes) -> Message:
         raise ValueError(f"{queue}/{message_id}: not an mq message file")
     (length,) = struct.unpack(">I", data[3:7])
     header = msgpack.unpackb(data[7 : 7 + length])
-    return Message(queue, message_id, data[7 + length :], header["ct"], header["t"])
+    return Message(queue, message_id, data[7 + length :], header["ct"], header["t"],
+                   header.get("dk", ""))
 
 
 def syncfs(fd: int) -> None:
@@ -128,13 +158,25 @@ class Store:
         """Where a message is written before it is delivered."""
         return os.path.join(self.root, "new", f"{queue}:{message_id}")
 
-    def ready_path(self, queue: str, message_id: str) -> str:
-        """Where a ready message waits to be fetched."""
-        return os.path.join(self.root, "queues", queue, message_id)
+    def ready_path(self, queue: str, message_id: str, attempts: int = 0) -> str:
+        """Where a ready message waits to be fetched (delivered `attempts` times so far)."""
+        return os.path.join(self.root, "queues", queue, entry_name(message_id, attempts))
 
-    def delay_path(self, queue: str, message_id: str) -> str:
-        """Where a fetched or delayed message waits for its due time (the file's mtime)."""
-        return os.path.join(self.root, "delay", f"{queue}:{message_id}")
+    def delay_path(self, queue: str, message_id: str, attempts: int = 0) -> str:
+        """Where a delayed (attempts 0) or in-flight message waits for its due time (mtime)."""
+        return os.path.join(self.root, "delay", f"{queue}:{entry_name(message_id, attempts)}")
+
+    def dedup_path(self, queue: str, key: str) -> str:
+        """The symlink recording a de-duplication key; it points at the message id."""
+        return os.path.join(self.root, "dedup", queue, dedup_digest(key))
+
+    def props_path(self, queue: str) -> str:
+        """The JSON file of a queue's own properties."""
+        return os.path.join(self.root, "props", f"{queue}.json")
+
+    def default_props_path(self) -> str:
+        """The JSON file of the default property rules."""
+        return os.path.join(self.root, "props", "_defaults.json")
 
     def remove_path(self, queue: str, message_id: str) -> str:
         """Where a removed message waits for the reaper."""
@@ -145,12 +187,11 @@ class Store:
         return os.path.join(self.root, "run")
 
     @staticmethod
-    def split_name(name: str) -> tuple[str, str] | None:
-        """Split a 'queue:id' file name from new/, delay/ or remove/; None if it is not one."""
-        queue, sep, message_id = name.rpartition(":")
-        if not sep or not is_id(message_id) or not QUEUE_PATTERN.match(queue):
-            return None
-        return queue, message_id
+    def split_name(name: str) -> tuple[str, str, int] | None:
+        """(queue, id, deliveries) of a 'queue:id[.N]' name in new/, delay/ or remove/."""
+        queue, sep, entry = name.rpartition(":")
+        parsed = parse_entry(entry) if sep and QUEUE_PATTERN.match(queue) else None
+        return (queue, *parsed) if parsed else None
 
     # -- the root -------------------------------------------------------------------------
 
@@ -238,8 +279,14 @@ class Store:
                         moved += 1
                     except FileNotFoundError:
                         pass
+        for leftover in (os.path.join(self.folder("dedup"), queue), self.props_path(queue)):
+            try:
+                os.rename(leftover, os.path.join(self.folder("remove"),
+                                                 f"{queue}:{new_id()}.{os.path.basename(leftover)}"))
+            except FileNotFoundError:
+                pass
         self.flush({self.folder("queues"), self.folder("remove"), self.folder("new"),
-                    self.folder("delay")})
+                    self.folder("delay"), self.folder("props"), self.folder("dedup")})
         return moved
 
     # -- messages -------------------------------------------------------------------------
@@ -281,42 +328,64 @@ class Store:
             pass
 
     def deliver_new(self, queue: str, message_id: str, delayed: bool) -> str:
-        """Rename a written message from new/ into its queue (or delay/); return the folder."""
+        """Rename a written message from new/ into its queue (or delay/); return the folder.
+
+        The queue is created first if it is missing (auto-create), also for a delayed
+        message, so that it has a queue to become ready in.
+        """
         source = self.new_path(queue, message_id)
-        target = self.delay_path(queue, message_id) if delayed else self.ready_path(queue, message_id)
-        try:
-            os.rename(source, target)
-        except FileNotFoundError:
-            if delayed or not os.path.exists(source):
-                raise
+        if not self.queue_exists(queue):
             if not self.auto_create:
                 self.discard_new(source)
-                raise NotFound(f"queue {queue!r} does not exist") from None
+                raise NotFound(f"queue {queue!r} does not exist")
             self.create_queue(queue)
-            os.rename(source, target)
+        target = self.delay_path(queue, message_id) if delayed else self.ready_path(queue, message_id)
+        os.rename(source, target)
         return os.path.dirname(target)
 
-    def claim(self, queue: str, message_id: str, due: float) -> bytes | None:
-        """Move a ready message to delay/ with its due time; return its file's bytes.
+    def claim(self, queue: str, message_id: str, due: float, attempts: int = 0) -> bytes | None:
+        """Move a ready message to delay/ as delivery attempts+1, due at `due`; return its bytes.
 
         None when the message is gone (fetched by a peer, removed): the caller tries the next.
         The due time is set before the rename, so the rename publishes both at once.
         """
-        source = self.ready_path(queue, message_id)
+        source = self.ready_path(queue, message_id, attempts)
         try:
             with open(source, "rb") as f:
                 data = f.read()
                 os.utime(f.fileno(), ns=(int(due * 1e9), int(due * 1e9)))
-            os.rename(source, self.delay_path(queue, message_id))
+            os.rename(source, self.delay_path(queue, message_id, attempts + 1))
         except FileNotFoundError:
             return None
         return data
 
-    def remove(self, queue: str, message_id: str) -> str | None:
-        """Move a message from new/, its queue or delay/ to remove/; return the folder it left."""
+    def candidates(self, queue: str, message_id: str, max_attempts: int):
+        """Every path a message may have, newest state first: new/, then each delivery count."""
+        yield "new", 0, self.new_path(queue, message_id)
+        for attempts in range(max_attempts + 1):
+            yield "ready", attempts, self.ready_path(queue, message_id, attempts)
+            yield "delayed" if attempts == 0 else "in_flight", attempts, \
+                self.delay_path(queue, message_id, attempts)
+
+    def locate(self, queue: str, message_id: str, max_attempts: int) -> tuple[str, int] | None:
+        """(state, deliveries) of a message, probing its possible names (no folder listing)."""
+        for state, attempts, path in self.candidates(queue, message_id, max_attempts):
+            if os.path.exists(path):
+                return state, attempts
+        return None
+
+    def remove(self, queue: str, message_id: str, max_attempts: int = 0,
+               known: tuple[str, int] | None = None) -> str | None:
+        """Move a message from any state to remove/; return the folder it left, None if absent.
+
+        `known` is the caller's (state, deliveries) guess, tried first; then every name the
+        message may have up to max_attempts deliveries is tried in turn.
+        """
         target = self.remove_path(queue, message_id)
-        for source in (self.new_path(queue, message_id), self.ready_path(queue, message_id),
-                       self.delay_path(queue, message_id)):
+        paths = [p for _, _, p in self.candidates(queue, message_id, max_attempts)]
+        if known:
+            paths.insert(0, self.state_path(queue, message_id, *known))
+        for source in paths:
             try:
                 os.rename(source, target)
                 return os.path.dirname(source)
@@ -324,20 +393,57 @@ class Store:
                 continue
         return None
 
-    def release(self, queue: str, message_id: str, now: float) -> tuple[str, float]:
-        """Move a message from delay/ back to its queue when due.
+    def state_path(self, queue: str, message_id: str, state: str, attempts: int) -> str:
+        """The path of a message in a given state after a given number of deliveries."""
+        if state == "new":
+            return self.new_path(queue, message_id)
+        if state == "ready":
+            return self.ready_path(queue, message_id, attempts)
+        return self.delay_path(queue, message_id, attempts)
 
-        Returns (outcome, due): "ready"; "not_due" with its later due time (it was extended);
-        "gone" (removed or moved by a peer); "removed" (its queue no longer exists, so it
-        went to remove/).
+    def ack(self, queue: str, message_id: str, attempts: int) -> bool:
+        """Remove delivery `attempts` of an in-flight message; False when that delivery is over."""
+        try:
+            os.rename(self.delay_path(queue, message_id, attempts), self.remove_path(queue, message_id))
+        except FileNotFoundError:
+            return False
+        return True
+
+    def extend(self, queue: str, message_id: str, attempts: int, due: float) -> bool:
+        """Set a new due time on delivery `attempts`; False when that delivery is over."""
+        try:
+            os.utime(self.delay_path(queue, message_id, attempts), ns=(int(due * 1e9), int(due * 1e9)))
+        except FileNotFoundError:
+            return False
+        return True
+
+    def release(self, queue: str, message_id: str, now: float, attempts: int = 0,
+                dead_letter: str | None = None, force: bool = False) -> tuple[str, float]:
+        """Move a message from delay/ back to its queue when due (or now, with force).
+
+        With dead_letter set, the message goes to that queue instead, as a new ready message.
+        Returns (outcome, due): "ready"; "dead" (moved to the dead-letter queue); "not_due"
+        with its later due time (it was extended); "gone" (removed or moved by a peer);
+        "removed" (its queue no longer exists, so it went to remove/).
         """
-        source = self.delay_path(queue, message_id)
+        source = self.delay_path(queue, message_id, attempts)
         try:
             due = os.stat(source).st_mtime
-            if due > now:
-                return "not_due", due
-            os.rename(source, self.ready_path(queue, message_id))
-            return "ready", due
+        except FileNotFoundError:
+            return "gone", now
+        if due > now and not force:
+            return "not_due", due
+        if dead_letter:
+            target = self.ready_path(dead_letter, message_id)
+            outcome = "dead"
+            if not self.queue_exists(dead_letter):
+                self.create_queue(dead_letter)
+        else:
+            target = self.ready_path(queue, message_id, attempts)
+            outcome = "ready"
+        try:
+            os.rename(source, target)
+            return outcome, due
         except FileNotFoundError:
             pass
         if not os.path.exists(source):
@@ -348,15 +454,33 @@ class Store:
             return "gone", now
         return "removed", now
 
-    def list_ready(self, queue: str) -> list[str]:
-        """Ids of a queue's ready messages (used to rebuild an index, never per fetch)."""
+    def redrive(self, dead_letter: str, queue: str) -> list[str]:
+        """Move every ready message of a dead-letter queue back to `queue` as new; return ids."""
+        moved = []
+        if not self.queue_exists(queue):
+            self.create_queue(queue)
+        for name in os.listdir(self.queue_dir(dead_letter)):
+            parsed = parse_entry(name)
+            if not parsed:
+                continue
+            try:
+                os.rename(os.path.join(self.queue_dir(dead_letter), name),
+                          self.ready_path(queue, parsed[0]))
+                moved.append(parsed[0])
+            except FileNotFoundError:
+                continue
+        return moved
+
+    def list_ready(self, queue: str) -> list[tuple[str, int]]:
+        """(id, deliveries) of a queue's ready messages (to rebuild an index, never per fetch)."""
         try:
-            return [n for n in os.listdir(self.queue_dir(queue)) if is_id(n)]
+            names = os.listdir(self.queue_dir(queue))
         except FileNotFoundError:
             return []
+        return [parsed for name in names if (parsed := parse_entry(name))]
 
-    def list_delayed(self) -> list[tuple[float, str, str]]:
-        """(due, queue, id) of every message in delay/ (used at start and to self-heal)."""
+    def list_delayed(self) -> list[tuple[float, str, str, int]]:
+        """(due, queue, id, deliveries) of every message in delay/ (at start and to self-heal)."""
         entries = []
         with os.scandir(self.folder("delay")) as it:
             for entry in it:
@@ -369,26 +493,106 @@ class Store:
                     continue
         return entries
 
-    def read_any(self, queue: str, message_id: str) -> tuple[str, bytes] | None:
-        """(state, bytes) of a message wherever it is now; None when it is in none of them."""
-        for state, path in (("ready", self.ready_path(queue, message_id)),
-                            ("delayed", self.delay_path(queue, message_id))):
+    # -- de-duplication keys: symlinks named by the key's digest, pointing at the id ------
+
+    def dedup_lookup(self, queue: str, key: str, window: float, now: float) -> str | None:
+        """The id recorded for a key within the window, or None."""
+        path = self.dedup_path(queue, key)
+        try:
+            if os.lstat(path).st_mtime + window < now:
+                return None
+            return os.readlink(path)
+        except FileNotFoundError:
+            return None
+
+    def dedup_record(self, queue: str, key: str, message_id: str, window: float,
+                     now: float) -> str | None:
+        """Record key -> id atomically; return None when recorded, else the id recorded first."""
+        path = self.dedup_path(queue, key)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        for _ in range(3):
             try:
-                with open(path, "rb") as f:
-                    return state, f.read()
-            except FileNotFoundError:
-                continue
-        return None
+                os.symlink(message_id, path)
+                return None
+            except FileExistsError:
+                existing = self.dedup_lookup(queue, key, window, now)
+                if existing is not None:
+                    return existing
+                try:
+                    os.unlink(path)  # Expired: the key may be used again.
+                except FileNotFoundError:
+                    pass
+        raise Unavailable("de-duplication key is contended; retry")
+
+    def dedup_forget(self, queue: str, digest: str, message_id: str) -> None:
+        """Drop a key record that points at a message which was never acknowledged."""
+        path = os.path.join(self.root, "dedup", queue, digest)
+        try:
+            if os.readlink(path) == message_id:
+                os.unlink(path)
+        except OSError:
+            pass
+
+    def dedup_sweep(self, window_of) -> int:
+        """Unlink key records older than their queue's window (window_of(queue) seconds)."""
+        count, now = 0, time.time()
+        for queue in os.listdir(self.folder("dedup")):
+            folder = os.path.join(self.folder("dedup"), queue)
+            window = window_of(queue)
+            with os.scandir(folder) as it:
+                for entry in it:
+                    try:
+                        if entry.stat(follow_symlinks=False).st_mtime + window < now:
+                            os.unlink(entry.path)
+                            count += 1
+                    except FileNotFoundError:
+                        continue
+        return count
+
+    # -- properties -------------------------------------------------------------------------
+
+    def write_json(self, path: str, value) -> None:
+        """Replace a small JSON file durably: write a temp file, fsync, rename, fsync folder."""
+        temp = f"{path}.{new_id()}.tmp"
+        with open(temp, "wb") as f:
+            f.write(orjson.dumps(value))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(temp, path)
+        fsync_dir(os.path.dirname(path))
+
+    def delete_file(self, path: str) -> bool:
+        """Unlink a small metadata file durably; False when it did not exist."""
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            return False
+        fsync_dir(os.path.dirname(path))
+        return True
 
     def clean_new(self, min_age: float = 0.0) -> int:
-        """Move files left in new/ by a crash (older than min_age seconds) to remove/."""
+        """Move files left in new/ by a crash (older than min_age seconds) to remove/.
+
+        They were never acknowledged; a de-duplication key recorded for one is dropped so a
+        retry of that add is stored, not answered with an id that was never delivered.
+        """
         moved = 0
         cutoff = time.time() - min_age
         with os.scandir(self.folder("new")) as it:
             for entry in it:
                 try:
-                    if entry.stat().st_mtime > cutoff and min_age:
+                    if min_age and entry.stat().st_mtime > cutoff:
                         continue
+                    parts = self.split_name(entry.name)
+                    if parts:
+                        with open(entry.path, "rb") as f:
+                            head = f.read(4096)
+                        try:
+                            digest = decode_message(parts[0], parts[1], head).dedup_digest
+                        except Exception:
+                            digest = ""
+                        if digest:
+                            self.dedup_forget(parts[0], digest, parts[1])
                     os.rename(entry.path, os.path.join(self.folder("remove"), entry.name))
                     moved += 1
                 except FileNotFoundError:

@@ -31,8 +31,9 @@ class ActorLink:
         self.sock.connect(endpoint)
         self.tasks = [asyncio.ensure_future(self._read()), asyncio.ensure_future(self._watch())]
 
-    async def call(self, op: str, **fields) -> dict:
+    async def call(self, op: str, timeout: float | None = None, **fields) -> dict:
         """Send a request and return the actor's result; raise its error, or Unavailable."""
+        timeout = self.timeout if timeout is None else timeout
         rid = protocol.request_id(next(self.numbers))
         future = asyncio.get_running_loop().create_future()
         self.pending[rid] = future
@@ -43,13 +44,15 @@ class ActorLink:
             self.pending.pop(rid, None)
             raise Unavailable(f"{self.name} is not running; it is being restarted") from None
         try:
-            result = await asyncio.wait_for(future, self.timeout)
+            result = await asyncio.wait_for(future, timeout)
         except asyncio.TimeoutError:
-            raise Unavailable(f"{self.name} did not answer within {self.timeout:g} s") from None
+            raise Unavailable(f"{self.name} did not answer within {timeout:g} s") from None
         finally:
             self.pending.pop(rid, None)
         if isinstance(result, MqError):
             raise result
+        result.pop("v", None)
+        result.pop("ok", None)
         return result
 
     def notify(self, op: str, **fields) -> None:

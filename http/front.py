@@ -10,7 +10,8 @@ import tornado.web
 
 from mq import logs
 from mq import store as fmt
-from mq.errors import MqError, NotFound, TooLarge
+from mq.errors import Invalid, MqError, NotFound, TooLarge
+from mq.schedule import due_time
 from mq.http.actor_links import ActorPool
 
 #: The one table from error kind to HTTP status.
@@ -52,6 +53,30 @@ class ApiHandler(tornado.web.RequestHandler):
         self.log_fields["queue"] = name
         return fmt.validate_queue(name)
 
+    def param(self, query: str, header: str) -> str | None:
+        """A request parameter from the query string, else from a header."""
+        value = self.get_query_argument(query, None)
+        return value if value is not None else self.request.headers.get(header)
+
+    def number(self, name: str, text: str | None, default):
+        """A numeric parameter, or Invalid naming it."""
+        if text is None:
+            return default
+        try:
+            value = float(text)
+        except ValueError:
+            raise Invalid(f"{name}={text!r}: expected a number") from None
+        if value != value or value < 0:
+            raise Invalid(f"{name} must be 0 or more")
+        return value
+
+    def json_body(self):
+        """The request body parsed as JSON, or Invalid."""
+        try:
+            return orjson.loads(self.request.body)
+        except orjson.JSONDecodeError as err:
+            raise Invalid(f"body is not valid JSON: {err}") from None
+
     def write_json(self, status: int, value) -> None:
         """Answer with a JSON body."""
         self.set_status(status)
@@ -89,8 +114,8 @@ class QueueHandler(ApiHandler):
     async def get(self, name: str) -> None:
         """200 when the queue exists, 404 when not."""
         queue = self.queue_name(name)
-        await self.pool.fetcher(queue).call("queue_get", queue=queue)
-        self.write_json(200, {"queue": queue})
+        result = await self.pool.fetcher(queue).call("queue_get", queue=queue)
+        self.write_json(200, result)
 
     async def put(self, name: str) -> None:
         """Create the queue: 201 when created, 200 when it already existed."""
@@ -110,48 +135,140 @@ class MessagesHandler(ApiHandler):
     """GET and POST /{queue}/messages."""
 
     async def post(self, name: str) -> None:
-        """Add a message; 201 with X-Message-Id once it is durably in its queue."""
+        """Add a message: 201 with X-Message-Id once durable; 200 for a duplicate's first id."""
         queue = self.queue_name(name)
         body = self.request.body
         if len(body) > self.options.max_body_bytes:
             raise TooLarge(f"body of {len(body)} bytes is over the limit of "
                            f"{self.options.max_body_bytes} bytes")
         content_type = self.request.headers.get("Content-Type", fmt.DEFAULT_CONTENT_TYPE)
-        result = await self.pool.saver().call("add", queue=queue, body=body,
-                                              content_type=content_type)
+        due = due_time(self.param("delay", "X-Delay"), self.param("at", "X-At"), time.time())
+        dedup = self.param("dedup_id", "X-Dedup-Id")
+        if dedup is not None and not 0 < len(dedup) <= 256:
+            raise Invalid("dedup_id must be 1 to 256 characters")
+        result = await self.pool.saver().call("add", queue=queue, body=body, content_type=content_type,
+                                              due=due, dedup_id=dedup)
         message_id = result["id"]
         self.log_fields["id"] = message_id
-        if not result.get("due"):
-            self.pool.fetcher(queue).notify("ready", queue=queue, ids=[message_id])
+        if not result.get("due") and not result.get("duplicate"):
+            self.pool.fetcher(queue).notify("ready", queue=queue, ids=[[message_id, 0]])
         self.set_header("X-Message-Id", message_id)
         self.set_header("Location", f"/{queue}/messages/{message_id}")
-        self.write_json(201, {"id": message_id, "queue": queue})
+        reply = {"id": message_id, "queue": queue}
+        if result.get("due"):
+            reply["due"] = result["due"]
+        if result.get("duplicate"):
+            self.set_header("X-Duplicate", "true")
+            reply["duplicate"] = True
+        self.write_json(200 if result.get("duplicate") else 201, reply)
 
     async def get(self, name: str) -> None:
-        """Fetch the oldest ready message; 204 when there is none."""
+        """Fetch the oldest ready message, waiting up to ?wait=N seconds; 204 when there is none."""
         queue = self.queue_name(name)
-        result = await self.pool.fetcher(queue).call("fetch", queue=queue)
+        wait = self.number("wait", self.param("wait", "X-Wait"), 0.0)
+        fetcher = self.pool.fetcher(queue)
+        result = await fetcher.call("fetch", queue=queue, wait=wait,
+                                    timeout=wait + self.options.actor_timeout)
         if result.get("empty"):
             self.set_status(204)
             self.finish()
             return
         self.log_fields["id"] = result["id"]
         self.set_header("X-Message-Id", result["id"])
+        self.set_header("X-Receipt", result["receipt"])
+        self.set_header("X-Attempts", str(result["attempts"]))
         self.set_header("Content-Type", result["content_type"])
+        self.set_header("Cache-Control", "no-store")
         self.finish(result["body"])
 
 
 class MessageHandler(ApiHandler):
-    """DELETE /{queue}/messages/{id}."""
+    """DELETE /{queue}/messages/{id}, and POST /{queue}/messages/{id}?reply=ack|nack|ext."""
+
+    REPLIES = {"ack": "ack", "nack": "nack", "ext": "extend", "extend": "extend"}
 
     async def delete(self, name: str, message_id: str) -> None:
-        """Remove the message from whatever state it is in: 204, or 404 for an unknown id."""
+        """Remove the message from whatever state it is in: 204; 404 unknown; 409 stale receipt."""
         queue = self.queue_name(name)
         self.log_fields["id"] = message_id
         fmt.validate_id(message_id)
-        await self.pool.fetcher(queue).call("delete", queue=queue, id=message_id)
+        receipt = self.param("receipt", "X-Receipt")
+        op = "ack" if receipt else "delete"
+        await self.pool.fetcher(queue).call(op, queue=queue, id=message_id, receipt=receipt)
         self.set_status(204)
         self.finish()
+
+    async def post(self, name: str, message_id: str) -> None:
+        """Reply to a delivery: ack deletes, nack makes it ready now, ext extends its timer."""
+        queue = self.queue_name(name)
+        self.log_fields["id"] = message_id
+        fmt.validate_id(message_id)
+        reply = self.get_query_argument("reply", None)
+        if reply not in self.REPLIES:
+            raise Invalid("reply must be one of ack, nack, ext")
+        seconds = self.number("seconds", self.get_query_argument("seconds", None), None)
+        result = await self.pool.fetcher(queue).call(
+            self.REPLIES[reply], queue=queue, id=message_id,
+            receipt=self.param("receipt", "X-Receipt"), seconds=seconds)
+        if reply in ("ext", "extend"):
+            self.set_header("X-Receipt", result["receipt"])
+            self.write_json(200, {"id": message_id, "due": result["due"]})
+            return
+        if result.get("dead_letter"):
+            self.write_json(200, {"id": message_id, "dead_letter_queue": result["dead_letter"]})
+            return
+        self.set_status(204)
+        self.finish()
+
+
+class RedriveHandler(ApiHandler):
+    """POST /{queue}/redrive: move the queue's dead letters back into it."""
+
+    async def post(self, name: str) -> None:
+        """Answer how many messages came back."""
+        queue = self.queue_name(name)
+        self.write_json(200, await self.pool.fetcher(queue).call("redrive", queue=queue))
+
+
+class PropertiesHandler(ApiHandler):
+    """GET|PUT|PATCH|DELETE /{queue}/properties."""
+
+    async def props(self, name: str, op: str, value=None) -> None:
+        queue = self.queue_name(name)
+        result = await self.pool.fetcher(queue).call(op, queue=queue, properties=value)
+        self.write_json(200, {"queue": queue, "properties": result["effective"], "own": result["own"]})
+
+    async def get(self, name: str) -> None:
+        """The queue's effective properties and the ones set on it."""
+        await self.props(name, "props_get")
+
+    async def put(self, name: str) -> None:
+        """Replace the queue's own properties."""
+        await self.props(name, "props_put", self.json_body())
+
+    async def patch(self, name: str) -> None:
+        """Change some of the queue's own properties."""
+        await self.props(name, "props_patch", self.json_body())
+
+    async def delete(self, name: str) -> None:
+        """Reset the queue's own properties (rules and system defaults apply again)."""
+        await self.props(name, "props_delete")
+
+
+class DefaultRulesHandler(ApiHandler):
+    """GET|PUT|DELETE /_mq/properties: the ordered [regex, properties] default rules."""
+
+    async def get(self) -> None:
+        """The rules."""
+        self.write_json(200, (await self.pool.fetchers[0].call("rules_get"))["rules"])
+
+    async def put(self) -> None:
+        """Replace the rules."""
+        self.write_json(200, (await self.pool.fetchers[0].call("rules_put", rules=self.json_body()))["rules"])
+
+    async def delete(self) -> None:
+        """Remove every rule."""
+        self.write_json(200, (await self.pool.fetchers[0].call("rules_delete"))["rules"])
 
 
 class NotFoundHandler(ApiHandler):
@@ -177,9 +294,12 @@ def make_app(pool: ActorPool, options) -> tornado.web.Application:
     name = r"([^/]+)"
     app = tornado.web.Application(
         [
+            (r"/_mq/properties", DefaultRulesHandler, args),
             (rf"/{name}", QueueHandler, args),
             (rf"/{name}/messages", MessagesHandler, args),
             (rf"/{name}/messages/{name}", MessageHandler, args),
+            (rf"/{name}/properties", PropertiesHandler, args),
+            (rf"/{name}/redrive", RedriveHandler, args),
         ],
         default_handler_class=NotFoundHandler,
         default_handler_args=args,

@@ -1,0 +1,143 @@
+"""Queue properties: the schema, validation, and precedence (queue's own, first matching rule, system).
+
+Stored in the root (docs/FORMAT.md) so every daemon and actor on the root sees the same values;
+readers re-check the files' mtimes, so a change is seen by the next request that uses it.
+"""
+
+import os
+import re
+
+import orjson
+
+from mq.errors import Invalid
+from mq.store import MAX_QUEUE_NAME, validate_queue
+
+#: The system defaults; "timeout" and "max_body_bytes" follow the daemon's options.
+SYSTEM = {
+    "timeout": 30.0,          # seconds a fetched message stays invisible
+    "retry": 2,               # redeliveries before a message goes to its dead-letter queue
+    "delay": 0.0,             # seconds every new message waits before it is visible
+    "dedup_window": 300.0,    # seconds a de-duplication key is remembered
+    "max_body_bytes": 16 * 1024 * 1024,
+    "dead_letter_queue": "",  # empty: "{queue}.dead"
+    "accum": 0.0,             # seconds of accumulation (routing issue); 0 is off
+}
+
+#: Largest retry count accepted; it bounds the names probed for a message (docs/FORMAT.md).
+MAX_RETRY = 100
+MAX_TIMEOUT = 12 * 3600.0
+
+
+def _number(key, value, low, high):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise Invalid(f"property {key!r} must be a number, not {type(value).__name__}")
+    if not low <= value <= high:
+        raise Invalid(f"property {key!r} must be between {low:g} and {high:g}")
+    return value
+
+
+def _integer(key, value, low, high):
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise Invalid(f"property {key!r} must be an integer")
+    return _number(key, value, low, high)
+
+
+def _queue_name(key, value):
+    if not isinstance(value, str):
+        raise Invalid(f"property {key!r} must be a string")
+    if value:
+        try:
+            validate_queue(value)
+        except Invalid as err:
+            raise Invalid(f"property {key!r}: {err.message}") from None
+    return value
+
+
+CHECKS = {
+    "timeout": lambda k, v: float(_number(k, v, 0.001, MAX_TIMEOUT)),
+    "retry": lambda k, v: _integer(k, v, 0, MAX_RETRY),
+    "delay": lambda k, v: float(_number(k, v, 0, 366 * 86400)),
+    "dedup_window": lambda k, v: float(_number(k, v, 0, 30 * 86400)),
+    "max_body_bytes": lambda k, v: _integer(k, v, 0, 1 << 30),
+    "dead_letter_queue": _queue_name,
+    "accum": lambda k, v: float(_number(k, v, 0, 3600)),
+}
+
+
+def validate(props) -> dict:
+    """Return props with checked values; raise Invalid naming the first bad key."""
+    if not isinstance(props, dict):
+        raise Invalid("properties must be a JSON object")
+    out = {}
+    for key, value in props.items():
+        if key not in CHECKS:
+            raise Invalid(f"unknown property {key!r}; known: {', '.join(sorted(CHECKS))}")
+        out[key] = CHECKS[key](key, value)
+    return out
+
+
+def validate_rules(rules) -> list:
+    """Return default rules [[regex, props], ...] checked; raise Invalid naming what is wrong."""
+    if not isinstance(rules, list):
+        raise Invalid("default properties must be a JSON list of [regex, properties] pairs")
+    out = []
+    for pos, rule in enumerate(rules):
+        if not isinstance(rule, list) or len(rule) != 2 or not isinstance(rule[0], str):
+            raise Invalid(f"rule {pos} must be [regex, properties]")
+        try:
+            re.compile(rule[0])
+        except re.error as err:
+            raise Invalid(f"rule {pos}: bad regex {rule[0]!r}: {err}") from None
+        out.append([rule[0], validate(rule[1])])
+    return out
+
+
+class PropertyFiles:
+    """Reads the property files of a root, re-reading a file only when its mtime changed."""
+
+    def __init__(self, store, system: dict | None = None):
+        self.store = store
+        self.system = {**SYSTEM, **(system or {})}
+        self._cache: dict[str, tuple[int, object]] = {}
+
+    def _load(self, path: str, empty):
+        try:
+            stamp = os.stat(path).st_mtime_ns
+        except FileNotFoundError:
+            self._cache.pop(path, None)
+            return empty
+        cached = self._cache.get(path)
+        if cached and cached[0] == stamp:
+            return cached[1]
+        try:
+            with open(path, "rb") as f:
+                value = orjson.loads(f.read())
+        except (FileNotFoundError, orjson.JSONDecodeError):
+            return empty
+        self._cache[path] = (stamp, value)
+        return value
+
+    def own(self, queue: str) -> dict:
+        """The properties set on the queue itself."""
+        return self._load(self.store.props_path(queue), {})
+
+    def rules(self) -> list:
+        """The default rules, in order."""
+        return self._load(self.store.default_props_path(), [])
+
+    def effective(self, queue: str) -> dict:
+        """Every property of the queue: its own, then the first matching rule, then the system's."""
+        merged = dict(self.system)
+        for pattern, props in self.rules():
+            if re.fullmatch(pattern, queue):
+                merged.update(props)
+                break
+        merged.update(self.own(queue))
+        if not merged["dead_letter_queue"]:
+            merged["dead_letter_queue"] = dead_letter_default(queue)
+        return merged
+
+
+def dead_letter_default(queue: str) -> str:
+    """The default dead-letter queue of a queue: '{queue}.dead', shortened to fit a name."""
+    return queue[: MAX_QUEUE_NAME - 5] + ".dead"
