@@ -14,8 +14,10 @@ from mq import logs, properties, protocol
 from mq.actors.base import Actor
 from mq.store import fsync_dir
 
-#: Seconds between full scans of delay/ that pick up what no notification announced
-#: (a restarted mover, other daemons on the same root, a lost notification).
+#: With --peers, seconds between full scans of delay/ that pick up what other daemons on the
+#: root put there. Alone on a root, the mover scans only at start: every actor that puts a
+#: message in delay/ tells it, and a notification sent while it was down waits in the
+#: sender's socket or is covered by that start-up scan.
 RESCAN_SECONDS = 30.0
 #: Longest wait between checks of the timer heap, in seconds.
 MAX_WAIT_SECONDS = 0.5
@@ -111,7 +113,7 @@ class MoverActor(Actor):
 
     def tick(self) -> None:
         """Move what is due, flush, then tell each queue's fetch actor."""
-        if time.monotonic() - self.scanned_at > RESCAN_SECONDS:
+        if self.options.peers and time.monotonic() - self.scanned_at > RESCAN_SECONDS:
             self.rescan()
         for queue, ids in move_due(self.store, self.timers, time.time(), self.props).items():
             self.wake(queue, ids)

@@ -1,6 +1,7 @@
 """The HTTP front: the seed's six endpoints, each one request to the actor that owns it."""
 
 import asyncio
+import os
 import signal
 import time
 
@@ -10,7 +11,7 @@ import tornado.web
 
 from mq import logs
 from mq import store as fmt
-from mq.errors import Invalid, MqError, NotFound, TooLarge
+from mq.errors import Invalid, MqError, NotFound, TooLarge, Unavailable
 from mq.schedule import due_time
 from mq.http.actor_links import ActorPool
 
@@ -271,6 +272,27 @@ class DefaultRulesHandler(ApiHandler):
         self.write_json(200, (await self.pool.fetchers[0].call("rules_delete"))["rules"])
 
 
+class HealthHandler(ApiHandler):
+    """GET /_mq/health: the supervisor's view of every process (pid, alive, restarts, memory)."""
+
+    def initialize(self, pool: ActorPool, options, run_dir: str = "") -> None:
+        """Also take the run folder, where the supervisor publishes health.json."""
+        super().initialize(pool, options)
+        self.run_dir = run_dir
+
+    def get(self) -> None:
+        """200 when every process is alive, 503 when one is down (being restarted)."""
+        try:
+            with open(os.path.join(self.run_dir, "health.json"), "rb") as f:
+                health = orjson.loads(f.read())
+        except (OSError, orjson.JSONDecodeError):
+            raise Unavailable("health not published yet") from None
+        down = [c["name"] for c in health["children"] if not c["alive"] and c["name"] != "front-0"]
+        health["status"] = "degraded" if down else "ok"
+        health["down"] = down
+        self.write_json(503 if down else 200, health)
+
+
 class NotFoundHandler(ApiHandler):
     """Any other path: a JSON 404."""
 
@@ -288,13 +310,14 @@ def log_request(handler: tornado.web.RequestHandler) -> None:
         ms=round(request.request_time() * 1000, 2), **getattr(handler, "log_fields", {}))
 
 
-def make_app(pool: ActorPool, options) -> tornado.web.Application:
+def make_app(pool: ActorPool, options, run_dir: str = "") -> tornado.web.Application:
     """The Tornado application with every route."""
     args = {"pool": pool, "options": options}
     name = r"([^/]+)"
     app = tornado.web.Application(
         [
             (r"/_mq/properties", DefaultRulesHandler, args),
+            (r"/_mq/health", HealthHandler, {**args, "run_dir": run_dir}),
             (rf"/{name}", QueueHandler, args),
             (rf"/{name}/messages", MessagesHandler, args),
             (rf"/{name}/messages/{name}", MessageHandler, args),
@@ -312,7 +335,7 @@ def make_app(pool: ActorPool, options) -> tornado.web.Application:
 async def serve(options, run_dir: str, drain_seconds: float = 10.0) -> None:
     """Run the front until SIGTERM, then stop accepting, finish what is in flight and return."""
     pool = ActorPool(options, run_dir)
-    app = make_app(pool, options)
+    app = make_app(pool, options, run_dir)
     server = tornado.httpserver.HTTPServer(
         app, max_body_size=options.max_body_bytes + 1, idle_connection_timeout=60)
     server.listen(options.port, options.host)
