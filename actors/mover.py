@@ -18,7 +18,7 @@ from mq.store import fsync_dir
 #: root put there. Alone on a root, the mover scans only at start: every actor that puts a
 #: message in delay/ tells it, and a notification sent while it was down waits in the
 #: sender's socket or is covered by that start-up scan.
-RESCAN_SECONDS = 30.0
+RESCAN_SECONDS = 5.0
 #: Longest wait between checks of the timer heap, in seconds.
 MAX_WAIT_SECONDS = 0.5
 

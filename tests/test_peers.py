@@ -1,0 +1,65 @@
+"""Several daemons on one root (--peers): each message handed out once per timer, none lost."""
+
+import threading
+
+from support import Daemon, poll_for
+
+
+def start_peer(tmp_path, name, **kwargs) -> Daemon:
+    """A ready daemon on the shared root tmp_path/root, with its own logs in tmp_path/name."""
+    workdir = tmp_path / name
+    workdir.mkdir()
+    return Daemon(tmp_path / "root", workdir, workers=2, args=("--peers=1",), **kwargs).start().wait_ready()
+
+
+def consume(daemon: Daemon, queue: str, seen: list, stop: threading.Event) -> None:
+    """Fetch without deleting until told to stop, recording every id handed out."""
+    while not stop.is_set():
+        resp = daemon.fetch(queue)
+        if resp.status == 200:
+            seen.append(resp.header("X-Message-Id"))
+        elif resp.status == 204:
+            stop.wait(0.05)
+
+
+def test_two_daemons_on_one_root_hand_out_each_message_once_within_its_timer(tmp_path):
+    a = start_peer(tmp_path, "a", timeout=60)
+    b = start_peer(tmp_path, "b", timeout=60)
+    try:
+        ids = {a.add("shared", b"from a %d" % i) for i in range(60)}
+        ids |= {b.add("shared", b"from b %d" % i) for i in range(60)}
+        seen: list[str] = []
+        stop = threading.Event()
+        threads = [threading.Thread(target=consume, args=(d, "shared", seen, stop))
+                   for d in (a, b, a, b)]
+        for t in threads:
+            t.start()
+        try:
+            poll_for(lambda: set(seen) >= ids, 30, what="every message to be handed out")
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(20)
+        duplicates = {i for i in seen if seen.count(i) > 1}
+        assert not duplicates, f"handed out twice within the timer: {sorted(duplicates)[:5]}"
+        assert set(seen) == ids
+    finally:
+        a.cleanup()
+        b.cleanup()
+
+
+def test_any_daemon_on_a_shared_root_can_die_without_losing_acknowledged_messages(tmp_path):
+    a = start_peer(tmp_path, "a", timeout=2)
+    b = start_peer(tmp_path, "b", timeout=2)
+    try:
+        ids = {a.add("jobs", b"a%d" % i) for i in range(40)}
+        ids |= {b.add("jobs", b"b%d" % i) for i in range(40)}
+        taken_by_b = [b.fetch("jobs") for _ in range(10)]
+        assert all(r.status == 200 for r in taken_by_b)
+        b.kill_tree()
+        # What b had in flight comes back through a's mover once its timer runs out.
+        seen = a.drain("jobs", ids, timeout=30)
+        assert set(seen) == ids
+    finally:
+        a.cleanup()
+        b.cleanup()
