@@ -1,0 +1,29 @@
+"""Fixtures: a real mq daemon per test, on its own temporary root and free port."""
+
+import pytest
+
+from support import Daemon
+
+
+@pytest.fixture
+def start_mq(tmp_path):
+    """Start real daemons on tmp_path/root (or a root given); every one is stopped at the end."""
+    daemons = []
+
+    def start(root=None, ready: bool = True, **kwargs) -> Daemon:
+        daemon = Daemon(root or tmp_path / "root", tmp_path, **kwargs)
+        daemons.append(daemon)
+        daemon.start()
+        if ready:
+            daemon.wait_ready()
+        return daemon
+
+    yield start
+    for daemon in daemons:
+        daemon.cleanup()
+
+
+@pytest.fixture
+def mq(start_mq):
+    """A ready daemon with two worker pairs and a one-second redelivery timer."""
+    return start_mq(workers=2, timeout=1)

@@ -1,0 +1,376 @@
+"""Start the real mq daemon on a free loopback port and a temporary root, and talk to it.
+
+Nothing here is mocked: `Daemon` runs the installed `mq` command as its own process group,
+reads the JSON log lines it writes, finds its children by their process titles with psutil,
+and sends plain HTTP with the standard library's http.client. Waits poll with a deadline.
+"""
+
+import hashlib
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+#: Folder of the interpreter running the tests; the project's commands live beside it.
+BIN = Path(sys.executable).parent
+#: The queue wait_ready() adds to and deletes, so that every save actor is known to answer.
+PROBE_QUEUE = "mq-test-probe"
+#: "mq: save actor 0 [/root]" -> ("save", "0"); "mq: front [/root]" -> front.
+TITLE = re.compile(r"^mq: (?:(front)|(\w+) actor (\d+)) \[")
+
+
+def command(name: str) -> str:
+    """Path of one of the project's console scripts (mq, mq-mover, mq-reaper)."""
+    path = BIN / name
+    if path.exists():
+        return str(path)
+    found = shutil.which(name)
+    assert found, f"{name} is not installed next to {sys.executable} nor on PATH"
+    return found
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that the OS says is free now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def poll_for(predicate, timeout: float = 10.0, interval: float = 0.02, what: str = "",
+             ignore: tuple = ()):
+    """Call predicate until it returns something true and return that; fail at the deadline.
+
+    Exceptions of the types in `ignore` count as "not yet".
+    """
+    deadline = time.monotonic() + timeout
+    last = None
+    while True:
+        try:
+            last = predicate()
+            if last:
+                return last
+        except ignore as err:
+            last = err
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for "
+                                 f"{what or getattr(predicate, '__name__', predicate)}; last: {last!r}")
+        time.sleep(interval)
+
+
+def fetch_actor_for(queue: str, workers: int) -> int:
+    """Which fetch actor owns a queue (the daemon's rule: crc32 of the name modulo workers)."""
+    return zlib.crc32(queue.encode()) % workers
+
+
+def queue_owned_by(index: int, workers: int, prefix: str = "q") -> str:
+    """A queue name that fetch actor `index` of `workers` owns."""
+    for n in range(10_000):
+        name = f"{prefix}{n}"
+        if fetch_actor_for(name, workers) == index:
+            return name
+    raise AssertionError("no queue name found")
+
+
+def checked_body(seq: int, size: int) -> bytes:
+    """A body that carries its own length and SHA-256, so a partial or mixed body is caught."""
+    payload = os.urandom(size)
+    return b"%d:%d:%s:" % (seq, size, hashlib.sha256(payload).hexdigest().encode()) + payload
+
+
+def body_is_whole(body: bytes) -> bool:
+    """True when a body made by checked_body is complete and unchanged."""
+    try:
+        _, size, digest, payload = body.split(b":", 3)
+    except ValueError:
+        return False
+    return len(payload) == int(size) and hashlib.sha256(payload).hexdigest().encode() == digest
+
+
+@dataclass
+class Response:
+    """What came back for one request."""
+
+    status: int
+    headers: http.client.HTTPMessage
+    body: bytes
+
+    def json(self):
+        """The body parsed as JSON."""
+        return json.loads(self.body)
+
+    def header(self, name: str) -> str | None:
+        """One response header, or None."""
+        return self.headers.get(name)
+
+
+def request(port: int, method: str, path: str, body: bytes | None = None,
+            headers: dict | None = None, timeout: float = 15.0) -> Response:
+    """One HTTP request to 127.0.0.1:port on a new connection."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request(method, path, body=body, headers=headers or {})
+        resp = conn.getresponse()
+        return Response(resp.status, resp.headers, resp.read())
+    finally:
+        conn.close()
+
+
+def read_json_lines(path: Path, offset: int = 0) -> list[dict]:
+    """The JSON objects of a log file from a byte offset; other lines are skipped."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            data = f.read()
+    except FileNotFoundError:
+        return []
+    out = []
+    for line in data.splitlines():
+        try:
+            value = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            out.append(value)
+    return out
+
+
+def alive(proc: psutil.Process) -> bool:
+    """True while a process exists and is not a zombie."""
+    try:
+        return proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+class Daemon:
+    """One real `mq` process tree on its own root, port and log files."""
+
+    def __init__(self, root: Path, workdir: Path, port: int | None = None, workers: int = 2,
+                 timeout: float = 30, args: tuple = (), env: dict | None = None,
+                 log_file: Path | None = None):
+        self.root = Path(root)
+        self.workdir = Path(workdir)
+        self.port = port or free_port()
+        self.workers = workers
+        self.timeout = timeout
+        self.args = list(args)
+        self.env = {**os.environ, **(env or {})}
+        self.log_file = log_file
+        self.stdout_path = self.workdir / "mq.stdout.log"
+        self.stderr_path = self.workdir / "mq.stderr.log"
+        self.proc: subprocess.Popen | None = None
+        self.log_offset = 0
+
+    # -- life -------------------------------------------------------------------------
+
+    def argv(self) -> list[str]:
+        """The command line this daemon runs with."""
+        argv = [command("mq"), f"--root={self.root}", f"--port={self.port}",
+                f"--workers={self.workers}", f"--timeout={self.timeout}"]
+        if self.log_file:
+            argv.append(f"--log-file={self.log_file}")
+        return argv + self.args
+
+    @property
+    def log_path(self) -> Path:
+        """Where this daemon's JSON log lines go."""
+        return self.log_file or self.stdout_path
+
+    def start(self) -> "Daemon":
+        """Start the supervisor in its own process group (so the whole tree can be killed)."""
+        self.log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        with open(self.stdout_path, "ab") as out, open(self.stderr_path, "ab") as err:
+            self.proc = subprocess.Popen(self.argv(), stdout=out, stderr=err, env=self.env,
+                                         stdin=subprocess.DEVNULL, start_new_session=True)
+        return self
+
+    @property
+    def pid(self) -> int:
+        """The supervisor's pid."""
+        return self.proc.pid
+
+    def running(self) -> bool:
+        """True while the supervisor has not exited."""
+        return self.proc is not None and self.proc.poll() is None
+
+    def wait_ready(self, timeout: float = 30.0) -> "Daemon":
+        """Wait until every process has started and the front reaches every actor."""
+        expected = {"front-0", "mover-0", "reaper-0"}
+        expected |= {f"{kind}-{i}" for kind in ("save", "fetch") for i in range(self.workers)}
+
+        def started():
+            assert self.running(), f"mq exited with {self.proc.returncode}: {self.stderr()}"
+            names = {line.get("process") for line in self.events()
+                     if line.get("event") in ("actor.start", "front.start")}
+            return expected <= names
+
+        poll_for(started, timeout, what="every process of the tree to log its start")
+        for i in range(self.workers):
+            name = queue_owned_by(i, self.workers, prefix="mq-test-probe-")
+            poll_for(lambda: self.request("GET", f"/{name}").status == 404, timeout,
+                     what=f"fetch actor {i} to answer", ignore=(OSError,))
+        answered = []
+
+        def saves_answer():
+            status = self.request("POST", f"/{PROBE_QUEUE}/messages", b"probe").status
+            answered.append(status)
+            return answered[-self.workers:] == [201] * self.workers
+
+        poll_for(saves_answer, timeout, what="every save actor to answer", ignore=(OSError,))
+        assert self.request("DELETE", f"/{PROBE_QUEUE}").status == 204
+        return self
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 20.0) -> int:
+        """Send sig to the supervisor and return its exit code."""
+        self.proc.send_signal(sig)
+        return self.proc.wait(timeout)
+
+    def kill_tree(self) -> None:
+        """kill -9 of the supervisor and every child at once (its whole process group)."""
+        procs = [psutil.Process(self.pid)] + self.tree_processes()
+        os.killpg(self.pid, signal.SIGKILL)
+        self.proc.wait(10)
+        poll_for(lambda: not any(alive(p) for p in procs), 10, what="the killed tree to be gone")
+
+    def cleanup(self) -> None:
+        """Stop the tree if it still runs; then kill anything left in its process group."""
+        if self.proc is None:
+            return
+        if self.running():
+            try:
+                self.stop(timeout=15)
+            except subprocess.TimeoutExpired:
+                pass
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            pass
+
+    # -- what it says -----------------------------------------------------------------
+
+    def events(self, name: str | None = None) -> list[dict]:
+        """The JSON log lines written since start(), optionally only one event."""
+        lines = read_json_lines(self.log_path, self.log_offset)
+        return [line for line in lines if name is None or line.get("event") == name]
+
+    def stderr(self) -> str:
+        """What the daemon wrote to standard error."""
+        return self.stderr_path.read_text(errors="replace") if self.stderr_path.exists() else ""
+
+    def run_dir(self) -> Path:
+        """The folder of this tree's sockets and health.json (from the supervisor.start line)."""
+        line = poll_for(lambda: self.events("supervisor.start"), 10)[-1]
+        return Path(line["run_dir"])
+
+    def health(self) -> dict:
+        """The supervisor's health.json."""
+        return json.loads((self.run_dir() / "health.json").read_text())
+
+    # -- its processes ----------------------------------------------------------------
+
+    def tree_processes(self) -> list[psutil.Process]:
+        """The supervisor's live children."""
+        try:
+            return [p for p in psutil.Process(self.pid).children(recursive=True) if alive(p)]
+        except psutil.NoSuchProcess:
+            return []
+
+    def children(self) -> dict[str, psutil.Process]:
+        """Live children by the name their process title gives: front-0, save-0, mover-0..."""
+        out = {}
+        for proc in self.tree_processes():
+            try:
+                title = " ".join(proc.cmdline())
+            except (psutil.NoSuchProcess, psutil.ZombieProcess):
+                continue
+            match = TITLE.match(title)
+            if match:
+                front, kind, index = match.groups()
+                out["front-0" if front else f"{kind}-{index}"] = proc
+        return out
+
+    def titles(self) -> list[str]:
+        """The process titles of the tree, supervisor first."""
+        out = []
+        for proc in [psutil.Process(self.pid)] + self.tree_processes():
+            try:
+                out.append(" ".join(proc.cmdline()))
+            except (psutil.NoSuchProcess, psutil.ZombieProcess):
+                pass
+        return out
+
+    def pid_of(self, name: str) -> int:
+        """The pid of one child, waiting briefly for it to exist."""
+        return poll_for(lambda: (p := self.children().get(name)) and p.pid, 10,
+                        what=f"a process titled as {name}")
+
+    def kill_child(self, name: str) -> int:
+        """kill -9 one child; return its pid."""
+        pid = self.pid_of(name)
+        os.kill(pid, signal.SIGKILL)
+        return pid
+
+    def wait_for_new_pid(self, name: str, old_pid: int, timeout: float = 2.0) -> int:
+        """Wait until a child with that title runs under a pid other than old_pid."""
+        return poll_for(lambda: (p := self.children().get(name)) and p.pid != old_pid and p.pid,
+                        timeout, what=f"{name} to be restarted with a new pid")
+
+    # -- HTTP ---------------------------------------------------------------------------
+
+    def request(self, method: str, path: str, body: bytes | None = None,
+                headers: dict | None = None, timeout: float = 15.0) -> Response:
+        """One HTTP request to this daemon."""
+        return request(self.port, method, path, body, headers, timeout)
+
+    def add(self, queue: str, body: bytes, content_type: str | None = None) -> str:
+        """Add a message; assert 201 and return its id."""
+        headers = {"Content-Type": content_type} if content_type else None
+        resp = self.request("POST", f"/{queue}/messages", body, headers)
+        assert resp.status == 201, (resp.status, resp.body)
+        return resp.header("X-Message-Id")
+
+    def fetch(self, queue: str) -> Response:
+        """Fetch a message (200 with it, 204 when none)."""
+        return self.request("GET", f"/{queue}/messages")
+
+    def delete(self, queue: str, message_id: str) -> Response:
+        """Delete one message."""
+        return self.request("DELETE", f"/{queue}/messages/{message_id}")
+
+    def drain(self, queue: str, want: set[str], timeout: float = 15.0) -> dict[str, bytes]:
+        """Fetch and delete until every id in want was seen (or the deadline); return id -> body."""
+        seen: dict[str, bytes] = {}
+
+        def step():
+            while (resp := self.fetch(queue)).status == 200:
+                message_id = resp.header("X-Message-Id")
+                seen[message_id] = resp.body
+                self.delete(queue, message_id)
+            assert resp.status == 204, (resp.status, resp.body)
+            return want <= set(seen)
+
+        poll_for(step, timeout, interval=0.05, what=f"all {len(want)} messages of {queue}")
+        return seen
+
+
+def files_in(folder: Path) -> list[str]:
+    """Names in a folder, or [] when it does not exist."""
+    try:
+        return sorted(os.listdir(folder))
+    except FileNotFoundError:
+        return []

@@ -1,0 +1,252 @@
+"""The seed's six endpoints, exactly: statuses, headers, bodies, names, and JSON errors."""
+
+import uuid
+
+import pytest
+
+from support import files_in, poll_for
+
+
+def assert_json_error(resp, status: int, kind: str) -> dict:
+    """An error reply: the status, a JSON content type and {"error": kind, "message": ...}."""
+    assert resp.status == status, (resp.status, resp.body)
+    assert resp.header("Content-Type").startswith("application/json")
+    value = resp.json()
+    assert value["error"] == kind
+    assert isinstance(value["message"], str) and value["message"]
+    return value
+
+
+# -- /{queue} -------------------------------------------------------------------------------
+
+
+def test_get_queue_is_404_until_put_creates_it_then_200(mq):
+    assert_json_error(mq.request("GET", "/orders"), 404, "not_found")
+    assert mq.request("PUT", "/orders").status == 201
+    assert mq.request("GET", "/orders").status == 200
+
+
+def test_put_queue_is_idempotent_201_then_200_and_ignores_the_body(mq):
+    assert mq.request("PUT", "/orders", b"ignored body").status == 201
+    assert mq.request("PUT", "/orders").status == 200
+    assert mq.request("PUT", "/orders").status == 200
+    assert files_in(mq.root / "queues" / "orders") == []
+
+
+def test_delete_queue_is_204_and_then_the_queue_is_gone(mq):
+    mq.request("PUT", "/orders")
+    assert mq.request("DELETE", "/orders").status == 204
+    assert_json_error(mq.request("GET", "/orders"), 404, "not_found")
+    assert_json_error(mq.request("DELETE", "/orders"), 404, "not_found")
+
+
+def test_delete_queue_removes_ready_in_flight_and_new_messages(mq):
+    in_flight = mq.add("orders", b"fetched")
+    ready = mq.add("orders", b"waiting")
+    assert mq.fetch("orders").header("X-Message-Id") == in_flight
+    # A message still in new/ (as a save actor leaves it between write and rename).
+    leftover = str(uuid.uuid4())
+    (mq.root / "new" / f"orders:{leftover}").write_bytes(b"half-way")
+    assert any(n.startswith("orders:") for n in files_in(mq.root / "delay"))
+
+    assert mq.request("DELETE", "/orders").status == 204
+
+    for folder in ("new", "delay"):
+        assert not [n for n in files_in(mq.root / folder) if n.startswith("orders:")], folder
+    assert not (mq.root / "queues" / "orders").exists()
+    assert mq.request("PUT", "/orders").status == 201
+    # Longer than --timeout: the fetched one must not come back into the new queue.
+    poll_for(lambda: not files_in(mq.root / "remove"), 5, what="the reaper to unlink everything")
+    for message_id in (in_flight, ready, leftover):
+        assert_json_error(mq.delete("orders", message_id), 404, "not_found")
+    assert mq.fetch("orders").status == 204
+
+
+# -- /{queue}/messages ----------------------------------------------------------------------
+
+
+def test_post_answers_201_with_id_header_and_json_body(mq):
+    resp = mq.request("POST", "/orders/messages", b"hello")
+    assert resp.status == 201
+    message_id = resp.header("X-Message-Id")
+    uuid.UUID(message_id)
+    assert resp.json() == {"id": message_id, "queue": "orders"}
+
+
+def test_fetch_returns_body_id_and_content_type_it_was_added_with(mq):
+    message_id = mq.add("orders", b'{"n": 1}', content_type="application/json; charset=utf-8")
+    resp = mq.fetch("orders")
+    assert resp.status == 200
+    assert resp.body == b'{"n": 1}'
+    assert resp.header("X-Message-Id") == message_id
+    assert resp.header("Content-Type") == "application/json; charset=utf-8"
+
+
+def test_message_added_without_content_type_comes_back_as_octet_stream(mq):
+    mq.add("orders", b"raw")
+    assert mq.fetch("orders").header("Content-Type") == "application/octet-stream"
+
+
+def test_fetch_is_204_with_empty_body_when_the_queue_is_empty(mq):
+    mq.request("PUT", "/orders")
+    resp = mq.fetch("orders")
+    assert resp.status == 204
+    assert resp.body == b""
+    assert resp.header("X-Message-Id") is None
+
+
+def test_fetch_from_unknown_queue_is_json_404(mq):
+    assert_json_error(mq.fetch("nosuchqueue"), 404, "not_found")
+
+
+def test_binary_body_with_every_byte_value_round_trips_exactly(mq):
+    body = bytes(range(256)) * 3 + b"\r\n\x00\xff"
+    message_id = mq.add("bin", body)
+    resp = mq.fetch("bin")
+    assert resp.header("X-Message-Id") == message_id
+    assert resp.body == body
+
+
+def test_empty_body_round_trips(mq):
+    message_id = mq.add("empty", b"")
+    resp = mq.fetch("empty")
+    assert resp.status == 200
+    assert resp.header("X-Message-Id") == message_id
+    assert resp.body == b""
+
+
+def test_one_queue_is_fifo_with_peers_0(mq):
+    sent = [mq.add("fifo", b"m%d" % i) for i in range(40)]
+    got = []
+    for _ in sent:
+        resp = mq.fetch("fifo")
+        assert resp.status == 200
+        got.append(resp.header("X-Message-Id"))
+        assert resp.body == b"m%d" % sent.index(got[-1])
+    assert got == sent
+    assert mq.fetch("fifo").status == 204
+
+
+def test_a_fetched_message_is_invisible_then_comes_back_after_the_timeout(mq):
+    message_id = mq.add("redo", b"again")
+    assert mq.fetch("redo").header("X-Message-Id") == message_id
+    assert mq.fetch("redo").status == 204
+    again = poll_for(lambda: (r := mq.fetch("redo")).status == 200 and r, 5,
+                     what="the message to come back after --timeout=1")
+    assert again.header("X-Message-Id") == message_id
+    assert again.body == b"again"
+
+
+def test_a_fetched_message_that_is_deleted_never_comes_back(mq):
+    deleted = mq.add("done", b"work")
+    assert mq.fetch("done").header("X-Message-Id") == deleted
+    assert mq.delete("done", deleted).status == 204
+    # A second message fetched later and left alone: when it is back, the deleted one's
+    # timer (which ran out first) has long passed too.
+    later = mq.add("done", b"left alone")
+    assert mq.fetch("done").header("X-Message-Id") == later
+    back = poll_for(lambda: (r := mq.fetch("done")).status == 200 and r, 5)
+    assert back.header("X-Message-Id") == later
+    assert mq.fetch("done").status == 204
+
+
+# -- /{queue}/messages/{id} -----------------------------------------------------------------
+
+
+def test_delete_ready_message_is_204_and_it_is_never_fetched(mq):
+    first = mq.add("jobs", b"one")
+    second = mq.add("jobs", b"two")
+    assert mq.delete("jobs", first).status == 204
+    assert mq.fetch("jobs").header("X-Message-Id") == second
+    assert_json_error(mq.delete("jobs", first), 404, "not_found")
+
+
+def test_delete_in_flight_message_is_204(mq):
+    message_id = mq.add("jobs", b"one")
+    assert mq.fetch("jobs").status == 200
+    assert mq.delete("jobs", message_id).status == 204
+    assert not [n for n in files_in(mq.root / "delay") if message_id in n]
+
+
+def test_delete_new_message_is_204(mq):
+    mq.request("PUT", "/jobs")
+    message_id = str(uuid.uuid4())
+    (mq.root / "new" / f"jobs:{message_id}").write_bytes(b"not yet delivered")
+    assert mq.delete("jobs", message_id).status == 204
+    assert files_in(mq.root / "new") == []
+
+
+def test_delete_unknown_id_is_json_404(mq):
+    mq.request("PUT", "/jobs")
+    assert_json_error(mq.delete("jobs", str(uuid.uuid4())), 404, "not_found")
+
+
+def test_delete_malformed_id_is_json_400(mq):
+    mq.request("PUT", "/jobs")
+    assert_json_error(mq.delete("jobs", "..%2F..%2Fetc"), 400, "invalid")
+    assert_json_error(mq.delete("jobs", "not-a-uuid"), 400, "invalid")
+
+
+# -- names ------------------------------------------------------------------------------------
+
+
+GOOD_NAMES = ["a", "Q-1_x.y", "...", "x" * 128, "..a", "a..", "0", "-_-"]
+BAD_NAMES = [".", "..", "%2E", "%2E%2E", "x" * 129, "a%2Fb", "..%2F..%2Fetc", "a:b", "a%3Ab",
+             "a%20b", "a%00b", "%00", "caf%C3%A9", "a*b", "a%5Cb", "a%0Ab"]
+SOME_ID = "01890000-0000-7000-8000-000000000000"
+EVERY_QUEUE_ENDPOINT = [("GET", ""), ("PUT", ""), ("DELETE", ""), ("GET", "/messages"),
+                        ("POST", "/messages"), ("DELETE", f"/messages/{SOME_ID}")]
+
+
+def test_queue_names_of_the_allowed_characters_up_to_128_are_accepted(mq):
+    for name in GOOD_NAMES:
+        assert mq.request("PUT", f"/{name}").status == 201, name
+        assert mq.add(name, name.encode())
+        assert mq.fetch(name).body == name.encode()
+        assert (mq.root / "queues" / name).is_dir()
+
+
+def test_bad_queue_names_get_json_400_saying_why_on_every_endpoint(mq):
+    for path_name in BAD_NAMES:
+        for method, suffix in EVERY_QUEUE_ENDPOINT:
+            body = b"body" if method == "POST" else None
+            resp = mq.request(method, f"/{path_name}{suffix}", body)
+            value = assert_json_error(resp, 400, "invalid")
+            assert "queue name" in value["message"], (method, path_name, value)
+
+
+def test_bad_queue_names_touch_nothing_on_disk(mq):
+    for path_name in BAD_NAMES:
+        mq.request("POST", f"/{path_name}/messages", b"x")
+        mq.request("PUT", f"/{path_name}")
+    assert files_in(mq.root / "queues") == []
+    assert files_in(mq.root / "new") == []
+    assert sorted(p.name for p in mq.root.parent.iterdir()) == sorted(
+        p.name for p in mq.root.parent.iterdir() if p.name in ("root", "mq.stdout.log",
+                                                                   "mq.stderr.log"))
+
+
+# -- errors -----------------------------------------------------------------------------------
+
+
+def test_unknown_paths_get_json_404(mq):
+    for method, path in [("GET", "/"), ("POST", "/"), ("GET", "/a/b"), ("GET", "/a/messages/"),
+                         ("GET", "/a/messages/x/y"), ("POST", "/a/b/c"), ("DELETE", "/a/b")]:
+        assert_json_error(mq.request(method, path), 404, "not_found")
+
+
+def test_unsupported_methods_on_known_paths_get_json_405(mq):
+    for method, path in [("POST", "/a"), ("PATCH", "/a"), ("PUT", "/a/messages"),
+                         ("GET", f"/a/messages/{SOME_ID}"), ("FOO", "/a")]:
+        resp = mq.request(method, path)
+        assert resp.status == 405, (method, path, resp.status)
+        assert resp.json()["error"] == "invalid"
+
+
+def test_body_over_max_body_bytes_is_json_413_and_nothing_is_stored(start_mq):
+    mq = start_mq(workers=1, timeout=1, args=("--max-body-bytes=1000",))
+    assert mq.add("big", b"x" * 1000)
+    assert_json_error(mq.request("POST", "/big/messages", b"x" * 1001), 413, "too_large")
+    assert_json_error(mq.request("POST", "/big/messages", b"x" * 50_000), 413, "too_large")
+    assert files_in(mq.root / "new") == []
+    assert len(files_in(mq.root / "queues" / "big")) == 1
