@@ -48,11 +48,19 @@ class Actor:
         """Work done once before serving (load indexes, connect to peers)."""
 
     def connect_mover(self) -> zmq.Socket:
-        """A socket for telling the mover about messages placed in delay/."""
+        """A socket for telling the mover about messages placed in delay/.
+
+        It first asks the mover to rescan delay/: a predecessor killed between a rename into
+        delay/ and its notification left a message there that no timer would ever release.
+        """
         sock = self.context.socket(zmq.DEALER)
         sock.linger = 0
         sock.sndhwm = 100_000
         sock.connect(protocol.mover_endpoint(self.run_dir))
+        try:
+            sock.send_multipart(protocol.encode_notification("rescan"), zmq.NOBLOCK)
+        except zmq.Again:
+            pass  # The mover is down: it scans delay/ when it starts.
         return sock
 
     def tell_mover(self, hidden: list[tuple[str, str, int, float]]) -> None:

@@ -68,7 +68,8 @@ class FetchActor(Actor):
             except OSError as err:
                 error = fmt.unavailable(err, "cannot flush")
                 results = [error if isinstance(r, dict) else r for r in results]
-                self.hidden = []
+                # The renames into delay/ happened even though the flush failed: the mover
+                # must still time them, or they would stay hidden for good.
         self.tell_mover(self.hidden)
         self.dirs, self.hidden = set(), []
         return results

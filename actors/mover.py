@@ -15,9 +15,10 @@ from mq.actors.base import Actor
 from mq.store import fsync_dir
 
 #: With --peers, seconds between full scans of delay/ that pick up what other daemons on the
-#: root put there. Alone on a root, the mover scans only at start: every actor that puts a
-#: message in delay/ tells it, and a notification sent while it was down waits in the
-#: sender's socket or is covered by that start-up scan.
+#: root put there. Alone on a root, the mover scans at its start and when a save or fetch
+#: actor starts (asking with "rescan"): every actor that puts a message in delay/ tells it,
+#: a notification sent while it was down waits in the sender's socket or is covered by its
+#: start-up scan, and one lost with a killed sender is covered by the successor's request.
 RESCAN_SECONDS = 5.0
 #: Longest wait between checks of the timer heap, in seconds.
 MAX_WAIT_SECONDS = 0.5
@@ -100,6 +101,8 @@ class MoverActor(Actor):
                                 int(payload.get("attempts", 0)))
             elif payload.get("op") == "relay":
                 self.wake(payload["queue"], payload["ids"])
+            elif payload.get("op") == "rescan":
+                self.rescan()
         return [{}] * len(requests)
 
     def wake(self, queue: str, ids: list) -> None:

@@ -149,9 +149,13 @@ class Tree:
     def write_health(self) -> None:
         """Publish health to {run_dir}/health.json (written whole, then renamed)."""
         path = os.path.join(self.run_dir, "health.json")
-        with open(path + ".tmp", "w") as f:
-            json.dump({"supervisor_pid": os.getpid(), "children": self.health()}, f)
-        os.replace(path + ".tmp", path)
+        try:
+            with open(path + ".tmp", "w") as f:
+                json.dump({"supervisor_pid": os.getpid(), "children": self.health()}, f)
+            os.replace(path + ".tmp", path)
+        except OSError as err:
+            # A full or failing disk must not take the supervisor (and so the tree) down.
+            self.log.warning("supervisor.health_unwritten", error=str(err))
 
     def run(self) -> int:
         """Start everything and supervise until SIGTERM (exit 0) or a front crash loop (exit 1)."""
