@@ -245,8 +245,8 @@ def mount_tmpfs(path, size: str) -> None:
 
 
 def fill(path) -> None:
-    """Write a file until the file system says ENOSPC."""
-    with open(path, "wb", buffering=0) as f:
+    """Append to a file until the file system says ENOSPC."""
+    with open(path, "ab", buffering=0) as f:
         try:
             while True:
                 f.write(b"\0" * 65536)
@@ -283,7 +283,13 @@ def test_full_disk_answers_503_with_retry_after_and_leaves_nothing_half_written(
     mq.request("PUT", "/full")
     filler = small_disk / "filler"
     fill(filler)
-    poll_for(lambda: mq.events("supervisor.health_unwritten"), 5,
+    # Top the disk up as the supervisor frees a page by replacing health.json, until it fails.
+    def full_and_still_up():
+        fill(filler)
+        assert mq.running(), f"the supervisor died on a full disk: {mq.stderr()[-500:]}"
+        return mq.events("supervisor.health_unwritten")
+
+    poll_for(full_and_still_up, 5,
              what="the supervisor to fail writing health.json on the full disk")
     for size in (100_000, 10_000, 500):
         resp = mq.request("POST", "/full/messages", os.urandom(size))
