@@ -73,8 +73,9 @@ def configure(process: str, level: str = "info", log_file: str = "") -> LineSink
         logger_factory=lambda *_: LineLogger(_sink),
         cache_logger_on_first_use=False,
     )
-    if log_file:
-        signal.signal(signal.SIGHUP, lambda *_: _sink.reopen())
+    # Always: the supervisor forwards SIGHUP to every child, and without a handler SIGHUP
+    # would kill them all (reopen is a no-op when logging to standard output).
+    signal.signal(signal.SIGHUP, lambda *_: _sink.reopen())
     return _sink
 
 
