@@ -75,6 +75,7 @@ class SaveActor(Actor):
             return results
         dirs = {self.store.folder("new")}
         written = self.record_keys(written, keyed, results, dirs, now)
+        keys = {pos: item["dedup"] for pos, item in keyed}
         delivered = []
         for pos, queue, message_id, due in written:
             try:
@@ -82,9 +83,11 @@ class SaveActor(Actor):
                 delivered.append((pos, queue, message_id, due))
             except MqError as err:
                 results[pos] = err
+                self.forget_key(keys, pos, queue, message_id)
             except OSError as err:
                 self.store.discard_new(self.store.new_path(queue, message_id))
                 results[pos] = fmt.unavailable(err, "cannot deliver message")
+                self.forget_key(keys, pos, queue, message_id)
         try:
             self.store.flush(dirs)
         except OSError as err:
@@ -92,6 +95,7 @@ class SaveActor(Actor):
             for pos, queue, message_id, _ in delivered:
                 # Not acknowledged, so not kept: the client will retry.
                 self.store.remove(queue, message_id)
+                self.forget_key(keys, pos, queue, message_id)
                 results[pos] = error
             self.log.error("save.flush_failed", error=str(err), count=len(delivered))
             return results
@@ -123,6 +127,11 @@ class SaveActor(Actor):
             if pos in losers:
                 self.store.discard_new(self.store.new_path(queue, message_id))
         return [w for w in written if w[0] not in losers]
+
+    def forget_key(self, keys: dict, pos: int, queue: str, message_id: str) -> None:
+        """Drop the key an unacknowledged add recorded, so the client's retry is stored."""
+        if keys.get(pos):
+            self.store.dedup_forget(queue, fmt.dedup_digest(keys[pos]), message_id)
 
     def _fail(self, written, results, error: Unavailable) -> None:
         for pos, queue, message_id, _ in written:

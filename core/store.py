@@ -234,7 +234,7 @@ class Store:
 
     def flush(self, dirs: set[str]) -> None:
         """Make the given directories' entries (and, with sync=fs, all written data) durable."""
-        if self.fault == "flush":
+        if self.fault in ("flush", "flush_dirs"):
             raise OSError(errno.EIO, "injected flush fault")
         if self.sync == "fs":
             syncfs(self.root_fd())
