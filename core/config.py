@@ -6,6 +6,7 @@ Precedence: command-line flag, then MQ_* environment variable, then the TOML con
 
 import argparse
 import json
+import math
 import os
 import tomllib
 from dataclasses import asdict, dataclass, fields
@@ -61,8 +62,12 @@ class Options:
             raise Invalid("--workers must be between 1 and 256")
         if self.peers < 0:
             raise Invalid("--peers must be 0 or more")
-        if self.timeout <= 0:
-            raise Invalid("--timeout must be more than 0 seconds")
+        if not (self.timeout > 0 and math.isfinite(self.timeout)):
+            raise Invalid("--timeout must be a finite number of seconds more than 0")
+        if not (self.actor_timeout > 0 and math.isfinite(self.actor_timeout)):
+            raise Invalid("--actor-timeout must be a finite number of seconds more than 0")
+        if self.max_body_bytes < 0:
+            raise Invalid("--max-body-bytes must be 0 or more")
         if self.sync not in ("fs", "file"):
             raise Invalid("--sync must be 'fs' or 'file'")
         if self.log_level not in ("debug", "info", "warning", "error"):
