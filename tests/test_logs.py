@@ -1,0 +1,125 @@
+"""JSON log lines: their fields, one access line per request, levels, and reopening on SIGHUP."""
+
+import json
+import os
+import signal
+import threading
+
+import psutil
+
+from support import poll_for, read_json_lines
+
+
+def started_with_log_file(start_mq, tmp_path, *args):
+    log = tmp_path / "mq.log"
+    mq = start_mq(workers=1, timeout=1, log_file=log, args=args)
+    return mq, log
+
+
+def test_every_line_of_the_log_file_is_json_with_event_level_timestamp_and_process(start_mq, tmp_path):
+    mq, log = started_with_log_file(start_mq, tmp_path)
+
+    def traffic():
+        for i in range(30):
+            message_id = mq.add("logged", b"%d" % i)
+            mq.delete("logged", message_id)
+
+    threads = [threading.Thread(target=traffic) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    lines = log.read_bytes().splitlines()
+    assert len(lines) > 240
+    processes = set()
+    for line in lines:
+        value = json.loads(line)  # every line whole: never two processes' writes mixed
+        assert {"event", "level", "timestamp", "process", "pid"} <= set(value), value
+        processes.add(value["process"])
+    assert {"supervisor", "front-0", "save-0", "fetch-0", "mover-0", "reaper-0"} <= processes
+    assert mq.stdout_path.read_bytes() == b""
+
+
+def test_one_access_line_per_request_with_method_queue_id_status_and_ms(start_mq, tmp_path):
+    mq, log = started_with_log_file(start_mq, tmp_path)
+    message_id = mq.add("acc", b"x")
+    assert mq.fetch("acc").status == 200
+    assert mq.delete("acc", message_id).status == 204
+    assert mq.fetch("acc").status == 204
+    assert mq.request("GET", "/acc").status == 200
+    assert mq.request("GET", "/nosuch/messages").status == 404
+    assert mq.request("GET", "/a%2Fb").status == 400
+
+    def access_lines():
+        lines = [line for line in read_json_lines(log) if line["event"] == "http.request"
+                 and line.get("queue") in ("acc", "nosuch", "a/b")]
+        return lines if len(lines) >= 7 else None
+
+    lines = poll_for(access_lines, 5)
+    assert len(lines) == 7
+    expected = [("POST", "acc", 201, message_id), ("GET", "acc", 200, message_id),
+                ("DELETE", "acc", 204, message_id), ("GET", "acc", 204, None),
+                ("GET", "acc", 200, None), ("GET", "nosuch", 404, None), ("GET", "a/b", 400, None)]
+    for line, (method, queue, status, mid) in zip(lines, expected):
+        assert (line["method"], line["queue"], line["status"], line.get("id")) == (method, queue, status, mid)
+        assert isinstance(line["ms"], (int, float)) and line["ms"] >= 0
+        assert line["level"] == "info" and line["process"] == "front-0"
+
+
+def test_no_access_log_turns_request_lines_off(start_mq, tmp_path):
+    mq, log = started_with_log_file(start_mq, tmp_path, "--no-access-log")
+    mq.add("quiet", b"x")
+    assert mq.fetch("quiet").status == 200
+    events = [line["event"] for line in read_json_lines(log)]
+    assert "front.start" in events and "supervisor.start" in events
+    assert "http.request" not in events
+
+
+def test_log_level_warning_keeps_crashes_and_drops_info(start_mq, tmp_path):
+    log = tmp_path / "mq.log"
+    mq = start_mq(workers=1, log_file=log, ready=False, args=("--log-level=warning",))
+    mq.wait_ready(from_logs=False)
+    old = mq.kill_child("save-0")
+    mq.wait_for_new_pid("save-0", old)
+    poll_for(lambda: any(line["event"] == "supervisor.crash" for line in read_json_lines(log)), 5)
+    assert {line["level"] for line in read_json_lines(log)} <= {"warning", "error"}
+
+
+def test_wait_ready_sees_starts_only_at_info(start_mq, tmp_path):
+    """The info lines the fixtures wait for are written at the default level."""
+    mq, log = started_with_log_file(start_mq, tmp_path)
+    assert {line["process"] for line in read_json_lines(log) if line["event"] == "actor.start"} == {
+        "save-0", "fetch-0", "mover-0", "reaper-0"}
+
+
+def test_sighup_makes_every_process_reopen_the_log_file(start_mq, tmp_path):
+    mq, log = started_with_log_file(start_mq, tmp_path)
+    rotated = tmp_path / "mq.log.1"
+    os.rename(log, rotated)
+    mq.add("before", b"x")  # still goes to the renamed file
+    procs = [psutil.Process(mq.pid)] + mq.tree_processes()
+
+    def holding_rotated():
+        holders = []
+        for proc in procs:
+            try:
+                if any(f.path == str(rotated) for f in proc.open_files()):
+                    holders.append(proc.pid)
+            except psutil.NoSuchProcess:
+                pass
+        return holders
+
+    assert len(holding_rotated()) == len(procs), "every process writes the log"
+    mq.proc.send_signal(signal.SIGHUP)
+    poll_for(lambda: not holding_rotated(), 5, what="every process to close the rotated file")
+
+    message_id = mq.add("after", b"y")
+    lines = poll_for(lambda: [line for line in read_json_lines(log)
+                              if line["event"] == "http.request" and line.get("id") == message_id], 5)
+    assert lines[0]["queue"] == "after"
+    assert all(p.is_running() for p in procs), "SIGHUP must not restart anything"
+    old = mq.kill_child("fetch-0")
+    mq.wait_for_new_pid("fetch-0", old)
+    poll_for(lambda: any(line["event"] == "supervisor.crash" for line in read_json_lines(log)), 5,
+             what="the supervisor to write to the new file")
+    assert not any(line["event"] == "supervisor.crash" for line in read_json_lines(rotated))
