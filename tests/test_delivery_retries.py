@@ -1,0 +1,100 @@
+"""Retries and dead letters (C3): past `retry` redeliveries a message moves, never vanishes."""
+
+from delivery_support import (added, fetch, fetch_when_ready, fetched, fresh_queue, names_of,
+                              reply, restart, set_props, shared_mq)  # noqa: F401
+from support import poll_for
+
+
+def deliver_and_let_time_out(mq, queue: str, message_id: str, times: int) -> None:
+    """Fetch the message `times` times, never acknowledging it."""
+    for n in range(1, times + 1):
+        resp, _ = fetch_when_ready(mq, queue)
+        assert (resp.header("X-Message-Id"), resp.header("X-Attempts")) == (message_id, str(n))
+
+
+def test_past_retry_a_timed_out_message_goes_to_the_dead_letter_queue(shared_mq):
+    queue = fresh_queue("retry")
+    set_props(shared_mq, queue, {"retry": 1})
+    message_id = added(shared_mq, queue, b"poison", headers={"Content-Type": "text/plain"})
+    deliver_and_let_time_out(shared_mq, queue, message_id, 2)
+    dead = f"{queue}.dead"
+    poll_for(lambda: names_of(shared_mq, message_id) == [f"queues/{dead}/{message_id}"], 5,
+             what="the message to reach the dead-letter queue")
+    assert fetch(shared_mq, queue).status == 204
+    resp = fetched(shared_mq, dead)
+    assert (resp.header("X-Message-Id"), resp.body) == (message_id, b"poison")
+    assert resp.header("Content-Type") == "text/plain"
+    assert resp.header("X-Attempts") == "1", "a dead letter starts its own count"
+
+
+def test_retry_zero_sends_it_to_the_dead_letter_queue_after_the_first_delivery(shared_mq):
+    queue = fresh_queue("retry0")
+    set_props(shared_mq, queue, {"retry": 0})
+    message_id = added(shared_mq, queue, b"once")
+    deliver_and_let_time_out(shared_mq, queue, message_id, 1)
+    dead = f"{queue}.dead"
+    poll_for(lambda: names_of(shared_mq, message_id) == [f"queues/{dead}/{message_id}"], 5,
+             what="the message to reach the dead-letter queue")
+    assert fetched(shared_mq, dead).header("X-Message-Id") == message_id
+    assert fetch(shared_mq, queue).status == 204
+
+
+def test_a_nack_past_retry_dead_letters_at_once_into_the_named_queue(shared_mq):
+    queue, graveyard = fresh_queue("nack"), fresh_queue("graveyard")
+    set_props(shared_mq, queue, {"retry": 1, "dead_letter_queue": graveyard, "timeout": 60})
+    message_id = added(shared_mq, queue, b"bad input")
+    assert reply(shared_mq, queue, message_id, "nack", fetched(shared_mq, queue).header("X-Receipt")
+                 ).status == 204
+    second = fetched(shared_mq, queue)
+    assert second.header("X-Attempts") == "2"
+    resp = reply(shared_mq, queue, message_id, "nack", second.header("X-Receipt"))
+    assert resp.status == 200
+    assert resp.json() == {"id": message_id, "dead_letter_queue": graveyard}
+    assert names_of(shared_mq, message_id) == [f"queues/{graveyard}/{message_id}"]
+    assert fetched(shared_mq, graveyard).header("X-Message-Id") == message_id
+    assert fetch(shared_mq, queue).status == 204
+
+
+def test_redrive_moves_dead_letters_back_as_new_messages(shared_mq):
+    queue = fresh_queue("redrive")
+    set_props(shared_mq, queue, {"retry": 0, "timeout": 60})
+    ids = [added(shared_mq, queue, b"%d" % n) for n in range(3)]
+    for message_id in ids:
+        resp = fetched(shared_mq, queue)
+        assert reply(shared_mq, queue, message_id, "nack", resp.header("X-Receipt")).status == 200
+    assert fetch(shared_mq, queue).status == 204
+    resp = shared_mq.request("POST", f"/{queue}/redrive")
+    assert resp.status == 200
+    assert resp.json() == {"queue": queue, "dead_letter_queue": f"{queue}.dead", "moved": 3}
+    got = [fetched(shared_mq, queue) for _ in ids]
+    assert sorted(r.header("X-Message-Id") for r in got) == sorted(ids)
+    assert {r.header("X-Attempts") for r in got} == {"1"}
+    assert fetch(shared_mq, f"{queue}.dead").status == 204
+    again = shared_mq.request("POST", f"/{queue}/redrive")
+    assert again.json()["moved"] == 0
+
+
+# -- across kill -9 of the whole tree ------------------------------------------------------
+
+
+def test_dead_lettering_and_redrive_survive_kill_9(start_mq):
+    mq = start_mq(workers=2, timeout=1)
+    queue = fresh_queue("deadcrash")
+    set_props(mq, queue, {"retry": 1})
+    message_id = added(mq, queue, b"keeps failing")
+    deliver_and_let_time_out(mq, queue, message_id, 2)
+    # Killed while delivery 2 (the last one allowed) is in flight.
+    mq.kill_tree()
+    assert names_of(mq, message_id) == [f"delay/{queue}:{message_id}.2"]
+    mq.start().wait_ready()
+    dead = f"{queue}.dead"
+    poll_for(lambda: names_of(mq, message_id) == [f"queues/{dead}/{message_id}"], 5,
+             what="the message to be dead-lettered after the restart")
+    assert fetch(mq, queue).status == 204
+    restart(mq)
+    assert names_of(mq, message_id) == [f"queues/{dead}/{message_id}"]
+    assert mq.request("POST", f"/{queue}/redrive").json()["moved"] == 1
+    restart(mq)
+    resp = fetched(mq, queue)
+    assert (resp.header("X-Message-Id"), resp.body, resp.header("X-Attempts")) == (
+        message_id, b"keeps failing", "1")
