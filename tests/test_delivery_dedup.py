@@ -6,7 +6,7 @@ import time
 from collections import Counter
 
 from delivery_support import (add, added, fetch, fetched, fresh_queue, restart, set_props,
-                              shared_mq, wait_until)  # noqa: F401
+                              shared_mq, start_killed, wait_until)  # noqa: F401
 from mq.store import Store, dedup_digest, encode_message
 from mq.ids import new_id
 from support import files_in
@@ -70,8 +70,8 @@ def test_after_the_window_the_same_key_stores_a_new_message(shared_mq):
     assert (again.status, again.header("X-Message-Id")) == (200, second)
 
 
-def test_concurrent_adds_with_one_key_on_four_workers_store_exactly_one(start_mq):
-    mq = start_mq(workers=4, timeout=30, args=("--log-level=debug",))
+def test_concurrent_adds_with_one_key_on_four_workers_store_exactly_one(start_killed):
+    mq = start_killed(workers=4, timeout=30, args=("--log-level=debug",))
     queue = fresh_queue("race")
     keys, per_key = 6, 16
     answers: list[tuple[str, int, str]] = []
@@ -103,8 +103,8 @@ def test_concurrent_adds_with_one_key_on_four_workers_store_exactly_one(start_mq
     assert len(savers) >= 2, savers
 
 
-def test_dedup_key_survives_kill_9_and_a_restart(start_mq):
-    mq = start_mq(workers=2, timeout=30)
+def test_dedup_key_survives_kill_9_and_a_restart(start_killed):
+    mq = start_killed(workers=2, timeout=30)
     queue = fresh_queue("restart")
     first = added(mq, queue, b"before the crash", dedup_id="pay-42")
     restart(mq)
@@ -114,9 +114,9 @@ def test_dedup_key_survives_kill_9_and_a_restart(start_mq):
     assert fetched(mq, queue).body == b"before the crash"
 
 
-def test_a_key_recorded_for_an_add_cut_by_a_crash_is_forgotten_at_start(start_mq):
+def test_a_key_recorded_for_an_add_cut_by_a_crash_is_forgotten_at_start(start_killed):
     """The crash window: key recorded, message still in new/, no reply sent."""
-    mq = start_mq(workers=1, timeout=30)
+    mq = start_killed(workers=1, timeout=30)
     queue = fresh_queue("cut")
     assert mq.request("PUT", f"/{queue}").status == 201
     mq.kill_tree()
@@ -140,10 +140,10 @@ def test_a_key_recorded_for_an_add_cut_by_a_crash_is_forgotten_at_start(start_mq
     assert fetch(mq, queue).status == 204
 
 
-def test_a_key_of_an_add_that_failed_with_503_does_not_answer_the_retry_as_a_duplicate(start_mq):
+def test_a_key_of_an_add_that_failed_with_503_does_not_answer_the_retry_as_a_duplicate(start_killed):
     """The key is recorded before the final flush; when that flush fails the add answers 503,
     and the retry must not get 200 with the id of a message that was never stored."""
-    mq = start_mq(workers=1, timeout=30, env={"MQ_TEST_FAULT": "flush_dirs"})
+    mq = start_killed(workers=1, timeout=30, env={"MQ_TEST_FAULT": "flush_dirs"})
     queue = fresh_queue("fail")
     assert mq.request("PUT", f"/{queue}").status == 201
     first = add(mq, queue, b"lost?", dedup_id="k")
@@ -151,15 +151,15 @@ def test_a_key_of_an_add_that_failed_with_503_does_not_answer_the_retry_as_a_dup
     retry = add(mq, queue, b"lost?", dedup_id="k")
     assert retry.status == 503, (retry.status, retry.body)
     mq.stop()
-    healthy = start_mq(root=mq.root, workers=1, timeout=30)
+    healthy = start_killed(root=mq.root, workers=1, timeout=30)
     ok = add(healthy, queue, b"stored", dedup_id="k")
     assert ok.status == 201, ok.body
     assert fetched(healthy, queue).header("X-Message-Id") == ok.header("X-Message-Id")
 
 
-def test_two_daemons_on_one_root_share_the_keys(start_mq):
-    a = start_mq(workers=2, timeout=30, args=("--peers=1",))
-    b = start_mq(root=a.root, workers=2, timeout=30, args=("--peers=1",))
+def test_two_daemons_on_one_root_share_the_keys(start_killed):
+    a = start_killed(workers=2, timeout=30, args=("--peers=1",))
+    b = start_killed(root=a.root, workers=2, timeout=30, args=("--peers=1",))
     queue = fresh_queue("peers")
     answers = []
     gate = threading.Barrier(16)

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from delivery_support import (add, added, assert_json_error, fetch, fetch_when_ready, fresh_queue,
-                              names_of, restart, set_props, shared_mq, wait_until)  # noqa: F401
+                              names_of, restart, set_props, shared_mq, start_killed, wait_until)  # noqa: F401
 from support import files_in, poll_for
 
 
@@ -122,8 +122,8 @@ def test_revoked_delayed_message_never_appears(shared_mq):
 # -- across kill -9 of the whole tree ------------------------------------------------------
 
 
-def test_messages_due_while_the_daemon_was_down_are_delivered_right_after_start(start_mq):
-    mq = start_mq(workers=2, timeout=30)
+def test_messages_due_while_the_daemon_was_down_are_delivered_right_after_start(start_killed):
+    mq = start_killed(workers=2, timeout=30)
     queue = fresh_queue("down")
     ids = [added(mq, queue, b"due %d" % i, delay="1") for i in range(5)]
     due = max(float(os.stat(mq.root / "delay" / f"{queue}:{i}").st_mtime) for i in ids)
@@ -136,11 +136,11 @@ def test_messages_due_while_the_daemon_was_down_are_delivered_right_after_start(
     first_after = time.monotonic() - ready_at
     got = [resp.header("X-Message-Id")] + [fetch(mq, queue).header("X-Message-Id") for _ in ids[1:]]
     assert got == ids, "all of them, oldest first"
-    assert first_after < 1.0, f"first due message came {first_after:.2f} s after start"
+    assert first_after < 1.5, f"first due message came {first_after:.2f} s after start"
 
 
-def test_delay_not_yet_due_survives_kill_9_and_keeps_its_due_time(start_mq):
-    mq = start_mq(workers=2, timeout=30)
+def test_delay_not_yet_due_survives_kill_9_and_keeps_its_due_time(start_killed):
+    mq = start_killed(workers=2, timeout=30)
     queue = fresh_queue("keep")
     resp = add(mq, queue, b"after restart", delay="2.5")
     message_id, due = resp.header("X-Message-Id"), resp.json()["due"]
@@ -149,8 +149,8 @@ def test_delay_not_yet_due_survives_kill_9_and_keeps_its_due_time(start_mq):
     assert_invisible_until_due(mq, queue, message_id, due)
 
 
-def test_revoke_survives_kill_9_and_the_message_never_appears(start_mq):
-    mq = start_mq(workers=2, timeout=30)
+def test_revoke_survives_kill_9_and_the_message_never_appears(start_killed):
+    mq = start_killed(workers=2, timeout=30)
     queue = fresh_queue("revoke")
     revoked = added(mq, queue, b"revoked", delay="1")
     witness = added(mq, queue, b"witness", delay="1.2")

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from delivery_support import (add, added, assert_json_error, fetch, fetch_when_ready, fetched,
-                              fresh_queue, restart, set_props, shared_mq)  # noqa: F401
+                              fresh_queue, restart, set_props, shared_mq, start_killed)  # noqa: F401
 from mq.properties import SYSTEM
 
 PROPS = ("timeout", "retry", "delay", "dedup_window", "max_body_bytes", "dead_letter_queue", "accum")
@@ -109,8 +109,8 @@ def test_adding_to_a_missing_queue_creates_it(shared_mq):
     assert shared_mq.request("GET", f"/{delayed_queue}").status == 200
 
 
-def test_with_no_auto_create_adding_to_a_missing_queue_is_404(start_mq):
-    mq = start_mq(workers=1, timeout=30, args=("--no-auto-create",))
+def test_with_no_auto_create_adding_to_a_missing_queue_is_404(start_killed):
+    mq = start_killed(workers=1, timeout=30, args=("--no-auto-create",))
     for query in ({}, {"delay": "5"}, {"dedup_id": "k"}):
         assert_json_error(add(mq, "absent", b"x", **query), 404, "not_found", "absent")
     assert mq.request("GET", "/absent").status == 404
@@ -123,14 +123,16 @@ def test_with_no_auto_create_adding_to_a_missing_queue_is_404(start_mq):
 # -- default rules and precedence --------------------------------------------------------------
 
 
-def test_precedence_is_own_then_first_matching_rule_then_system(start_mq):
-    mq = start_mq(workers=2, timeout=30)
-    rules = [["orders-.*", {"retry": 5, "timeout": 9, "delay": 1}],
+def test_precedence_is_own_then_first_matching_rule_then_system(start_killed):
+    mq = start_killed(workers=2, timeout=30)
+    rules = [["fast-.*", {"timeout": 0.5}],
+             ["orders-.*", {"retry": 5, "timeout": 9, "delay": 1}],
              ["orders-eu", {"retry": 7, "dedup_window": 60}],
              [".*", {"accum": 2}]]
     resp = send(mq, "PUT", "/_mq/properties", rules)
     assert resp.status == 200, resp.body
-    assert resp.json() == [["orders-.*", {"retry": 5, "timeout": 9.0, "delay": 1.0}],
+    assert resp.json() == [["fast-.*", {"timeout": 0.5}],
+                           ["orders-.*", {"retry": 5, "timeout": 9.0, "delay": 1.0}],
                            ["orders-eu", {"retry": 7, "dedup_window": 60.0}],
                            [".*", {"accum": 2.0}]]
     assert mq.request("GET", "/_mq/properties").json() == resp.json()
@@ -145,8 +147,12 @@ def test_precedence_is_own_then_first_matching_rule_then_system(start_mq):
     assert other["timeout"] == 30.0, "the system default follows --timeout"
     # A rule is a full match of the name, not a prefix search.
     assert props(mq, "my-orders-x")["properties"]["retry"] == SYSTEM["retry"]
-    # Rules drive behaviour: orders-us gets the rule's delay.
+    # Rules drive behaviour: orders-us gets the rule's delay, fast-lane the rule's timeout.
     assert "due" in add(mq, "orders-us", b"delayed by the rule").json()
+    message_id = added(mq, "fast-lane", b"x")
+    assert fetched(mq, "fast-lane").header("X-Attempts") == "1"
+    back, _ = fetch_when_ready(mq, "fast-lane", timeout=5)
+    assert (back.header("X-Message-Id"), back.header("X-Attempts")) == (message_id, "2")
     resp = mq.request("DELETE", "/_mq/properties")
     assert resp.status == 200 and resp.json() == []
     assert props(mq, "orders-eu")["properties"]["retry"] == SYSTEM["retry"]
@@ -170,17 +176,8 @@ def test_bad_default_rules_are_400_and_keep_the_old_rules(shared_mq, rules, ment
         assert shared_mq.request("DELETE", "/_mq/properties").json() == []
 
 
-def test_a_rule_timeout_drives_redelivery(start_mq):
-    mq = start_mq(workers=2, timeout=30)
-    assert send(mq, "PUT", "/_mq/properties", [["fast-.*", {"timeout": 0.5}]]).status == 200
-    message_id = added(mq, "fast-lane", b"x")
-    assert fetched(mq, "fast-lane").header("X-Attempts") == "1"
-    back, _ = fetch_when_ready(mq, "fast-lane", timeout=5)
-    assert (back.header("X-Message-Id"), back.header("X-Attempts")) == (message_id, "2")
-
-
-def test_properties_and_rules_survive_kill_9(start_mq):
-    mq = start_mq(workers=2, timeout=30)
+def test_properties_and_rules_survive_kill_9(start_killed):
+    mq = start_killed(workers=2, timeout=30)
     assert send(mq, "PUT", "/_mq/properties", [["jobs-.*", {"retry": 6, "delay": 0.5}]]).status == 200
     set_props(mq, "jobs-a", {"timeout": 0.5, "dead_letter_queue": "jobs-graveyard"}, method="PUT")
     before = props(mq, "jobs-a")

@@ -4,8 +4,8 @@ import os
 import time
 
 from delivery_support import (added, assert_json_error, fetch, fetch_when_ready, fetched,
-                              fresh_queue, names_of, reply, restart, set_props,
-                              shared_mq)  # noqa: F401
+                              fresh_queue, names_of, reply, restart, set_props, shared_mq,
+                              start_killed)  # noqa: F401
 from support import files_in, poll_for
 
 
@@ -172,8 +172,8 @@ def test_seed_delete_still_removes_a_message_in_any_state(shared_mq):
 # -- across kill -9 of the whole tree ------------------------------------------------------
 
 
-def test_in_flight_message_comes_back_after_its_timer_across_kill_9(start_mq):
-    mq = start_mq(workers=2, timeout=2.5)
+def test_in_flight_message_comes_back_after_its_timer_across_kill_9(start_killed):
+    mq = start_killed(workers=2, timeout=2.5)
     queue = fresh_queue("inflight")
     message_id = added(mq, queue, b"was being worked on")
     first = fetched(mq, queue)
@@ -191,8 +191,8 @@ def test_in_flight_message_comes_back_after_its_timer_across_kill_9(start_mq):
     assert reply(mq, queue, message_id, "ack", back.header("X-Receipt")).status == 204
 
 
-def test_ack_extend_and_nack_survive_kill_9(start_mq):
-    mq = start_mq(workers=2, timeout=1)
+def test_ack_extend_and_nack_survive_kill_9(start_killed):
+    mq = start_killed(workers=2, timeout=1)
     queue = fresh_queue("replies")
     acked, extended, nacked = (added(mq, queue, b) for b in (b"acked", b"extended", b"nacked"))
     receipts = {fetched(mq, queue).header("X-Message-Id"): None for _ in range(3)}

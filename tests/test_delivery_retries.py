@@ -1,7 +1,7 @@
 """Retries and dead letters (C3): past `retry` redeliveries a message moves, never vanishes."""
 
 from delivery_support import (added, fetch, fetch_when_ready, fetched, fresh_queue, names_of,
-                              reply, restart, set_props, shared_mq)  # noqa: F401
+                              reply, restart, set_props, shared_mq, start_killed)  # noqa: F401
 from support import poll_for
 
 
@@ -77,8 +77,8 @@ def test_redrive_moves_dead_letters_back_as_new_messages(shared_mq):
 # -- across kill -9 of the whole tree ------------------------------------------------------
 
 
-def test_dead_lettering_and_redrive_survive_kill_9(start_mq):
-    mq = start_mq(workers=2, timeout=1)
+def test_dead_lettering_and_redrive_survive_kill_9(start_killed):
+    mq = start_killed(workers=2, timeout=1)
     queue = fresh_queue("deadcrash")
     set_props(mq, queue, {"retry": 1})
     message_id = added(mq, queue, b"keeps failing")
