@@ -7,7 +7,7 @@ import time
 import zmq
 
 from mq import logs, protocol
-from mq.errors import MqError
+from mq.errors import Invalid, MqError
 from mq.store import Store
 
 #: Most requests taken from the socket into one batch (one flush serves them all).
@@ -89,7 +89,9 @@ class Actor:
     def run(self) -> None:
         """Serve until SIGTERM, then finish the batch in hand and exit."""
         signal.signal(signal.SIGTERM, self._stop)
-        signal.signal(signal.SIGINT, self._stop)
+        # Ctrl-C reaches the whole process group; the supervisor alone turns it into an
+        # orderly stop (front drains first), so actors ignore it.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         sock = self.sock = self.bind()
         self.start()
         self.log.info("actor.start", endpoint=self.endpoint())
@@ -121,8 +123,10 @@ class Actor:
                 break
             try:
                 batch.append(protocol.decode_request(frames))
-            except Exception as err:  # A malformed frame is dropped, never fatal.
+            except Exception as err:  # A malformed frame is answered "invalid", never fatal.
                 self.log.warning("actor.bad_frame", error=str(err))
+                if len(frames) == 3 and frames[1]:
+                    self.reply(frames[0], frames[1], Invalid(f"bad request frame: {err}"))
         if not batch:
             return
         started = time.monotonic()

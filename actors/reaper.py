@@ -43,6 +43,7 @@ def run_actor(options) -> None:
     """The reaper as an actor of the daemon's tree: remove/, then expired dedup keys."""
     stopping: list = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     logs.get().info("actor.start", actor="reaper-0")
     store = Store(options.root, options.sync)
     props = PropertyFiles(store)
@@ -73,7 +74,8 @@ def main(argv: list[str] | None = None) -> int:
         reap_folder(args.source)
         return 0
     stopping: list = []
-    signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stopping.append(1))
     reap_forever(args.source, args.interval, stopping)
     return 0
 

@@ -66,6 +66,8 @@ class SaveActor(Actor):
                     keyed.append((pos, item))
             except MqError as err:
                 results[pos] = err
+                if isinstance(err, Unavailable):
+                    self.log.error("save.write_failed", queue=payload.get("queue"), error=err.message)
         if not written:
             return results
         try:
@@ -87,6 +89,7 @@ class SaveActor(Actor):
             except OSError as err:
                 self.store.discard_new(self.store.new_path(queue, message_id))
                 results[pos] = fmt.unavailable(err, "cannot deliver message")
+                self.log.error("save.deliver_failed", queue=queue, id=message_id, error=str(err))
                 self.forget_key(keys, pos, queue, message_id)
         try:
             self.store.flush(dirs)

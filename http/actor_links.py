@@ -27,7 +27,8 @@ class ActorLink:
         self.sock.reconnect_ivl = 50
         self.sock.reconnect_ivl_max = 500
         self.sock.sndhwm = self.sock.rcvhwm = 100_000
-        self.monitor = self.sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+        self.connected = False
+        self.monitor = self.sock.get_monitor_socket(zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED)
         self.sock.connect(endpoint)
         self.tasks = [asyncio.ensure_future(self._read()), asyncio.ensure_future(self._watch())]
 
@@ -82,7 +83,10 @@ class ActorLink:
     async def _watch(self) -> None:
         while True:
             event = recv_monitor_message(await self.monitor.recv_multipart())
-            if event["event"] == zmq.EVENT_DISCONNECTED:
+            if event["event"] == zmq.EVENT_CONNECTED:
+                self.connected = True
+            elif event["event"] == zmq.EVENT_DISCONNECTED:
+                self.connected = False
                 self._fail_pending()
 
     def _fail_pending(self) -> None:
@@ -118,10 +122,11 @@ class ActorPool:
         self._turn = itertools.count()
 
     def saver(self) -> ActorLink:
-        """The least busy save actor (round robin among equals), so batches stay even."""
+        """The least busy connected save actor (round robin among equals); a dead one is
+        skipped while it restarts, so one dead actor does not turn every other add into 503."""
         start = next(self._turn)
         order = [self.savers[(start + i) % self.workers] for i in range(self.workers)]
-        return min(order, key=lambda s: s.load)
+        return min(order, key=lambda s: (not s.connected, s.load))
 
     def fetcher(self, queue: str) -> ActorLink:
         """The fetch actor that owns this queue."""

@@ -362,7 +362,8 @@ async def serve(options, run_dir: str, drain_seconds: float = 10.0) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
-    loop.add_signal_handler(signal.SIGINT, stop.set)
+    # SIGINT (Ctrl-C reaches the whole group) is the supervisor's to turn into a SIGTERM.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     logs.get().info("front.start", host=options.host, port=options.port)
     await stop.wait()
     server.stop()

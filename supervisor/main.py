@@ -38,7 +38,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return Tree(options, run_dir).run()
     finally:
-        shutil.rmtree(run_dir, ignore_errors=True)
+        # A folder given with --run-dir is the operator's: only the one mq made is removed.
+        if not options.run_dir:
+            shutil.rmtree(run_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import psutil
 
-from mq import logs
+from mq import logs, protocol
 
 #: First wait before restarting a dead process, in seconds; doubled per quick crash.
 MIN_BACKOFF_SECONDS = 0.1
@@ -27,6 +27,8 @@ FRONT_MAX_CRASHES = 5
 FRONT_WINDOW_SECONDS = 60.0
 #: Seconds the front gets to drain on SIGTERM before the actors are stopped.
 DRAIN_SECONDS = 10.0
+#: Longest wait at start for the actors to bind before the front starts anyway, in seconds.
+ACTORS_READY_SECONDS = 10.0
 #: Longest ipc:// socket path the kernel accepts, less room for the socket's own name.
 MAX_RUN_DIR = 90
 
@@ -163,7 +165,12 @@ class Tree:
         signal.signal(signal.SIGINT, self._stop)
         signal.signal(signal.SIGHUP, self._forward_hup)
         for child in self.children:
-            self.spawn(child)
+            if not child.critical:
+                self.spawn(child)
+        self.wait_for_actors(ACTORS_READY_SECONDS)
+        for child in self.children:
+            if child.critical:
+                self.spawn(child)
         code = 0
         last_health = 0.0
         while not self.stopping:
@@ -180,6 +187,20 @@ class Tree:
             time.sleep(0.05)
         self.shutdown()
         return code
+
+    def wait_for_actors(self, timeout: float) -> None:
+        """Wait until every actor has bound its socket, so the front's first requests find them."""
+        sockets = [protocol.mover_endpoint(self.run_dir)] + [
+            protocol.actor_endpoint(self.run_dir, kind, i)
+            for kind in ("save", "fetch") for i in range(self.options.workers)]
+        paths = [s[len("ipc://"):] for s in sockets]
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not self.stopping:
+            if all(os.path.exists(p) for p in paths):
+                return
+            time.sleep(0.02)
+        missing = [os.path.basename(p) for p in paths if not os.path.exists(p)]
+        self.log.warning("supervisor.actors_slow", missing=missing)
 
     def _stop(self, *_):
         self.stopping = True
