@@ -193,7 +193,9 @@ class FetchActor(Actor):
     def reply_to(self, op: str, queue: str, message_id: str, payload: dict) -> dict:
         """Apply ack, nack, extend or delete; a stale receipt is refused with 409."""
         props = self.props.effective(queue)
-        max_attempts = props["retry"] + 1
+        # Probe every delivery count a message can have, not only up to today's retry: a
+        # message delivered before its retry was lowered keeps its higher count.
+        max_attempts = properties.MAX_RETRY + 1
         receipt = payload.get("receipt")
         if op == "delete" or (op == "ack" and not receipt):
             index = self.indexes.get(queue)

@@ -36,6 +36,11 @@ def test_same_key_within_the_window_stores_once_and_answers_200_with_the_first_i
     # The key is recorded on disk: a symlink named by the key's digest, pointing at the id.
     link = shared_mq.root / "dedup" / queue / dedup_digest("order-17")
     assert os.readlink(link) == first.header("X-Message-Id")
+    # It outlives its message within the window: acked, and still a duplicate.
+    assert shared_mq.delete(queue, first.header("X-Message-Id")).status == 204
+    after_ack = add(shared_mq, queue, b"fourth", dedup_id="order-17")
+    assert (after_ack.status, after_ack.header("X-Message-Id")) == (200, first.header("X-Message-Id"))
+    assert stored(shared_mq, queue) == []
 
 
 def test_a_key_is_per_queue_and_other_keys_are_stored(shared_mq):

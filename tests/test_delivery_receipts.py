@@ -212,3 +212,19 @@ def test_ack_extend_and_nack_survive_kill_9(start_killed):
     assert came >= ext.json()["due"], "the extension was lost in the restart"
     assert fetch(mq, queue).status == 204
     assert files_in(mq.root / "new") == []
+
+
+def test_delete_and_ack_find_a_message_after_its_retry_was_lowered(shared_mq):
+    queue = fresh_queue("lowered")
+    set_props(shared_mq, queue, {"retry": 5, "timeout": 60})
+    message_id = added(shared_mq, queue, b"x")
+    for _ in range(3):
+        resp = fetched(shared_mq, queue)
+        assert reply(shared_mq, queue, message_id, "nack", resp.header("X-Receipt")).status == 204
+    receipt = fetched(shared_mq, queue).header("X-Receipt")
+    assert receipt == f"{message_id}.4"
+    set_props(shared_mq, queue, {"retry": 1})
+    # Delivery 4 is in flight; the lower retry must not hide it from a delete or a stale check.
+    assert_json_error(reply(shared_mq, queue, message_id, "ack", f"{message_id}.3"), 409, "conflict")
+    assert shared_mq.delete(queue, message_id).status == 204
+    assert names_of(shared_mq, message_id) == []
