@@ -620,3 +620,218 @@ def reap_folder(path: str) -> int:
             except FileNotFoundError:
                 continue
     return count
+
+
+# -- the Spark pipeline's view of a root (docs/PIPELINE.md) --------------------------------
+# Functions rather than Store methods so that this section stands apart from the daemon's.
+
+#: Folder where Spark write tasks stage message files until their job commits.
+STAGE_FOLDER = "stage"
+#: Marker file whose presence in a stage folder means "this job decided to commit".
+COMMIT_MARKER = "COMMIT"
+#: Folder of the Spark streaming reader's batch manifests, one sub-folder per consumer.
+STREAMS_FOLDER = "streams"
+
+
+@dataclass
+class Entry:
+    """A message found by a folder listing: its state, where it is, how often delivered."""
+
+    state: str  # ready, delayed (added with a delay, never fetched) or in_flight
+    queue: str
+    id: str
+    attempts: int
+    path: str
+
+
+def _in_shard(message_id: str, shard: tuple[int, int] | None) -> bool:
+    # The last two hex digits of a v7 id are random, so shards come out even.
+    return shard is None or int(message_id[34:36], 16) % shard[1] == shard[0]
+
+
+def list_entries(store: Store, queues, shard: tuple[int, int] | None = None):
+    """Yield an Entry for each ready, delayed and in-flight message of the queues; open none.
+
+    shard=(i, n) keeps only ids whose last two hex digits modulo n are i. Each folder is
+    listed once; a message that moves between the listings may be yielded twice (once per
+    state) or not at all, so readers treat entries as hints and skip what is gone.
+    """
+    wanted = set(queues)
+    for queue in sorted(wanted):
+        folder = store.queue_dir(queue)
+        try:
+            names = os.listdir(folder)
+        except FileNotFoundError:
+            continue
+        for name in names:
+            if _in_shard(name[:36], shard) and (parsed := parse_entry(name)):
+                yield Entry("ready", queue, parsed[0], parsed[1], os.path.join(folder, name))
+    delay = store.folder("delay")
+    for name in os.listdir(delay):
+        queue, _, entry = name.rpartition(":")
+        if queue in wanted and _in_shard(entry[:36], shard) and (parsed := parse_entry(entry)):
+            yield Entry("in_flight" if parsed[1] else "delayed", queue, parsed[0], parsed[1],
+                        os.path.join(delay, name))
+
+
+def read_entry(entry: Entry) -> tuple[Message, float] | None:
+    """(message, file mtime) of a listed entry, read whole; None when it moved or went.
+
+    A message file is complete before it is renamed out of new/ and never rewritten, so a
+    successful open always reads a whole message, even if the file is renamed meanwhile.
+    """
+    try:
+        with open(entry.path, "rb") as f:
+            data = f.read()
+            mtime = os.fstat(f.fileno()).st_mtime
+    except FileNotFoundError:
+        return None
+    return decode_message(entry.queue, entry.id, data), mtime
+
+
+def stage_folder(store: Store, job: str, task: str = "") -> str:
+    """{root}/stage/{job}[/{task}]: where a Spark write job's task stages its files."""
+    validate_id(job)
+    if task:
+        validate_id(task)
+    return os.path.join(store.root, STAGE_FOLDER, job, task)
+
+
+def staged_name(queue: str, message_id: str, delayed: bool, keyed: bool) -> str:
+    """A staged file's name: two flag letters (r/d: ready/delayed, k/-: has a dedup key), '.', queue:id."""
+    return f"{'d' if delayed else 'r'}{'k' if keyed else '-'}.{queue}:{message_id}"
+
+
+def parse_staged(name: str) -> tuple[str, str, bool, bool] | None:
+    """(queue, id, delayed, keyed) of a staged file's name; None when it is not one."""
+    if len(name) < 4 or name[2] != "." or name[0] not in "rd" or name[1] not in "k-":
+        return None
+    parts = Store.split_name(name[3:])
+    if not parts or parts[2]:
+        return None
+    return parts[0], parts[1], name[0] == "d", name[1] == "k"
+
+
+def write_staged(store: Store, folder: str, name: str, data: bytes, due: float | None) -> str:
+    """Create one staged file (exclusive create, whole write, due time as mtime); return its path.
+
+    With sync=file the file is fsynced here; with sync=fs the task flushes once at its end.
+    """
+    path = os.path.join(folder, name)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        if due is not None:
+            os.utime(fd, ns=(int(due * 1e9), int(due * 1e9)))
+        if store.sync == "file":
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    return path
+
+
+def publish_staged(store: Store, folder: str, name: str) -> str | None:
+    """Rename a staged file into its queue (or delay/ when delayed); return the folder it entered.
+
+    The queue is created when missing. None when the staged file is gone (another committer
+    of the same job published it first).
+    """
+    queue, message_id, delayed, _ = parse_staged(name)
+    if not store.queue_exists(queue):
+        store.create_queue(queue)
+    target = store.delay_path(queue, message_id) if delayed else store.ready_path(queue, message_id)
+    try:
+        os.rename(os.path.join(folder, name), target)
+    except FileNotFoundError:
+        return None
+    return os.path.dirname(target)
+
+
+def dedup_record_digest(store: Store, queue: str, digest: str, message_id: str, window: float,
+                        now: float) -> str | None:
+    """Store.dedup_record for a key known only by its digest (the 'dk' header of a file)."""
+    path = os.path.join(store.root, "dedup", queue, digest)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    for _ in range(3):
+        try:
+            os.symlink(message_id, path)
+            return None
+        except FileExistsError:
+            try:
+                if os.lstat(path).st_mtime + window >= now:
+                    return os.readlink(path)
+                os.unlink(path)  # Expired: the key may be used again.
+            except FileNotFoundError:
+                pass
+    raise Unavailable("de-duplication key is contended; retry")
+
+
+def list_stages(store: Store) -> list[tuple[str, str, float]]:
+    """(job, folder, folder mtime) of every stage folder under the root."""
+    base = os.path.join(store.root, STAGE_FOLDER)
+    try:
+        names = os.listdir(base)
+    except FileNotFoundError:
+        return []
+    found = []
+    for job in names:
+        folder = os.path.join(base, job)
+        try:
+            found.append((job, folder, os.stat(folder).st_mtime))
+        except FileNotFoundError:
+            continue
+    return found
+
+
+def mark_committing(store: Store, job: str, tasks: list[str]) -> None:
+    """Record durably that a job's tasks' staged files are to be published (roll forward after a crash).
+
+    The marker lists the task folders whose attempts succeeded; failed attempts' folders
+    in the same job folder are never published.
+    """
+    folder = stage_folder(store, job)
+    with open(os.path.join(folder, COMMIT_MARKER), "xb") as f:
+        f.write(orjson.dumps(tasks))
+        f.flush()
+        os.fsync(f.fileno())
+    fsync_dir(folder)
+
+
+def committing_tasks(folder: str) -> list[str] | None:
+    """The task ids a stage folder's commit marker lists; None when it has none."""
+    try:
+        with open(os.path.join(folder, COMMIT_MARKER), "rb") as f:
+            return orjson.loads(f.read())
+    except FileNotFoundError:
+        return None
+    except orjson.JSONDecodeError:
+        return None  # Torn by a crash before its fsync: the job never decided to commit.
+
+
+def stream_folder(store: Store, consumer: str) -> str:
+    """{root}/streams/{consumer}: the batch manifests of one streaming consumer."""
+    return os.path.join(store.root, STREAMS_FOLDER, validate_queue(consumer))
+
+
+def manifest_path(store: Store, consumer: str, seq: int) -> str:
+    """The manifest of a consumer's micro-batch `seq`: the (queue, id, delivery) it claimed."""
+    return os.path.join(stream_folder(store, consumer), f"{int(seq):012d}.json")
+
+
+def list_manifests(store: Store, consumer: str) -> list[int]:
+    """The batch numbers of a consumer's manifests, in order."""
+    try:
+        names = os.listdir(stream_folder(store, consumer))
+    except FileNotFoundError:
+        return []
+    return sorted(int(n[:-5]) for n in names if n.endswith(".json") and n[:-5].isdigit())
+
+
+def daemon_run_dirs(store: Store) -> list[str]:
+    """The run/ folders of the daemons that use this root (their ZeroMQ sockets live there)."""
+    try:
+        return [os.path.join(store.run_dir(), n) for n in sorted(os.listdir(store.run_dir()))]
+    except FileNotFoundError:
+        return []

@@ -1,0 +1,107 @@
+"""The options of the mq data source: names, defaults and units, checked in one place."""
+
+import re
+from dataclasses import dataclass
+
+from mq import store as fmt
+from mq.errors import Invalid
+
+#: Partitions a batch read is split into when numPartitions is not given.
+DEFAULT_READ_PARTITIONS = 4
+#: Messages one micro-batch of a streaming read claims at most, by default.
+DEFAULT_MAX_MESSAGES_PER_BATCH = 10_000
+#: Seconds a message claimed by a streaming read stays invisible to others before the
+#: daemon's mover may hand it out again (the batch must commit to its sink before then).
+DEFAULT_VISIBILITY_TIMEOUT = 300.0
+#: The streaming consumer name when none is given (names the manifest folder).
+DEFAULT_CONSUMER = "spark"
+STATES = ("ready", "delayed", "in_flight")
+
+
+def _flag(options, name: str, default: bool) -> bool:
+    value = str(options.get(name, default)).lower()
+    if value not in ("true", "false", "1", "0", "yes", "no"):
+        raise Invalid(f"option {name}: expected true or false, got {value!r}")
+    return value in ("true", "1", "yes")
+
+
+def _number(options, name: str, default, kind=float, low=0):
+    raw = options.get(name)
+    if raw is None:
+        return default
+    try:
+        value = kind(raw)
+    except ValueError:
+        raise Invalid(f"option {name}: expected a {kind.__name__}, got {raw!r}") from None
+    if value < low:
+        raise Invalid(f"option {name}: must be at least {low}, got {raw!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    """What the user passed with .option(...), checked (see docs/PIPELINE.md for each)."""
+
+    root: str
+    queue: str | None
+    queues: str | None
+    partitions: int
+    states: tuple[str, ...]
+    sync: str
+    content_type: str | None
+    report_file: str | None
+    max_messages_per_batch: int
+    visibility_timeout: float
+    consumer: str
+    notify: bool
+
+    @classmethod
+    def parse(cls, options) -> "SourceOptions":
+        """Check every option; raise Invalid naming the first one that is wrong."""
+        root = options.get("root")
+        if not root:
+            raise Invalid("option root is required: the mq root folder, e.g. .option('root', '/srv/mq')")
+        queue, queues = options.get("queue"), options.get("queues")
+        if queue is not None and queues is not None:
+            raise Invalid("give option queue (one name) or queues (a regex), not both")
+        if queue is not None:
+            fmt.validate_queue(queue)
+        if queues is not None:
+            try:
+                re.compile(queues)
+            except re.error as err:
+                raise Invalid(f"option queues: not a regular expression: {err}") from None
+        states = tuple(s.strip() for s in str(options.get("states", ",".join(STATES))).split(",") if s.strip())
+        unknown = set(states) - set(STATES)
+        if unknown or not states:
+            raise Invalid(f"option states: use a comma-separated subset of {', '.join(STATES)}")
+        sync = options.get("sync", "fs")
+        if sync not in ("fs", "file"):
+            raise Invalid("option sync: 'fs' (one syncfs per task) or 'file' (fsync each file)")
+        consumer = options.get("consumer", DEFAULT_CONSUMER)
+        fmt.validate_queue(consumer)
+        return cls(
+            root=root, queue=queue, queues=queues,
+            partitions=_number(options, "numPartitions", DEFAULT_READ_PARTITIONS, int, 1),
+            states=states, sync=sync,
+            content_type=options.get("contentType"),
+            report_file=options.get("reportFile"),
+            max_messages_per_batch=_number(options, "maxMessagesPerBatch",
+                                           DEFAULT_MAX_MESSAGES_PER_BATCH, int, 1),
+            visibility_timeout=_number(options, "visibilityTimeout", DEFAULT_VISIBILITY_TIMEOUT,
+                                       float, 1),
+            consumer=consumer,
+            notify=_flag(options, "notify", True),
+        )
+
+    def require_queues(self) -> None:
+        """Reads need queue or queues."""
+        if self.queue is None and self.queues is None:
+            raise Invalid("reading needs option queue (one name) or queues (a regex of names)")
+
+    def matching_queues(self, store) -> list[str]:
+        """The queues of the root this read covers, listed now."""
+        if self.queue is not None:
+            return [self.queue]
+        pattern = re.compile(self.queues)
+        return [q for q in store.list_queues() if pattern.fullmatch(q)]

@@ -1,0 +1,148 @@
+"""Streaming read: claim messages into micro-batches, acknowledge them once the sink committed.
+
+Each micro-batch is a manifest, streams/{consumer}/{seq}.json, listing the (queue, id,
+delivery) it claimed. Claiming is the fetch actor's own move (Store.claim: the message goes
+to delay/ as in flight, due after visibilityTimeout), so the daemon and other consumers never
+hand it out meanwhile. The offset is {"seq": N}. Spark replays a batch from its manifest after
+a restart; a batch is acknowledged (Store.ack: delay/ -> remove/) when Spark asks for the
+offset after it, since by then the batch is in the sink's commit log (docs/PIPELINE.md).
+"""
+
+import os
+import time
+
+import orjson
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadMaxRows,
+                                              SupportsTriggerAvailableNow)
+
+from mq import store as fmt
+from mq.pipeline import notify
+from mq.pipeline.options import SourceOptions
+from mq.pipeline.reader import read_entries
+
+
+class ClaimedShard(InputPartition):
+    """Part of one or more micro-batches: [queue, id, delivery] triples to read from delay/."""
+
+    def __init__(self, claimed: list):
+        super().__init__(len(claimed))
+        self.claimed = claimed
+
+
+class ClaimingStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """At-least-once consumption of the matching queues (see the module docstring)."""
+
+    def __init__(self, options: SourceOptions):
+        options.require_queues()
+        self.options = options
+        self.target: set | None = None  # availableNow: the (queue, id) ready when it began
+
+    def store(self) -> fmt.Store:
+        """A Store for this call (never kept on self: the reader is pickled to executors)."""
+        return fmt.Store(self.options.root, self.options.sync)
+
+    def initialOffset(self) -> dict:
+        """Before the first batch of a new checkpoint: just before any manifest left over."""
+        seqs = fmt.list_manifests(self.store(), self.options.consumer)
+        # Leftover manifests (a run whose checkpoint was deleted) hold claimed messages:
+        # starting before them delivers those first instead of leaving them in flight.
+        return {"seq": seqs[0] - 1 if seqs else 0}
+
+    def getDefaultReadLimit(self):
+        """maxMessagesPerBatch messages per micro-batch."""
+        return ReadMaxRows(self.options.max_messages_per_batch)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """Remember what is ready now; an availableNow run claims nothing added later."""
+        store = self.store()
+        self.target = {(q, i) for q in self.options.matching_queues(store)
+                       for i, _ in store.list_ready(q)}
+
+    def latestOffset(self, start: dict, limit) -> dict:
+        """Acknowledge batches up to start; replay a planned manifest, or claim a new batch."""
+        store = self.store()
+        done = int(start["seq"])
+        self.acknowledge_through(store, done)
+        later = [s for s in fmt.list_manifests(store, self.options.consumer) if s > done]
+        if later:
+            return {"seq": later[-1]}  # Claimed before a restart: deliver those first.
+        cap = None if isinstance(limit, ReadAllAvailable) else (
+            limit.max_rows if isinstance(limit, ReadMaxRows) else self.options.max_messages_per_batch)
+        claimed = self.claim(store, cap)
+        if not claimed:
+            return {"seq": done}
+        path = fmt.manifest_path(store, self.options.consumer, done + 1)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        store.write_json(path, claimed)
+        return {"seq": done + 1}
+
+    def claim(self, store: fmt.Store, cap: int | None) -> list:
+        """Claim up to cap ready messages, oldest first per queue; flush once; tell the mover."""
+        due = time.time() + self.options.visibility_timeout
+        claimed, dirs = [], set()
+        for queue in self.options.matching_queues(store):
+            for message_id, attempts in sorted(store.list_ready(queue)):
+                if cap is not None and len(claimed) >= cap:
+                    break
+                if self.target is not None and (queue, message_id) not in self.target:
+                    continue
+                if store.claim(queue, message_id, due, attempts) is None:
+                    continue  # Taken by the daemon or another consumer meanwhile.
+                claimed.append([queue, message_id, attempts + 1])
+                dirs.add(store.queue_dir(queue))
+        if claimed:
+            store.flush(dirs | {store.folder("delay")})
+            if self.options.notify:
+                # So that a daemon's mover hands them out again if this query dies for good.
+                notify.tell_daemons(store, {}, [(q, i, n, due) for q, i, n in claimed])
+        return claimed
+
+    def acknowledge_through(self, store: fmt.Store, seq: int) -> int:
+        """Remove every message of the manifests up to seq (their batches are in the sink)."""
+        acked, dirs, paths = 0, set(), []
+        for number in fmt.list_manifests(store, self.options.consumer):
+            if number > seq:
+                break
+            path = fmt.manifest_path(store, self.options.consumer, number)
+            for queue, message_id, delivery in load_manifest(path):
+                # False: the delivery is over (timed out and handed out again): a duplicate.
+                acked += store.ack(queue, message_id, delivery)
+            dirs.update({store.folder("delay"), store.folder("remove")})
+            paths.append(path)
+        if paths:
+            store.flush(dirs)
+            for path in paths:
+                os.unlink(path)
+        return acked
+
+    def partitions(self, start: dict, end: dict):
+        """The claimed messages of batches start+1..end, in numPartitions slices."""
+        store = self.store()
+        claimed = []
+        for seq in range(int(start["seq"]) + 1, int(end["seq"]) + 1):
+            path = fmt.manifest_path(store, self.options.consumer, seq)
+            if os.path.exists(path):
+                claimed.extend(load_manifest(path))
+        count = max(1, min(self.options.partitions, len(claimed)))
+        return [ClaimedShard(claimed[i::count]) for i in range(count)]
+
+    def read(self, partition: ClaimedShard):
+        """Read the claimed messages from delay/; one that timed out and moved is skipped."""
+        store = self.store()
+        entries = (fmt.Entry("in_flight", q, i, n, store.delay_path(q, i, n))
+                   for q, i, n in partition.claimed)
+        yield from read_entries(entries)
+
+    def commit(self, end: dict) -> None:
+        """Spark's word that batches up to end are in the sink: acknowledge them."""
+        self.acknowledge_through(self.store(), int(end["seq"]))
+
+    def stop(self) -> None:
+        """Nothing to release: unacknowledged batches are replayed or acknowledged on restart."""
+
+
+def load_manifest(path: str) -> list:
+    """The [queue, id, delivery] triples a manifest lists."""
+    with open(path, "rb") as f:
+        return orjson.loads(f.read())
