@@ -79,9 +79,11 @@ def rate(count: int, seconds: float) -> str:
     return f"{count / seconds:,.0f} msg/s" if seconds > 0 else "-"
 
 
-def run(args) -> dict:
-    """Start Spark, run the chosen job, print what it read and wrote."""
-    spark = session.build(f"mq-pipeline {args.job}", args.master, ui=args.ui, conf=spark_conf(args.conf))
+def run(args, spark=None) -> dict:
+    """Run the chosen job (on a new SparkSession unless one is given); print what it read and wrote."""
+    own = spark is None
+    if own:
+        spark = session.build(f"mq-pipeline {args.job}", args.master, ui=args.ui, conf=spark_conf(args.conf))
     try:
         if args.job == "export":
             from mq.pipeline import export
@@ -119,7 +121,8 @@ def run(args) -> dict:
                   + (f" and the chart {out['chart']}" if out["chart"] else " (no requests: no chart)"))
         return out
     finally:
-        spark.stop()
+        if own:
+            spark.stop()
 
 
 def main(argv: list[str] | None = None) -> int:

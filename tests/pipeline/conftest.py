@@ -1,0 +1,34 @@
+"""One local SparkSession for every pipeline test: local[2], offline, UI off, quiet."""
+
+import os
+import sys
+
+import pytest
+
+from mq.pipeline import session
+
+
+def spark_conf() -> dict:
+    """Settings that start Spark fast and keep it on this machine (docs/PIPELINE.md)."""
+    return {
+        "spark.sql.shuffle.partitions": "2",
+        "spark.sql.adaptive.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        # A faster start for short jobs; the benchmark leaves the JIT alone.
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{session.log4j_file()} "
+                                         "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
+    }
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """The shared session; fails (never skips) with one line when Java is missing."""
+    try:
+        session.require_java()
+    except session.JavaMissing as err:
+        pytest.fail(str(err), pytrace=False)
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+    spark = session.build("mq-tests", "local[2]", progress=False, conf=spark_conf())
+    yield spark
+    spark.stop()

@@ -1,0 +1,257 @@
+"""The mq data source's batch read and write against a real root, with the real daemon running."""
+
+import os
+import threading
+import time
+
+import pytest
+from pyspark.sql import functions as F
+from pyspark.sql.types import BinaryType
+
+from mq import store as fmt
+from mq.pipeline import sink
+from mq.pipeline.options import SourceOptions
+from support import body_is_whole, checked_body, poll_for
+
+pytestmark = pytest.mark.spark
+
+
+def read(spark, root, **options):
+    """A batch read of the root with the given options."""
+    reader = spark.read.format("mq").option("root", str(root))
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader.load()
+
+
+def test_snapshot_reads_every_state_and_consumes_nothing(spark, start_mq):
+    daemon = start_mq(workers=2, timeout=60)
+    ready = [daemon.add("snap", b"ready %d" % i, "text/plain") for i in range(5)]
+    delayed = daemon.request("POST", "/snap/messages?delay=300", b"later").json()["id"]
+    fetched = daemon.fetch("snap")
+    assert fetched.status == 200 and fetched.header("X-Message-Id") == ready[0]
+
+    rows = {r["id"]: r for r in read(spark, daemon.root, queue="snap").collect()}
+
+    assert set(rows) == set(ready) | {delayed}
+    assert rows[ready[0]]["state"] == "in_flight" and rows[ready[0]]["attempts"] == 1
+    assert rows[ready[0]]["due"] is not None and rows[ready[0]]["body"] == b"ready 0"
+    assert rows[delayed]["state"] == "delayed" and rows[delayed]["attempts"] == 0
+    assert rows[delayed]["due"].timestamp() > time.time() + 200
+    for message_id in ready[1:]:
+        row = rows[message_id]
+        assert (row["state"], row["due"], row["attempts"], row["content_type"]) == ("ready", None, 0, "text/plain")
+        assert row["queue"] == "snap" and row["created"] is not None
+    # Nothing was consumed: the daemon still hands out the other four, in order.
+    assert [daemon.fetch("snap").header("X-Message-Id") for _ in range(4)] == ready[1:]
+
+
+def test_read_splits_by_id_and_filters_states_and_queues(spark, tmp_path):
+    store = fmt.Store(str(tmp_path / "root"))
+    store.init()
+    for queue in ("a1", "a2", "b1"):
+        for i in range(30):
+            add_directly(store, queue, b"%s-%d" % (queue.encode(), i))
+    df = read(spark, store.root, queues="a.*", numPartitions=3)
+    assert df.rdd.getNumPartitions() == 3
+    per_partition = df.rdd.glom().map(len).collect()
+    assert sum(per_partition) == 60 and min(per_partition) > 0
+    assert read(spark, store.root, queues="a.*", states="delayed,in_flight").count() == 0
+
+
+def add_directly(store: fmt.Store, queue: str, body: bytes) -> str:
+    """Put a ready message in a root without a daemon (the save actor's write and rename)."""
+    from mq.ids import new_id
+
+    message_id = new_id()
+    store.write_new(queue, message_id, fmt.encode_message(body, "text/plain", int(time.time() * 1000),
+                                                          message_id), None)
+    store.deliver_new(queue, message_id, False)
+    return message_id
+
+
+def test_read_while_the_daemon_moves_messages_never_fails_nor_half_reads(spark, start_mq):
+    daemon = start_mq(workers=2, timeout=60)
+    for i in range(300):
+        daemon.add("busy", checked_body(i, 200))
+    stop = threading.Event()
+    moved = []
+
+    def consume():
+        while not stop.is_set():
+            resp = daemon.fetch("busy")
+            if resp.status != 200:
+                break
+            moved.append(resp.header("X-Message-Id"))
+            if len(moved) % 2:
+                daemon.delete("busy", moved[-1])
+
+    worker = threading.Thread(target=consume)
+    worker.start()
+    try:
+        seen = 0
+        while worker.is_alive() and seen < 8:
+            rows = read(spark, daemon.root, queue="busy", numPartitions=2).select("id", "body").collect()
+            assert all(body_is_whole(r["body"]) for r in rows)
+            assert len({r["id"] for r in rows}) == len(rows)  # No message twice.
+            seen += 1
+    finally:
+        stop.set()
+        worker.join()
+    assert len(moved) > 0 and seen > 0
+
+
+def test_written_messages_are_served_by_the_running_daemon_within_2s(spark, start_mq):
+    daemon = start_mq(workers=2, timeout=60)
+    # The fetch actor's index for the queue is built and stays non-empty (an HTTP add lands
+    # after the write): such an index is never re-listed, so the write's notification to the
+    # daemon is what puts the new messages in it, in id order, ahead of the younger add.
+    first = daemon.add("load", b"before")
+    daemon.add("load", b"before 2")
+    assert daemon.fetch("load").header("X-Message-Id") == first
+    rows = [(b"\x00bin %d" % i, "application/x-test") for i in range(5)]
+    df = spark.createDataFrame(rows, "body binary, content_type string")
+
+    df.write.format("mq").option("root", str(daemon.root)).option("queue", "load").mode("append").save()
+    written_at = time.monotonic()
+    daemon.add("load", b"after")
+
+    bodies = [daemon.fetch("load").body]
+    got = poll_for(lambda: (r := daemon.fetch("load")).status == 200 and r, timeout=2)
+    bodies.append(got.body)
+    assert got.header("Content-Type") == "application/x-test"
+    while (resp := daemon.fetch("load")).status == 200:
+        bodies.append(resp.body)
+    assert time.monotonic() - written_at < 2.0
+    assert bodies == [b"before 2"] + [r[0] for r in rows] + [b"after"]
+    assert not os.listdir(os.path.join(daemon.root, "stage"))
+
+
+def test_write_routes_rows_delays_and_string_bodies(spark, tmp_path):
+    root = str(tmp_path / "root")
+    fmt.Store(root).init()
+    df = spark.createDataFrame(
+        [("one", "r1", None), ("two", "r2", None), ("three", "r1", 600.0)],
+        "body string, queue string, delay double")
+    df.write.format("mq").option("root", root).mode("append").save()
+    rows = {r["body"]: r for r in read(spark, root, queues="r.").collect()}
+    assert rows[b"one"]["queue"] == "r1" and rows[b"one"]["state"] == "ready"
+    assert rows[b"one"]["content_type"] == "text/plain; charset=utf-8"
+    assert rows[b"two"]["queue"] == "r2"
+    assert rows[b"three"]["state"] == "delayed" and rows[b"three"]["due"].timestamp() > time.time() + 500
+
+
+def test_dedup_id_drops_a_row_whose_key_the_daemon_already_stored(spark, start_mq):
+    daemon = start_mq(workers=2, timeout=60)
+    first = daemon.request("POST", "/dd/messages?dedup_id=k1", b"by http")
+    assert first.status == 201
+    df = spark.createDataFrame([("k1", b"dup"), ("k2", b"new"), ("k2", b"dup in job")], "dedup_id string, body binary")
+    df.write.format("mq").option("root", str(daemon.root)).option("queue", "dd").mode("append").save()
+    bodies = sorted(r["body"] for r in read(spark, daemon.root, queue="dd").collect())
+    assert bodies in ([b"by http", b"new"], [b"by http", b"dup in job"])
+    again = daemon.request("POST", "/dd/messages?dedup_id=k2", b"late")
+    assert again.status == 200 and again.header("X-Duplicate") == "true"
+
+
+def test_a_failed_job_leaves_nothing_visible(spark, start_mq):
+    daemon = start_mq(workers=2, timeout=60)
+
+    @F.udf(BinaryType())
+    def body_or_fail(n):
+        if n == 150:
+            raise RuntimeError("task fails on purpose")
+        return b"body %d" % n
+
+    # The written column depends on the failing UDF, so Spark cannot optimise it away.
+    df = spark.range(0, 200, 1, 4).select(body_or_fail("id").alias("body"))
+    with pytest.raises(Exception, match="task fails on purpose"):
+        df.write.format("mq").option("root", str(daemon.root)).option("queue", "fail").mode("append").save()
+
+    assert not os.path.exists(os.path.join(daemon.root, "queues", "fail"))
+    assert read(spark, daemon.root, queues="fail").count() == 0
+    assert daemon.fetch("fail").status == 404
+    assert not os.listdir(os.path.join(daemon.root, "stage"))  # abort() removed the staged files.
+
+
+def test_overwrite_and_a_missing_body_column_are_refused(spark, tmp_path):
+    root = str(tmp_path / "root")
+    fmt.Store(root).init()
+    df = spark.createDataFrame([("x",)], "text string")
+    with pytest.raises(Exception, match="needs a column 'body'"):
+        df.write.format("mq").option("root", root).option("queue", "q").mode("append").save()
+    df = spark.createDataFrame([("x",)], "body string")
+    with pytest.raises(Exception, match="only appends"):
+        df.write.format("mq").option("root", root).option("queue", "q").mode("overwrite").save()
+    with pytest.raises(Exception, match="option root is required"):
+        spark.read.format("mq").option("queue", "q").load().collect()
+
+
+class Rows:
+    """Arrow batches for driving the writer's tasks directly."""
+
+    @staticmethod
+    def of(*bodies):
+        import pyarrow as pa
+
+        return [pa.RecordBatch.from_pydict({"body": [b for b in bodies]})]
+
+
+def test_a_retried_task_is_published_once(tmp_path):
+    root = str(tmp_path / "root")
+    fmt.Store(root).init()
+    options = SourceOptions.parse({"root": root, "queue": "retry"})
+    writer = sink.BatchWriter(options, spark_schema("body binary"))
+    # Two attempts of the same partition both stage its rows; Spark commits one of them.
+    first = writer.write(iter(Rows.of(b"a", b"b")))
+    second = writer.write(iter(Rows.of(b"a", b"b")))
+    assert first.task != second.task
+    writer.commit([second])
+    assert sorted(body for body in bodies_of(root, "retry")) == [b"a", b"b"]
+    assert not os.path.exists(fmt.stage_folder(fmt.Store(root), writer.job))
+
+
+def test_a_commit_killed_midway_is_finished_by_the_next_write(tmp_path):
+    root = str(tmp_path / "root")
+    store = fmt.Store(root)
+    store.init()
+    options = SourceOptions.parse({"root": root, "queue": "roll"})
+    killed = sink.BatchWriter(options, spark_schema("body binary"))
+    task = killed.write(iter(Rows.of(b"1", b"2", b"3")))
+    # The driver decided to commit, published one file, then died.
+    fmt.mark_committing(store, killed.job, [task.task])
+    folder = fmt.stage_folder(store, killed.job, task.task)
+    fmt.publish_staged(store, folder, sorted(os.listdir(folder))[0])
+    assert len(bodies_of(root, "roll")) == 1
+
+    later = sink.BatchWriter(options, spark_schema("body binary"))
+    later.commit([later.write(iter(Rows.of(b"4")))])
+
+    assert sorted(bodies_of(root, "roll")) == [b"1", b"2", b"3", b"4"]
+    assert not os.listdir(os.path.join(root, "stage"))
+
+
+def test_an_abandoned_stage_without_commit_marker_is_swept_never_published(tmp_path):
+    root = str(tmp_path / "root")
+    store = fmt.Store(root)
+    store.init()
+    options = SourceOptions.parse({"root": root, "queue": "gone"})
+    dead = sink.BatchWriter(options, spark_schema("body binary"))
+    dead.write(iter(Rows.of(b"never")))
+    assert sink.roll_forward(store, stale_after=3600) == 0
+    assert os.listdir(os.path.join(root, "stage"))  # Young: may be a job still running.
+    sink.roll_forward(store, stale_after=0)
+    assert not os.listdir(os.path.join(root, "stage")) and bodies_of(root, "gone") == []
+
+
+def spark_schema(ddl: str):
+    """A StructType from a DDL string, without a session."""
+    from pyspark.sql.types import _parse_datatype_string
+
+    return _parse_datatype_string(ddl)
+
+
+def bodies_of(root: str, queue: str) -> list[bytes]:
+    """Bodies of a queue's ready messages, read with the store."""
+    store = fmt.Store(root)
+    found = [fmt.read_entry(e) for e in fmt.list_entries(store, [queue])]
+    return [m.body for m, _ in filter(None, found)]
