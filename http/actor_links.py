@@ -5,7 +5,7 @@ import itertools
 
 import zmq
 import zmq.asyncio
-from zmq.utils.monitor import recv_monitor_message
+from zmq.utils.monitor import parse_monitor_message
 
 from mq import logs, protocol
 from mq.errors import MqError, Unavailable
@@ -82,7 +82,9 @@ class ActorLink:
 
     async def _watch(self) -> None:
         while True:
-            event = recv_monitor_message(await self.monitor.recv_multipart())
+            # parse_, not recv_monitor_message: that one takes a socket, and raised here on the
+            # first event, silently ending this task (a dead actor's requests waited the timeout).
+            event = parse_monitor_message(await self.monitor.recv_multipart())
             if event["event"] == zmq.EVENT_CONNECTED:
                 self.connected = True
             elif event["event"] == zmq.EVENT_DISCONNECTED:

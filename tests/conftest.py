@@ -2,7 +2,15 @@
 
 import pytest
 
-from support import Daemon
+from support import Daemon, become_subreaper, reap_orphans
+
+
+@pytest.fixture(scope="session", autouse=True)
+def adopt_orphans():
+    """Orphans of killed trees become this process's children and are reaped after each test."""
+    become_subreaper()
+    yield
+    reap_orphans()
 
 
 @pytest.fixture

@@ -150,6 +150,29 @@ def read_json_lines(path: Path, offset: int = 0) -> list[dict]:
     return out
 
 
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def become_subreaper() -> None:
+    """Adopt the orphans of killed supervisors, so that they can be reaped here.
+
+    Without this they are re-parented to PID 1, which on some hosts never reaps them.
+    """
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def reap_orphans() -> None:
+    """Collect the exit status of every adopted child that has exited."""
+    for child in psutil.Process().children():
+        try:
+            if child.status() == psutil.STATUS_ZOMBIE:
+                os.waitpid(child.pid, os.WNOHANG)
+        except (psutil.NoSuchProcess, ChildProcessError):
+            pass
+
+
 def alive(proc: psutil.Process) -> bool:
     """True while a process exists and is not a zombie."""
     try:
@@ -252,6 +275,7 @@ class Daemon:
         os.killpg(self.pid, signal.SIGKILL)
         self.proc.wait(10)
         poll_for(lambda: not any(alive(p) for p in procs), 10, what="the killed tree to be gone")
+        reap_orphans()
 
     def cleanup(self) -> None:
         """Stop the tree if it still runs; then kill anything left in its process group."""
@@ -270,6 +294,7 @@ class Daemon:
             self.proc.wait(10)
         except subprocess.TimeoutExpired:
             pass
+        reap_orphans()
 
     # -- what it says -----------------------------------------------------------------
 

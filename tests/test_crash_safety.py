@@ -231,6 +231,53 @@ def test_a_fetch_whose_flush_fails_still_comes_back_after_its_timeout(start_mq):
              what="the message to be released from delay/ after the timeout")
 
 
+@pytest.mark.parametrize("name, method, body", [("fetch-0", "GET", None), ("save-0", "POST", b"y")])
+def test_a_request_waiting_on_an_actor_that_is_killed_gets_503_with_retry_after_at_once(
+        start_mq, name, method, body):
+    mq = start_mq(workers=1, timeout=1, args=("--actor-timeout=60",))
+    mq.add("q", b"x")
+    actor = mq.children()[name]
+    actor.suspend()  # the request below waits on it
+    result = {}
+
+    def call():
+        result["resp"] = mq.request(method, "/q/messages", body, timeout=CLIENT_TIMEOUT)
+        result["done"] = time.monotonic()
+
+    thread = threading.Thread(target=call)
+    thread.start()
+    try:
+        poll_for(lambda: _front_has_request_in_flight(mq), 5, what="the front to take the request")
+    finally:
+        actor.kill()
+    killed = time.monotonic()
+    thread.join(CLIENT_TIMEOUT + 5)
+    resp = result["resp"]
+    assert resp.status == 503, resp.body
+    assert resp.header("Retry-After").isdigit()
+    assert resp.json()["error"] == "unavailable"
+    assert result["done"] - killed < 5, "the 503 waited for --actor-timeout instead of the death"
+    mq.wait_for_new_pid(name, actor.pid)
+
+
+def test_requests_while_an_actor_is_down_get_503_and_succeed_once_it_is_back(mq):
+    queue = queue_owned_by(0, 2)
+    message_id = mq.add(queue, b"x")
+    supervisor = psutil.Process(mq.pid)
+    supervisor.suspend()  # nothing restarts the actor until we say so
+    try:
+        old = mq.kill_child("fetch-0")
+        resp = poll_for(lambda: (r := mq.fetch(queue)).status == 503 and r, 5)
+        assert resp.header("Retry-After").isdigit()
+        assert "restarted" in resp.json()["message"]
+        assert mq.add("other-queue", b"saves still work")
+    finally:
+        supervisor.resume()
+    mq.wait_for_new_pid("fetch-0", old)
+    back = poll_for(lambda: (r := mq.fetch(queue)).status == 200 and r, 5)
+    assert back.header("X-Message-Id") == message_id
+
+
 # -- (d): a full disk, and injected I/O errors ----------------------------------------------
 
 
