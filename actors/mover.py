@@ -2,6 +2,7 @@
 
 import argparse
 import heapq
+import math
 import os
 import signal
 import sys
@@ -91,7 +92,8 @@ class MoverActor(Actor):
         """Sleep until the next message is due, at most MAX_WAIT_SECONDS."""
         due = self.timers.next_due()
         wait = MAX_WAIT_SECONDS if due is None else min(MAX_WAIT_SECONDS, due - time.time())
-        return max(0, int(wait * 1000))
+        # Round up: a wait under 1 ms truncated to 0 would spin on poll(0) until the due time.
+        return max(0, math.ceil(wait * 1000))
 
     def handle_batch(self, requests):
         """Notifications: time the messages fetch and save actors hid; relay ready messages."""
@@ -209,7 +211,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"mq-mover: {path}: not a directory", file=sys.stderr)
             return 2
     stopping = []
-    signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stopping.append(1))
     log.info("mover.start", source=args.source, destination=args.destination, delay=args.delay)
     while not stopping:
         moved = move_folder_once(args.source, args.destination, args.delay, time.time())
