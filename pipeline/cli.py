@@ -46,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     load = sub.add_parser("load", help="Parquet, JSON lines, text lines or a folder of files into a queue")
     common(load)
     load.add_argument("--root", required=True, help="the mq root folder (shared by every node)")
-    load.add_argument("--queue", required=True, help="the queue to add to (a 'queue' column overrides it)")
+    load.add_argument("--queue", required=True, help="the queue every message goes to (a queue column in the input is ignored)")
     load.add_argument("--input", required=True, help="file or folder to read")
     load.add_argument("--format", default="auto", choices=("auto", "parquet", "json", "text", "files"),
                       help="input format (default auto: by file ending; a folder of files otherwise)")

@@ -48,6 +48,8 @@ def run(spark, root: str, queue: str, path: str, kind: str = "auto", content_typ
     started = time.time()
     kind = guess_format(path) if kind == "auto" else kind
     df = rows(spark, path, kind, content_type)
+    # Everything goes to the named queue, also rows of an export (which carry their old queue).
+    df = df.drop("queue")
     if partitions:
         df = df.repartition(partitions)
     fd, report_path = tempfile.mkstemp(prefix="mq-load-", suffix=".json")
