@@ -362,7 +362,8 @@ def test_index_behaves_like_a_sorted_set(ops):
         assert len(index) == len(model)
 
 
-def test_fetch_actor_serves_from_its_index_without_listing_the_folder(mq):
+def test_fetch_actor_serves_from_its_index_without_listing_the_folder(start_mq):
+    mq = start_mq(workers=2, timeout=60)  # nothing fetched comes back meanwhile
     first, second, third = (mq.add("indexed", b"%d" % i) for i in range(3))
     assert mq.fetch("indexed").header("X-Message-Id") == first  # the index is built here
     # Another writer on the root (a peer, the Spark source) adds an older message by rename.

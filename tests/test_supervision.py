@@ -63,7 +63,8 @@ def test_killed_reaper_is_restarted_within_2_s_and_unlinks_again(mq):
 
 
 @pytest.mark.parametrize("index", [0, 1])
-def test_killed_fetch_actor_is_restarted_within_2_s_and_serves_its_queues(mq, index):
+def test_killed_fetch_actor_is_restarted_within_2_s_and_serves_its_queues(start_mq, index):
+    mq = start_mq(workers=2, timeout=60)  # the first message stays in flight throughout
     queue = queue_owned_by(index, 2)
     first = mq.add(queue, b"one")
     second = mq.add(queue, b"two")
