@@ -706,10 +706,10 @@ def parse_staged(name: str) -> tuple[str, str, bool, bool] | None:
     """(queue, id, delayed, keyed) of a staged file's name; None when it is not one."""
     if len(name) < 4 or name[2] != "." or name[0] not in "rd" or name[1] not in "k-":
         return None
-    parts = Store.split_name(name[3:])
-    if not parts or parts[2]:
+    queue, sep, message_id = name[3:].rpartition(":")
+    if not sep or not is_id(message_id) or not QUEUE_PATTERN.match(queue):
         return None
-    return parts[0], parts[1], name[0] == "d", name[1] == "k"
+    return queue, message_id, name[0] == "d", name[1] == "k"
 
 
 def write_staged(store: Store, folder: str, name: str, data: bytes, due: float | None) -> str:
@@ -732,21 +732,26 @@ def write_staged(store: Store, folder: str, name: str, data: bytes, due: float |
     return path
 
 
-def publish_staged(store: Store, folder: str, name: str) -> str | None:
+def publish_staged(store: Store, folder: str, name: str,
+                   parsed: tuple[str, str, bool, bool] | None = None) -> str | None:
     """Rename a staged file into its queue (or delay/ when delayed); return the folder it entered.
 
     The queue is created when missing. None when the staged file is gone (another committer
-    of the same job published it first).
+    of the same job published it first). `parsed` is parse_staged(name), if already known.
     """
-    queue, message_id, delayed, _ = parse_staged(name)
-    if not store.queue_exists(queue):
-        store.create_queue(queue)
+    queue, message_id, delayed, _ = parsed or parse_staged(name)
     target = store.delay_path(queue, message_id) if delayed else store.ready_path(queue, message_id)
-    try:
-        os.rename(os.path.join(folder, name), target)
-    except FileNotFoundError:
-        return None
-    return os.path.dirname(target)
+    source = os.path.join(folder, name)
+    for _ in range(2):
+        try:
+            os.rename(source, target)
+            return os.path.dirname(target)
+        except FileNotFoundError:
+            # No stat per file: a missing queue folder shows up here, once per queue.
+            if not os.path.exists(source) or store.queue_exists(queue):
+                return None
+            store.create_queue(queue)
+    return None
 
 
 def dedup_record_digest(store: Store, queue: str, digest: str, message_id: str, window: float,
