@@ -33,7 +33,7 @@ def new_id(now_ms: int | None = None) -> str:
 
 def is_id(text: str) -> bool:
     """True when text has the shape of an mq message id (any UUID in lower-case hex)."""
-    return bool(ID_PATTERN.match(text))
+    return bool(ID_PATTERN.fullmatch(text))
 
 
 def id_time_ms(message_id: str) -> int:

@@ -37,7 +37,7 @@ _libc = ctypes.CDLL(None, use_errno=True)
 
 def validate_queue(name: str) -> str:
     """Return name if it is a safe queue name, else raise Invalid saying why."""
-    if not isinstance(name, str) or not QUEUE_PATTERN.match(name):
+    if not isinstance(name, str) or not QUEUE_PATTERN.fullmatch(name):
         raise Invalid(
             f"invalid queue name {name!r}: use 1 to {MAX_QUEUE_NAME} characters "
             "from A-Z a-z 0-9 _ . -"
@@ -190,7 +190,7 @@ class Store:
     def split_name(name: str) -> tuple[str, str, int] | None:
         """(queue, id, deliveries) of a 'queue:id[.N]' name in new/, delay/ or remove/."""
         queue, sep, entry = name.rpartition(":")
-        parsed = parse_entry(entry) if sep and QUEUE_PATTERN.match(queue) else None
+        parsed = parse_entry(entry) if sep and QUEUE_PATTERN.fullmatch(queue) else None
         return (queue, *parsed) if parsed else None
 
     # -- the root -------------------------------------------------------------------------
@@ -259,7 +259,7 @@ class Store:
 
     def list_queues(self) -> list[str]:
         """Names of all queues."""
-        return sorted(n for n in os.listdir(self.folder("queues")) if QUEUE_PATTERN.match(n))
+        return sorted(n for n in os.listdir(self.folder("queues")) if QUEUE_PATTERN.fullmatch(n))
 
     def delete_queue(self, queue: str) -> int:
         """Remove a queue and its messages in every state; return how many were in flight."""
@@ -707,7 +707,7 @@ def parse_staged(name: str) -> tuple[str, str, bool, bool] | None:
     if len(name) < 4 or name[2] != "." or name[0] not in "rd" or name[1] not in "k-":
         return None
     queue, sep, message_id = name[3:].rpartition(":")
-    if not sep or not is_id(message_id) or not QUEUE_PATTERN.match(queue):
+    if not sep or not is_id(message_id) or not QUEUE_PATTERN.fullmatch(queue):
         return None
     return queue, message_id, name[0] == "d", name[1] == "k"
 
