@@ -1,0 +1,178 @@
+"""What the benchmarks share: a real mq daemon on a free port, a keep-alive HTTP client,
+percentiles, and the facts about the machine that RESULTS.md records.
+
+Not a test helper and not part of the installed package: the scripts beside it import it
+(`python bench/depth.py` puts bench/ on sys.path).
+"""
+
+import http.client
+import math
+import os
+import platform
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def loadavg() -> str:
+    """The 1, 5 and 15 minute load averages, as `uptime` shows them."""
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
+def load1() -> float:
+    """The 1 minute load average."""
+    return float(loadavg().split()[0])
+
+
+def wait_for_calm(max_load: float, max_wait: float, say=print) -> float:
+    """Wait (up to max_wait seconds) until the 1-minute load is under max_load; return it."""
+    deadline = time.monotonic() + max_wait
+    load = load1()
+    while load >= max_load and time.monotonic() < deadline:
+        say(f"  load {load:.2f} >= {max_load}: waiting for the machine to calm down")
+        time.sleep(10)
+        load = load1()
+    return load
+
+
+def machine() -> dict:
+    """nproc, memory, kernel, Python: what a figure means depends on them."""
+    with open("/proc/meminfo") as f:
+        total_kb = int(f.readline().split()[1])
+    return {
+        "nproc": os.cpu_count(),
+        "memory": f"{total_kb / 1024 / 1024:.1f} GiB",
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+    }
+
+
+def filesystem(path: str) -> str:
+    """The file system type and device that holds path, from `df -T`."""
+    try:
+        out = subprocess.run(["df", "-T", path], capture_output=True, text=True, check=True).stdout
+        device, fstype = out.splitlines()[1].split()[:2]
+        return f"{fstype} on {device}"
+    except (OSError, subprocess.CalledProcessError, IndexError, ValueError):
+        return "unknown"
+
+
+def code_under_test() -> str:
+    """Which mq the daemon will run: a bench/snapshot.sh folder (with its commit) or the tree."""
+    import mq
+
+    package = os.path.dirname(os.path.realpath(mq.__file__))
+    marker = os.path.join(os.path.dirname(package), "COMMIT")
+    if os.path.exists(marker):
+        with open(marker) as f:
+            return f"snapshot of commit {f.read().strip()[:12]} in {os.path.dirname(package)}"
+    try:
+        head = subprocess.run(["git", "-C", package, "rev-parse", "--short=12", "HEAD"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+        top = subprocess.run(["git", "-C", package, "rev-parse", "--show-toplevel"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", top, "status", "--porcelain", "--",
+                                "core", "actors", "http", "supervisor"],
+                               capture_output=True, text=True).stdout.strip()
+        return f"work tree at {head}{' with uncommitted changes' if dirty else ''} ({package})"
+    except (OSError, subprocess.CalledProcessError):
+        return package
+
+
+def percentile(values: list[float], p: float) -> float:
+    """The p-th percentile (0-100) of values, nearest rank."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), math.ceil(p / 100 * len(ordered))))
+    return ordered[rank - 1]
+
+
+class Client:
+    """One keep-alive HTTP/1.1 connection; each call returns (status, headers, body)."""
+
+    def __init__(self, port: int, timeout: float = 120.0):
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+
+    def request(self, method: str, path: str, body: bytes | None = None,
+                headers: dict | None = None) -> tuple[int, http.client.HTTPMessage, bytes]:
+        self.conn.request(method, path, body=body, headers=headers or {})
+        response = self.conn.getresponse()
+        return response.status, response.headers, response.read()
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class Daemon:
+    """`mq` (the whole supervised tree) on a free port of 127.0.0.1, stopped with SIGTERM."""
+
+    def __init__(self, root: str, workers: int, sync: str = "fs", port: int | None = None,
+                 extra: list[str] | None = None, log_path: str | None = None):
+        self.root = root
+        self.port = port or free_port()
+        self.log_path = log_path or os.path.join(os.path.dirname(root), f"mq-{self.port}.log")
+        self.argv = [sys.executable, "-m", "mq.supervisor.main", "--root", root,
+                     "--port", str(self.port), "--workers", str(workers), "--sync", sync,
+                     *(extra or [])]
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def command(self) -> str:
+        """The command line, as `mq` would be typed."""
+        return "mq " + " ".join(self.argv[3:])
+
+    def start(self, ready_queue: str = "bench-ready", timeout: float = 60.0) -> "Daemon":
+        """Start and wait until the front answers and every save actor has stored a message.
+
+        The probe messages go to ready_queue, which the benchmarks never measure.
+        """
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL)
+        log.close()
+        deadline = time.monotonic() + timeout
+        in_a_row = 0
+        while in_a_row < 16:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"mq exited with {self.proc.returncode}; see {self.log_path}")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"mq did not become ready; see {self.log_path}")
+            try:
+                client = Client(self.port, timeout=5)
+                status, _, _ = client.request("POST", f"/{ready_queue}/messages", b"ready")
+                client.close()
+                in_a_row = in_a_row + 1 if status == 201 else 0
+            except OSError:
+                in_a_row = 0
+            if in_a_row == 0:
+                time.sleep(0.1)
+        return self
+
+    def stop(self, timeout: float = 60.0) -> None:
+        """SIGTERM the supervisor this object started, and wait for the tree to drain."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+    def __enter__(self) -> "Daemon":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
