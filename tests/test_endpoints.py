@@ -194,7 +194,7 @@ def test_delete_malformed_id_is_json_400(mq):
 
 GOOD_NAMES = ["a", "Q-1_x.y", "...", "x" * 128, "..a", "a..", "0", "-_-"]
 BAD_NAMES = [".", "..", "%2E", "%2E%2E", "x" * 129, "a%2Fb", "..%2F..%2Fetc", "a:b", "a%3Ab",
-             "a%20b", "a%00b", "%00", "caf%C3%A9", "a*b", "a%5Cb", "a%0Ab"]
+             "a%20b", "a%00b", "%00", "caf%C3%A9", "a*b", "a%5Cb", "a%0Ab", "a%0A", "abc%0D%0A"]
 SOME_ID = "01890000-0000-7000-8000-000000000000"
 EVERY_QUEUE_ENDPOINT = [("GET", ""), ("PUT", ""), ("DELETE", ""), ("GET", "/messages"),
                         ("POST", "/messages"), ("DELETE", f"/messages/{SOME_ID}")]

@@ -59,7 +59,7 @@ def test_any_name_with_another_character_or_length_is_invalid_and_says_why(name)
 
 
 @pytest.mark.parametrize("name", ["", ".", "..", "x" * 129, "a/b", "../x", "a:b", "a\0b", "a b",
-                                  "é", "a\nb", "/", "\\"])
+                                  "é", "a\nb", "a\n", "/", "\\"])
 def test_unsafe_queue_names_are_invalid(name):
     with pytest.raises(Invalid):
         fmt.validate_queue(name)
@@ -77,7 +77,7 @@ def test_ids_are_lower_case_uuids_and_nothing_else():
     for good in (new_id(), str(uuid.uuid4()), str(uuid.uuid1())):
         assert fmt.validate_id(good) == good
     for bad in (str(uuid.uuid4()).upper(), "", "../../etc/passwd", new_id() + ".1",
-                new_id()[:-1], new_id() + "0", "x" * 36):
+                new_id()[:-1], new_id() + "0", new_id() + "\n", "x" * 36):
         with pytest.raises(Invalid):
             fmt.validate_id(bad)
 
