@@ -736,22 +736,22 @@ def publish_staged(store: Store, folder: str, name: str,
                    parsed: tuple[str, str, bool, bool] | None = None) -> str | None:
     """Rename a staged file into its queue (or delay/ when delayed); return the folder it entered.
 
-    The queue is created when missing. None when the staged file is gone (another committer
-    of the same job published it first). `parsed` is parse_staged(name), if already known.
+    The caller makes sure the queue exists (a delayed message needs it to become ready in);
+    one deleted meanwhile is created again. None when the staged file is gone (another
+    committer of the same job published it first). `parsed` is parse_staged(name), if known.
     """
     queue, message_id, delayed, _ = parsed or parse_staged(name)
     target = store.delay_path(queue, message_id) if delayed else store.ready_path(queue, message_id)
     source = os.path.join(folder, name)
-    for _ in range(2):
+    for _ in range(3):
         try:
             os.rename(source, target)
             return os.path.dirname(target)
         except FileNotFoundError:
-            # No stat per file: a missing queue folder shows up here, once per queue.
-            if not os.path.exists(source) or store.queue_exists(queue):
+            if not os.path.exists(source):
                 return None
-            store.create_queue(queue)
-    return None
+            store.create_queue(queue)  # False when another thread or process created it first.
+    raise Unavailable(f"cannot publish {source}: queue {queue!r} keeps disappearing")
 
 
 def dedup_record_digest(store: Store, queue: str, digest: str, message_id: str, window: float,

@@ -229,11 +229,16 @@ def publish_chunk(store: fmt.Store, props, task_dir: str, names: list[str]) -> P
     """Publish some of one task's staged files."""
     out = Published(dirs={task_dir})
     now = time.time()
+    known_queues: set[str] = set()
     for name in names:
         parsed = fmt.parse_staged(name)
         if parsed is None:
             continue  # Not a message file (nothing else is staged, but never publish junk).
         queue, message_id, is_delayed, keyed = parsed
+        if queue not in known_queues:
+            # One check per queue and chunk, not per file; a delayed message needs its queue too.
+            store.create_queue(queue)
+            known_queues.add(queue)
         try:
             if keyed and _is_duplicate(store, props, task_dir, name, queue, message_id, now, out.dirs):
                 out.duplicates += 1

@@ -186,6 +186,13 @@ def test_overwrite_and_a_missing_body_column_are_refused(spark, tmp_path):
         df.write.format("mq").option("root", root).option("queue", "q").mode("overwrite").save()
     with pytest.raises(Exception, match="option root is required"):
         spark.read.format("mq").option("queue", "q").load().collect()
+    with pytest.raises(Exception, match="is not an mq root"):
+        read(spark, tmp_path / "nothing", queue="q").collect()
+    other = tmp_path / "v2"
+    other.mkdir()
+    (other / "FORMAT").write_text("mq-format 2\n")
+    with pytest.raises(Exception, match="unsupported format"):
+        read(spark, other, queue="q").collect()
 
 
 class Rows:
@@ -246,10 +253,12 @@ def test_an_abandoned_stage_without_commit_marker_is_swept_never_published(tmp_p
 
 
 def spark_schema(ddl: str):
-    """A StructType from a DDL string, without a session."""
-    from pyspark.sql.types import _parse_datatype_string
+    """A StructType from "name type, ..." with binary or string columns (no session needed)."""
+    from pyspark.sql.types import StringType, StructField, StructType
 
-    return _parse_datatype_string(ddl)
+    kinds = {"binary": BinaryType(), "string": StringType()}
+    return StructType([StructField(*column.split()[:1], kinds[column.split()[1]])
+                       for column in ddl.split(",")])
 
 
 def bodies_of(root: str, queue: str) -> list[bytes]:
@@ -257,3 +266,15 @@ def bodies_of(root: str, queue: str) -> list[bytes]:
     store = fmt.Store(root)
     found = [fmt.read_entry(e) for e in fmt.list_entries(store, [queue])]
     return [m.body for m, _ in filter(None, found)]
+
+
+def test_a_commit_of_many_tasks_into_new_queues_publishes_every_message(tmp_path):
+    # The commit renames on several threads; all of them find the queue missing at first.
+    root = str(tmp_path / "root")
+    fmt.Store(root).init()
+    for job in range(20):
+        options = SourceOptions.parse({"root": root, "queue": f"new{job}"})
+        writer = sink.BatchWriter(options, spark_schema("body binary"))
+        tasks = [writer.write(iter(Rows.of(*(b"%d-%d" % (t, i) for i in range(10))))) for t in range(6)]
+        writer.commit(tasks)
+        assert len(bodies_of(root, f"new{job}")) == 60, job
