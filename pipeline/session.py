@@ -77,7 +77,6 @@ def build(app: str, master: str = DEFAULT_MASTER, progress: bool | None = None,
         .config("spark.ui.showConsoleProgress", str(progress).lower())
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.extraJavaOptions", java_opts)
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
     )
     if master.startswith("local"):
         builder = (builder.config("spark.driver.host", "127.0.0.1")

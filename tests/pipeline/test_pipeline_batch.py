@@ -172,7 +172,14 @@ def test_a_failed_job_leaves_nothing_visible(spark, start_mq):
     assert not os.path.exists(os.path.join(daemon.root, "queues", "fail"))
     assert read(spark, daemon.root, queues="fail").count() == 0
     assert daemon.fetch("fail").status == 404
-    assert not os.listdir(os.path.join(daemon.root, "stage"))  # abort() removed the staged files.
+    # abort() removed the job's stage folder; a task Spark was still cancelling may have
+    # staged files after that. Without a COMMIT marker they are never published, and the
+    # sweep of abandoned stages removes them.
+    store = fmt.Store(str(daemon.root))
+    assert all(fmt.committing_tasks(folder) is None for _, folder, _ in fmt.list_stages(store))
+    sink.roll_forward(store, stale_after=0)
+    assert not os.listdir(os.path.join(daemon.root, "stage"))
+    assert read(spark, daemon.root, queues="fail").count() == 0
 
 
 def test_overwrite_and_a_missing_body_column_are_refused(spark, tmp_path):
