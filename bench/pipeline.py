@@ -63,6 +63,7 @@ async def http_adds(port: int, clients: int, seconds: float) -> dict:
     deadline = time.monotonic() + seconds
 
     async def client() -> None:
+        """One keep-alive connection adding until the deadline."""
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         try:
             while time.monotonic() < deadline:
@@ -91,6 +92,7 @@ def timed(what, job) -> tuple[float, object]:
 
 
 def main(argv=None) -> int:
+    """Run the benchmark; exit status 0 when both targets are met."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--count", type=int, default=1_000_000, help="messages (default 1000000)")
     parser.add_argument("--partitions", type=int, default=4, help="read and write tasks (default 4)")

@@ -23,10 +23,8 @@ def spark_conf() -> dict:
 @pytest.fixture(scope="session")
 def spark():
     """The shared session; fails (never skips) with one line when Java is missing."""
-    try:
-        session.require_java()
-    except session.JavaMissing as err:
-        pytest.fail(str(err), pytrace=False)
+    if session.java_command() is None:
+        pytest.fail(session.JAVA_HINT, pytrace=False)
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     spark = session.build("mq-tests", "local[2]", progress=False, conf=spark_conf())

@@ -25,6 +25,7 @@ def main() -> None:
     spark = session.build("mq-stream-driver", "local[2]", progress=False, conf=spark_conf())
 
     def deliver(df, batch_id):
+        """The sink: write the batch's rows to a new file, fsynced."""
         rows = df.select("id", "body").collect()
         path = os.path.join(sink_dir, f"{batch_id}-{uuid.uuid4().hex}.jsonl")
         with open(path, "w") as f:

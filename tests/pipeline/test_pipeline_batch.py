@@ -78,6 +78,7 @@ def test_read_while_the_daemon_moves_messages_never_fails_nor_half_reads(spark, 
     moved = []
 
     def consume():
+        """Fetch every message; delete every other one (the rest stay in flight)."""
         while not stop.is_set():
             resp = daemon.fetch("busy")
             if resp.status != 200:
@@ -160,6 +161,7 @@ def test_a_failed_job_leaves_nothing_visible(spark, start_mq):
 
     @F.udf(BinaryType())
     def body_or_fail(n):
+        """A body, except for row 150, where the task raises."""
         if n == 150:
             raise RuntimeError("task fails on purpose")
         return b"body %d" % n
@@ -207,6 +209,7 @@ class Rows:
 
     @staticmethod
     def of(*bodies):
+        """One Arrow batch with a body column."""
         import pyarrow as pa
 
         return [pa.RecordBatch.from_pydict({"body": [b for b in bodies]})]
