@@ -9,7 +9,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType
 
 from mq import store as fmt
-from mq.pipeline import sink
+from mq.pipeline import publish, sink
 from mq.pipeline.options import SourceOptions
 from support import body_is_whole, checked_body, poll_for
 
@@ -179,7 +179,7 @@ def test_a_failed_job_leaves_nothing_visible(spark, start_mq):
     # sweep of abandoned stages removes them.
     store = fmt.Store(str(daemon.root))
     assert all(fmt.committing_tasks(folder) is None for _, folder, _ in fmt.list_stages(store))
-    sink.roll_forward(store, stale_after=0)
+    publish.roll_forward(store, stale_after=0)
     assert not os.listdir(os.path.join(daemon.root, "stage"))
     assert read(spark, daemon.root, queues="fail").count() == 0
 
@@ -256,9 +256,9 @@ def test_an_abandoned_stage_without_commit_marker_is_swept_never_published(tmp_p
     options = SourceOptions.parse({"root": root, "queue": "gone"})
     dead = sink.BatchWriter(options, spark_schema("body binary"))
     dead.write(iter(Rows.of(b"never")))
-    assert sink.roll_forward(store, stale_after=3600) == 0
+    assert publish.roll_forward(store, stale_after=3600) == 0
     assert os.listdir(os.path.join(root, "stage"))  # Young: may be a job still running.
-    sink.roll_forward(store, stale_after=0)
+    publish.roll_forward(store, stale_after=0)
     assert not os.listdir(os.path.join(root, "stage")) and bodies_of(root, "gone") == []
 
 
