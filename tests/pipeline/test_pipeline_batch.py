@@ -159,7 +159,7 @@ def test_dedup_id_drops_a_row_whose_key_the_daemon_already_stored(spark, start_m
 def test_a_failed_job_leaves_nothing_visible(spark, start_mq):
     daemon = start_mq(workers=2, timeout=60)
 
-    @F.udf(BinaryType())
+    @F.udf(BinaryType(), useArrow=False)
     def body_or_fail(n):
         """A body, except for row 150, where the task raises."""
         if n == 150:
