@@ -275,11 +275,90 @@ async def _asyncio_load(mode: str, port: int, path: str, clients: int, duration:
             "command": f"asyncio client, {clients} connections, {duration:g} s"}
 
 
-def load_run(client: str | None, mode: str, port: int, path: str, args) -> dict:
-    """One measured run with the chosen client."""
+def server_processes(root_pids: list[int]) -> list:
+    """The processes of the servers (each pid and its descendants), for their CPU time."""
+    import psutil
+
+    procs = []
+    for pid in root_pids:
+        try:
+            proc = psutil.Process(pid)
+            procs += [proc, *proc.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            continue
+    return procs
+
+
+def cpu_role(proc) -> str:
+    """A short name for what a server process is: front, save, fetch, echo, ..."""
+    try:
+        args = proc.cmdline()
+    except Exception:
+        return "gone"
+    text = " ".join(args)
+    if "--serve-echo-front" in text:
+        return "echo front (Tornado)"
+    if "--serve-echo-actor" in text:
+        return "echo process"
+    for role in ("front", "save", "fetch", "mover", "reaper"):
+        if f"mq: {role}" in text or f"mq.supervisor.child {role}" in text:
+            return "mq " + role
+    return "mq supervisor"
+
+
+def batch_stats(log_path: str) -> str:
+    """Sizes of the save actors' batches, from the debug lines "actor.batch" in the daemon log."""
+    import json
+
+    sizes = []
+    with open(log_path, errors="replace") as f:
+        for line in f:
+            if '"actor.batch"' not in line or '"save-' not in line:
+                continue
+            try:
+                sizes.append(json.loads(line)["size"])
+            except (ValueError, KeyError):
+                continue
+    if not sizes:
+        return "none logged"
+    from harness import percentile
+
+    return (f"{len(sizes)} batches, mean {sum(sizes) / len(sizes):.1f} requests, "
+            f"p50 {percentile(sizes, 50)}, p90 {percentile(sizes, 90)}, max {max(sizes)}")
+
+
+def load_run(client: str | None, mode: str, port: int, path: str, args,
+             servers: list[int] = ()) -> dict:
+    """One measured run with the chosen client; with servers, their CPU per request too."""
+    procs = server_processes(list(servers))
+    before = {}
+    for proc in procs:
+        try:
+            before[proc.pid] = sum(proc.cpu_times()[:2])
+        except Exception:
+            pass
     if client:
-        return run_wrk(client, mode, port, path, args.clients, args.threads, args.duration)
-    return asyncio.run(_asyncio_load(mode, port, path, args.clients, args.duration))
+        result = run_wrk(client, mode, port, path, args.clients, args.threads, args.duration)
+    else:
+        result = asyncio.run(_asyncio_load(mode, port, path, args.clients, args.duration))
+    cpu: dict[str, float] = {}
+    for proc in procs:
+        try:
+            used = sum(proc.cpu_times()[:2]) - before[proc.pid]
+        except Exception:
+            continue
+        role = cpu_role(proc)
+        cpu[role] = cpu.get(role, 0.0) + used
+    requests = max(result["requests"], 1)
+    result["cpu_us"] = {role: used / requests * 1e6 for role, used in cpu.items() if used > 0}
+    return result
+
+
+def cpu_text(result: dict) -> str:
+    """CPU microseconds per request, by process role."""
+    parts = sorted(result.get("cpu_us", {}).items(), key=lambda kv: -kv[1])
+    total = sum(v for _, v in parts)
+    return f"{total:.0f} us (" + ", ".join(f"{k} {v:.0f}" for k, v in parts) + ")"
 
 
 def warm_up(client: str | None, port: int, path: str, args) -> None:
@@ -310,6 +389,8 @@ def main(argv=None) -> int:
     parser.add_argument("--sync", default="fs", choices=("fs", "file"), help="mq --sync (default fs)")
     parser.add_argument("--daemon-args", default="",
                         help="more mq options, one string, e.g. '--no-access-log'")
+    parser.add_argument("--batch-stats", action="store_true",
+                        help="run mq with --log-level debug and report the save actors' batch sizes")
     parser.add_argument("--disk-seconds", type=float, default=5, help="seconds of the disk ceiling")
     parser.add_argument("--tmp", default=tempfile.gettempdir(),
                         help="folder for the temporary root (its file system is the one measured)")
@@ -360,21 +441,26 @@ def main(argv=None) -> int:
         say(f"disk raw limit: {disk:,.0f} create+write+fsync+rename+dir-fsync per second")
 
         echo = Echo(base)
-        daemon = Daemon(root, args.workers, args.sync, extra=args.daemon_args.split()).start()
+        extra = args.daemon_args.split() + (["--log-level", "debug"] if args.batch_stats else [])
+        daemon = Daemon(root, args.workers, args.sync, extra=extra).start()
         say(f"daemon: {daemon.command}")
         path = f"/{QUEUE}/messages"
         warm_up(client, echo.port, "/echo/messages", args)
         warm_up(client, daemon.port, f"/{QUEUE}-warmup/messages", args)
         for r in range(args.rounds):
             say(f"round {r + 1}: load {loadavg()}")
-            results["echo"].append(load_run(client, "add", echo.port, "/echo/messages", args))
+            results["echo"].append(load_run(client, "add", echo.port, "/echo/messages", args,
+                                            [p.pid for p in echo.procs]))
             e = results["echo"][-1]
             say(f"  echo ceiling: {e['requests_per_s']:,.0f} requests/s, p50 {e['p50_ms']:.1f} ms, "
                 f"p99 {e['p99_ms']:.1f} ms, errors {e['errors']}")
-            results["add"].append(load_run(client, "add", daemon.port, path, args))
+            say(f"    CPU per request: {cpu_text(e)}")
+            results["add"].append(load_run(client, "add", daemon.port, path, args,
+                                           [daemon.proc.pid]))
             a = results["add"][-1]
             say(f"  mq adds:      {a['messages_per_s']:,.0f} messages/s, p50 {a['p50_ms']:.1f} ms, "
                 f"p99 {a['p99_ms']:.1f} ms, errors {a['errors']}")
+            say(f"    CPU per request: {cpu_text(a)}")
         echo.stop()
         echo = None
         say(f"fetch+delete: load {loadavg()}")
@@ -385,11 +471,13 @@ def main(argv=None) -> int:
         if status == 200:
             warm.request("DELETE", f"{path}/{headers['X-Message-Id']}")
         warm.close()
-        fetch = load_run(client, "fetch_delete", daemon.port, path, args)
+        fetch = load_run(client, "fetch_delete", daemon.port, path, args, [daemon.proc.pid])
         say(f"  mq fetch+delete: {fetch['messages_per_s']:,.0f} messages/s "
             f"({fetch['requests_per_s']:,.0f} requests/s), p50 {fetch['p50_ms']:.1f} ms, "
             f"p99 {fetch['p99_ms']:.1f} ms per {fetch['latency_of']}, errors {fetch['errors']}")
+        say(f"    CPU per request: {cpu_text(fetch)}")
         load_after = loadavg()
+        batches = batch_stats(daemon.log_path) if args.batch_stats else ""
     finally:
         if echo:
             echo.stop()
@@ -423,6 +511,14 @@ def main(argv=None) -> int:
     say(f"| mq fetch+delete, {args.clients} clients (messages; latency per {fetch['latency_of']}) "
         f"| {fetch['messages_per_s']:,.0f} | {fetch['p50_ms']:.1f} | {fetch['p99_ms']:.1f} "
         f"| {fetch['errors']} |")
+    say("")
+    say("CPU per request, summed over each server's processes (microseconds; the client's not "
+        "counted):")
+    say(f"  echo ceiling:     {cpu_text(results['echo'][-1])}")
+    say(f"  mq adds:          {cpu_text(results['add'][-1])}")
+    say(f"  mq fetch+delete:  {cpu_text(fetch)}")
+    if args.batch_stats:
+        say(f"  save batches:     {batches}")
     say("")
     say(f"adds / echo ceiling: {ratio:.2f} (per round: {', '.join(f'{r:.2f}' for r in ratios)}); "
         f"adds / disk raw limit: {add_rate / disk:.2f}")

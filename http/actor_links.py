@@ -11,6 +11,12 @@ from mq import logs, protocol
 from mq.errors import MqError, Unavailable
 
 
+def _expire(future: asyncio.Future, name: str, timeout: float) -> None:
+    """A request's deadline passed: answer it with 503."""
+    if not future.done():
+        future.set_result(Unavailable(f"{name} did not answer within {timeout:g} s"))
+
+
 class ActorLink:
     """Requests to one actor; each waits for its own reply, its actor's death, or a deadline."""
 
@@ -31,12 +37,17 @@ class ActorLink:
         self.monitor = self.sock.get_monitor_socket(zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED)
         self.sock.connect(endpoint)
         self.tasks = [asyncio.ensure_future(self._read()), asyncio.ensure_future(self._watch())]
+        # Notifications waiting for the end of this turn of the event loop (see notify).
+        self.notes: dict[tuple, tuple[str, dict]] = {}
 
     async def call(self, op: str, timeout: float | None = None, **fields) -> dict:
         """Send a request and return the actor's result; raise its error, or Unavailable."""
         timeout = self.timeout if timeout is None else timeout
+        if self.notes:
+            self._send_notes()  # Keep this link's messages in the order they were made.
         rid = protocol.request_id(next(self.numbers))
-        future = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
         self.pending[rid] = future
         try:
             await self.sock.send_multipart(protocol.encode_request(rid, op, **fields),
@@ -44,11 +55,13 @@ class ActorLink:
         except zmq.Again:
             self.pending.pop(rid, None)
             raise Unavailable(f"{self.name} is not running; it is being restarted") from None
+        # A timer on the future itself: cheaper than asyncio.wait_for, which wraps every call
+        # in a second future and callbacks (this runs once per request).
+        timer = loop.call_later(timeout, _expire, future, self.name, timeout)
         try:
-            result = await asyncio.wait_for(future, timeout)
-        except asyncio.TimeoutError:
-            raise Unavailable(f"{self.name} did not answer within {timeout:g} s") from None
+            result = await future
         finally:
+            timer.cancel()
             self.pending.pop(rid, None)
         if isinstance(result, MqError):
             raise result
@@ -57,7 +70,31 @@ class ActorLink:
         return result
 
     def notify(self, op: str, **fields) -> None:
-        """Send a one-way message; dropped if the actor is down (it re-reads the disk)."""
+        """Send a one-way message; dropped if the actor is down (it re-reads the disk).
+
+        Notifications that carry a list of "ids" and are otherwise equal are merged and sent
+        once, at the end of this turn of the event loop: the adds of one save batch complete
+        together, so their "ready" notes become one message instead of one per add. A request
+        made on this link sends the waiting notes first, so the order on the link is kept.
+        """
+        if not isinstance(fields.get("ids"), list):
+            self._send_note(op, fields)
+            return
+        key = (op, *sorted((k, repr(v)) for k, v in fields.items() if k != "ids"))
+        if not self.notes:
+            asyncio.get_running_loop().call_soon(self._send_notes)
+        note = self.notes.get(key)
+        if note is None:
+            self.notes[key] = (op, dict(fields, ids=list(fields["ids"])))
+        else:
+            note[1]["ids"].extend(fields["ids"])
+
+    def _send_notes(self) -> None:
+        notes, self.notes = self.notes, {}
+        for op, fields in notes.values():
+            self._send_note(op, fields)
+
+    def _send_note(self, op: str, fields: dict) -> None:
         try:
             self.sock.send_multipart(protocol.encode_notification(op, **fields), flags=zmq.NOBLOCK)
         except zmq.Again:
@@ -71,14 +108,24 @@ class ActorLink:
     async def _read(self) -> None:
         while True:
             frames = await self.sock.recv_multipart()
-            try:
-                rid, result = protocol.decode_reply(frames)
-            except Exception as err:
-                logs.get().warning("front.bad_reply", actor=self.name, error=str(err))
-                continue
-            future = self.pending.get(rid)
-            if future is not None and not future.done():
-                future.set_result(result)
+            # Take every reply already there without a turn of the event loop per reply: a
+            # save batch answers all its requests at once.
+            while frames is not None:
+                self._deliver(frames)
+                try:
+                    frames = self.sock.recv_multipart(flags=zmq.NOBLOCK).result()
+                except zmq.Again:
+                    frames = None
+
+    def _deliver(self, frames: list[bytes]) -> None:
+        try:
+            rid, result = protocol.decode_reply(frames)
+        except Exception as err:
+            logs.get().warning("front.bad_reply", actor=self.name, error=str(err))
+            return
+        future = self.pending.get(rid)
+        if future is not None and not future.done():
+            future.set_result(result)
 
     async def _watch(self) -> None:
         while True:

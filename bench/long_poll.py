@@ -1,0 +1,314 @@
+"""A thousand parked long polls: what they cost, and how fast an add reaches one (issue 4, item 6).
+
+    .venv/bin/python bench/long_poll.py                      # 1000 polls on 1 queue
+    .venv/bin/python bench/long_poll.py --queues 10          # 100 polls on each of 10 queues
+
+1. Starts a real daemon (`mq --workers W`), creates the queues, then opens --polls keep-alive
+   connections (raw asyncio streams, one client process) that each send
+   `GET /{q}/messages?wait=20` and send it again as soon as it is answered (200 or 204).
+2. While they all wait, samples for --sample seconds the CPU time of every process of the
+   daemon (psutil, user+system) and counts the front's threads, connections and descriptors:
+   a thread per poll or a busy loop would show here.
+3. Adds --adds messages one at a time (POST on its own connection, round-robin over the
+   queues, --gap seconds apart) and times each from the add's send and from its reply to the
+   moment a waiting poll hands that very message (matched by X-Message-Id) to its client.
+   The front sends the fetch actor its 'ready' notification just before it writes the add's
+   reply, so "from reply" can be slightly negative.
+Target: median from the add to the waiting fetch's answer < 20 ms.
+"""
+
+import argparse
+import asyncio
+import os
+import platform
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import psutil
+
+
+def percentile(values, p):
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), -(-p * len(ordered) // 100)))
+    return ordered[int(rank) - 1]
+
+
+def summary(name, values):
+    if not values:
+        return f"{name:<30} no samples"
+    ps = [percentile(values, p) * 1000 for p in (50, 90, 99)]
+    return (f"{name:<30} n={len(values):>5}  median {ps[0]:7.2f}  p90 {ps[1]:7.2f}  "
+            f"p99 {ps[2]:7.2f}  max {max(values) * 1000:7.2f}  min {min(values) * 1000:7.2f}  (ms)")
+
+
+def machine_line():
+    with open("/proc/meminfo") as f:
+        mem = int(f.readline().split()[1]) / 1024 / 1024
+    return (f"{os.cpu_count()} cores, {mem:.1f} GiB, Linux {platform.release()}, "
+            f"Python {platform.python_version()}")
+
+
+def loadavg():
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Http:
+    """One keep-alive HTTP/1.1 connection over asyncio streams."""
+
+    def __init__(self, port):
+        self.port = port
+        self.reader = self.writer = None
+
+    async def open(self):
+        self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
+        return self
+
+    async def request(self, method, path, body=None):
+        lines = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1"]
+        if body is not None:
+            lines.append(f"Content-Length: {len(body)}")
+        self.writer.write(("\r\n".join(lines) + "\r\n\r\n").encode() + (body or b""))
+        head = await self.reader.readuntil(b"\r\n\r\n")
+        first, *rest = head.decode("latin-1").split("\r\n")
+        hdrs = {}
+        for line in rest:
+            if line:
+                k, _, v = line.partition(":")
+                hdrs[k.strip().lower()] = v.strip()
+        length = int(hdrs.get("content-length", "0"))
+        data = await self.reader.readexactly(length) if length else b""
+        return int(first.split(" ", 2)[1]), hdrs, data
+
+    def close(self):
+        if self.writer is not None:
+            self.writer.close()
+
+
+class Daemon:
+    """`mq` on a free port, started here and stopped by SIGTERM to its own pid."""
+
+    def __init__(self, root, workers, log_path):
+        self.root, self.port = root, free_port()
+        mq = os.path.join(os.path.dirname(sys.executable), "mq")
+        self.argv = [mq, "--root", root, "--port", str(self.port), "--workers", str(workers),
+                     "--no-access-log", "--log-level", "warning", "--log-file", log_path]
+        self.log_path = log_path
+        self.proc = None
+
+    @property
+    def command(self):
+        return "mq " + " ".join(self.argv[1:])
+
+    def start(self, timeout=60):
+        import http.client
+        self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"mq exited with {self.proc.returncode}; see {self.log_path}")
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
+                conn.request("GET", "/_mq/health")
+                ok = conn.getresponse().status == 200
+                conn.close()
+                if ok:
+                    return self
+            except OSError:
+                pass
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"mq did not become healthy; see {self.log_path}")
+
+    def processes(self):
+        """{name: psutil.Process}: supervisor, front, mover, reaper, fetch-0, save-0, ..."""
+        out = {"supervisor": psutil.Process(self.proc.pid)}
+        for child in out["supervisor"].children(recursive=True):
+            try:
+                words = " ".join(child.cmdline()).split(" [")[0].split()  # setproctitle
+            except psutil.Error:
+                continue
+            if len(words) >= 2 and words[0] == "mq:":
+                kind = words[1]
+                out[kind if len(words) < 4 or kind in ("mover", "reaper")
+                    else f"{kind}-{words[3]}"] = child
+        return out
+
+    def stop(self, timeout=60):
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def cpu_snapshot(procs):
+    snap = {}
+    for name, p in procs.items():
+        try:
+            t = p.cpu_times()
+            snap[name] = t.user + t.system
+        except psutil.Error:
+            snap[name] = float("nan")
+    return snap
+
+
+async def run(args, daemon, queues):
+    answers: dict[str, float] = {}          # message id -> when a poll handed it over
+    waiters: dict[str, asyncio.Future] = {}  # message id -> future the adder awaits
+    counts = {"sent": 0, "200": 0, "204": 0, "other": 0}
+    stop = asyncio.Event()
+
+    async def poller(queue):
+        conn = await Http(daemon.port).open()
+        try:
+            while not stop.is_set():
+                counts["sent"] += 1
+                status, hdrs, _ = await conn.request("GET", f"/{queue}/messages?wait={args.wait:g}")
+                now = time.time()
+                if status == 200:
+                    counts["200"] += 1
+                    message_id = hdrs["x-message-id"]
+                    answers[message_id] = now
+                    fut = waiters.get(message_id)
+                    if fut is not None and not fut.done():
+                        fut.set_result(now)
+                elif status == 204:
+                    counts["204"] += 1
+                else:
+                    counts["other"] += 1
+        finally:
+            conn.close()
+
+    tasks = []
+    t0 = time.time()
+    for i in range(args.polls):
+        tasks.append(asyncio.ensure_future(poller(queues[i % len(queues)])))
+        if i % 100 == 99:
+            await asyncio.sleep(0.05)  # ramp: stay under the listen backlog
+    while counts["sent"] < args.polls and time.time() - t0 < 30:
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(1.0)
+    procs = daemon.processes()
+    front = procs["front"]
+    established = sum(1 for c in front.net_connections(kind="tcp")
+                      if c.status == psutil.CONN_ESTABLISHED and c.laddr.port == daemon.port)
+    print(f"{counts['sent']} polls sent in {time.time() - t0:.1f} s on {len(queues)} queue(s); "
+          f"front holds {established} client connections, {front.num_fds()} descriptors")
+    print("threads per process: " + "  ".join(
+        f"{k} {p.num_threads()}" for k, p in sorted(procs.items())))
+
+    # -- idle: every poll parked --------------------------------------------------------------
+    me = psutil.Process()
+    c0, m0, w0 = cpu_snapshot(procs), sum(me.cpu_times()[:2]), time.time()
+    await asyncio.sleep(args.sample)
+    c1, m1, w1 = cpu_snapshot(procs), sum(me.cpu_times()[:2]), time.time()
+    span = w1 - w0
+    total = sum(c1[k] - c0[k] for k in c0)
+    print(f"\nCPU while {args.polls} polls wait ({span:.1f} s, % of one core):")
+    print("  " + "  ".join(f"{k} {100 * (c1[k] - c0[k]) / span:.1f}" for k in sorted(c0)))
+    print(f"  daemon total {100 * total / span:.1f} %, client {100 * (m1 - m0) / span:.1f} %; "
+          f"answers during the wait: {counts['200']} x 200, {counts['204']} x 204")
+    idle_pct = 100 * total / span
+
+    # -- adds, one at a time ------------------------------------------------------------------
+    adder = await Http(daemon.port).open()
+    from_send, from_reply, lost = [], [], 0
+    c2, w2 = cpu_snapshot(procs), time.time()
+    for i in range(args.adds):
+        queue = queues[i % len(queues)]
+        sent = time.time()
+        status, hdrs, _ = await adder.request("POST", f"/{queue}/messages", b"x" * args.size)
+        replied = time.time()
+        if status != 201:
+            lost += 1
+            continue
+        message_id = hdrs["x-message-id"]
+        if message_id not in answers:
+            fut = waiters[message_id] = asyncio.get_running_loop().create_future()
+            try:
+                await asyncio.wait_for(fut, 5.0)
+            except asyncio.TimeoutError:
+                lost += 1
+                continue
+        answered = answers[message_id]
+        from_send.append(answered - sent)
+        from_reply.append(answered - replied)
+        await asyncio.sleep(args.gap)
+    c3, w3 = cpu_snapshot(procs), time.time()
+    adder.close()
+    stop.set()
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+    print(f"\n{args.adds} adds one at a time, {args.gap * 1000:g} ms apart, "
+          f"{args.size}-byte bodies ({lost} not answered within 5 s):")
+    print(summary("add sent -> poll answered", from_send))
+    print(summary("add replied -> poll answered", from_reply))
+    print(f"  CPU during the adds ({w3 - w2:.1f} s, % of one core): " + "  ".join(
+        f"{k} {100 * (c3[k] - c2[k]) / (w3 - w2):.1f}" for k in sorted(c2)))
+    med = percentile(from_send, 50)
+    print(f"\nRESULT median add -> waiting fetch {med * 1000:.1f} ms (from send), "
+          f"{percentile(from_reply, 50) * 1000:.1f} ms (from reply): target < 20 ms "
+          f"{'MET' if med < 0.020 and not lost else 'MISSED'}; idle daemon CPU with "
+          f"{args.polls} polls {idle_pct:.1f} % of a core; front threads "
+          f"{front.num_threads()}")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--polls", type=int, default=1000)
+    p.add_argument("--queues", type=int, default=1)
+    p.add_argument("--adds", type=int, default=400)
+    p.add_argument("--gap", type=float, default=0.01, help="seconds between adds")
+    p.add_argument("--size", type=int, default=64, help="body bytes")
+    p.add_argument("--wait", type=float, default=20.0)
+    p.add_argument("--sample", type=float, default=5.0, help="seconds of CPU sampling")
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--keep", action="store_true")
+    args = p.parse_args()
+
+    print(f"# long_poll: {args.polls} polls (?wait={args.wait:g}) on {args.queues} queue(s), "
+          f"--workers {args.workers}")
+    print(f"machine: {machine_line()}; load before: {loadavg()}")
+    tmp = tempfile.mkdtemp(prefix="mq-longpoll-")
+    daemon = Daemon(os.path.join(tmp, "root"), args.workers, os.path.join(tmp, "mq.log"))
+    queues = [f"lp{i}" for i in range(args.queues)]
+    try:
+        daemon.start()
+        print(f"daemon: {daemon.command}")
+        import http.client
+        conn = http.client.HTTPConnection("127.0.0.1", daemon.port)
+        for q in queues:
+            conn.request("PUT", f"/{q}")
+            conn.getresponse().read()
+        conn.close()
+        asyncio.run(run(args, daemon, queues))
+        print(f"load after: {loadavg()}")
+    finally:
+        daemon.stop()
+        if args.keep:
+            print(f"kept {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
