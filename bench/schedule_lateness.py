@@ -388,7 +388,7 @@ def schedule_run(args):
     watcher = None
     try:
         lead = args.lead if args.lead is not None else (
-            25.0 if args.fill == "store" else 20.0 + args.messages / 800.0)
+            40.0 if args.fill == "store" else 20.0 + args.messages / 800.0)
         base = time.time() + lead
         rng = random.Random(args.seed)
         dues = [base + rng.uniform(0, args.spread) for _ in range(args.messages)]
@@ -592,7 +592,7 @@ def main():
     p.add_argument("--messages", type=int, default=100_000)
     p.add_argument("--spread", type=float, default=60.0, help="seconds the due times span")
     p.add_argument("--lead", type=float, default=None,
-                   help="seconds from start to the first due time (default 25 for the store "
+                   help="seconds from start to the first due time (default 40 for the store "
                         "fill, 20 + messages/800 for http)")
     p.add_argument("--fill", choices=["store", "http"], default="store")
     p.add_argument("--producers", type=int, default=32, help="connections for --fill http")
