@@ -12,6 +12,9 @@ from mq.errors import Conflict, Invalid, MqError, NotFound
 #: Seconds between re-listings of a queue whose index ran empty (lost notifications, peers,
 #: other writers on the root such as the Spark data source).
 RELIST_EMPTY_SECONDS = 0.5
+#: Seconds between reads of the notice files of the queues this actor has indexed: a writer
+#: no daemon hears (a Spark driver on another host) posts one after each commit.
+NOTICE_SECONDS = 0.5
 #: Longest long poll, in seconds.
 MAX_WAIT_SECONDS = 20.0
 
@@ -32,6 +35,8 @@ class FetchActor(Actor):
     def start(self) -> None:
         """Connect to the mover, which times the messages this actor hides."""
         self.indexes: dict[str, QueueIndex] = {}
+        self.notices: dict[str, str] = {}  # queue -> notice token its index has seen
+        self.noticed_at = time.monotonic()
         self.waiters: dict[str, deque] = {}
         self.props = properties.PropertyFiles(
             self.store, {"timeout": self.options.timeout, "max_body_bytes": self.options.max_body_bytes})
@@ -41,8 +46,23 @@ class FetchActor(Actor):
         """The queue's index, built from its folder on first use or when empty and stale."""
         index = self.indexes.get(queue)
         if index is None or (not index and time.monotonic() - index.listed_at > RELIST_EMPTY_SECONDS):
+            # The notice is read before the listing, so one posted meanwhile is seen as new.
+            self.notices[queue] = self.store.read_notice(queue)
             index = self.indexes[queue] = QueueIndex(self.store.list_ready(queue))
         return index
+
+    def merge_noticed(self) -> None:
+        """Add to each index the messages a writer announced with a new notice since it was listed."""
+        if time.monotonic() - self.noticed_at < NOTICE_SECONDS:
+            return
+        self.noticed_at = time.monotonic()
+        for queue, index in self.indexes.items():
+            token = self.store.read_notice(queue)
+            if token != self.notices.get(queue):
+                self.notices[queue] = token
+                for message_id, attempts in self.store.list_ready(queue):
+                    index.add(message_id, attempts)
+                self.log.debug("fetch.noticed", queue=queue, ready=len(index))
 
     def handle_batch(self, requests):
         """Apply each request in arrival order, flush the folders touched once, then reply."""
@@ -98,6 +118,7 @@ class FetchActor(Actor):
             return {"queue": queue, "created": self.store.create_queue(queue)}
         if op == "queue_delete":
             self.indexes.pop(queue, None)
+            self.notices.pop(queue, None)
             return {"queue": queue, "in_flight": self.store.delete_queue(queue)}
         if op == "redrive":
             return self.redrive(queue)
@@ -178,7 +199,11 @@ class FetchActor(Actor):
             return fmt.unavailable(err, "cannot fetch")
 
     def tick(self) -> None:
-        """Expire long polls and serve ones whose queue gained messages without a notification."""
+        """Take in noticed messages; expire long polls and serve ones whose queue gained messages."""
+        try:
+            self.merge_noticed()
+        except OSError as err:
+            self.log.warning("fetch.notice_failed", error=str(err))
         self.serve_waiters()
 
     def poll_timeout_ms(self) -> int:

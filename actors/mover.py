@@ -21,6 +21,9 @@ from mq.store import fsync_dir
 #: a notification sent while it was down waits in the sender's socket or is covered by its
 #: start-up scan, and one lost with a killed sender is covered by the successor's request.
 RESCAN_SECONDS = 5.0
+#: Seconds between reads of delay/'s notice file, which a writer no daemon hears (a Spark
+#: driver on another host) replaces after putting messages in delay/.
+NOTICE_SECONDS = 0.5
 #: Longest wait between checks of the timer heap, in seconds.
 MAX_WAIT_SECONDS = 0.5
 
@@ -83,6 +86,9 @@ class MoverActor(Actor):
 
     def rescan(self) -> None:
         """Time every message in delay/ from its file's mtime."""
+        # Read before the listing, so a notice posted meanwhile is seen as new.
+        self.notice = self.store.read_notice()
+        self.noticed_at = time.monotonic()
         for due, queue, message_id, attempts in self.store.list_delayed():
             self.timers.add(due, queue, message_id, attempts)
         self.scanned_at = time.monotonic()
@@ -120,6 +126,11 @@ class MoverActor(Actor):
         """Move what is due, flush, then tell each queue's fetch actor."""
         if self.options.peers and time.monotonic() - self.scanned_at > RESCAN_SECONDS:
             self.rescan()
+        elif time.monotonic() - self.noticed_at >= NOTICE_SECONDS:
+            self.noticed_at = time.monotonic()
+            if self.store.read_notice() != self.notice:
+                self.log.debug("mover.noticed")
+                self.rescan()
         for queue, ids in move_due(self.store, self.timers, time.time(), self.props).items():
             self.wake(queue, ids)
 

@@ -5,6 +5,7 @@ Not a test helper and not part of the installed package: the scripts beside it i
 (`python bench/depth.py` puts bench/ on sys.path).
 """
 
+import asyncio
 import http.client
 import math
 import os
@@ -89,6 +90,14 @@ def code_under_test() -> str:
         return package
 
 
+def machine_line(path: str | None = None) -> str:
+    """machine() (and the file system holding path) as one line for a report."""
+    facts = machine()
+    line = (f"{facts['nproc']} cores, {facts['memory']}, Linux {facts['kernel']}, "
+            f"Python {facts['python']}")
+    return f"{line}, {filesystem(path)}" if path else line
+
+
 def percentile(values: list[float], p: float) -> float:
     """The p-th percentile (0-100) of values, nearest rank."""
     if not values:
@@ -96,6 +105,67 @@ def percentile(values: list[float], p: float) -> float:
     ordered = sorted(values)
     rank = max(1, min(len(ordered), math.ceil(p / 100 * len(ordered))))
     return ordered[rank - 1]
+
+
+def summary(name: str, values: list[float]) -> str:
+    """One line of latencies in ms: count, median, p90, p99, p99.9, max and min."""
+    if not values:
+        return f"{name:<34} no samples"
+    ps = [percentile(values, p) * 1000 for p in (50, 90, 99, 99.9)]
+    return (f"{name:<34} n={len(values):>6}  median {ps[0]:8.2f}  p90 {ps[1]:8.2f}  "
+            f"p99 {ps[2]:8.2f}  p99.9 {ps[3]:8.2f}  max {max(values) * 1000:8.2f}  "
+            f"min {min(values) * 1000:8.2f}  (ms)")
+
+
+def cpu_snapshot(procs: dict) -> dict:
+    """{name: user+system CPU seconds} of each psutil.Process (a vanished one gives nan)."""
+    import psutil
+
+    snap = {}
+    for name, proc in procs.items():
+        try:
+            times = proc.cpu_times()
+            snap[name] = times.user + times.system
+        except psutil.Error:
+            snap[name] = float("nan")
+    return snap
+
+
+class AsyncClient:
+    """One keep-alive HTTP/1.1 connection over asyncio streams, for thousands side by side."""
+
+    def __init__(self, port: int):
+        self.port = port
+        self.reader = self.writer = None
+
+    async def open(self) -> "AsyncClient":
+        """Connect; return self."""
+        self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
+        return self
+
+    async def request(self, method: str, path: str, body: bytes | None = None,
+                      headers: dict | None = None) -> tuple[int, dict, bytes]:
+        """(status, headers with lower-case names, body)."""
+        lines = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1"]
+        lines += [f"{k}: {v}" for k, v in (headers or {}).items()]
+        if body is not None:
+            lines.append(f"Content-Length: {len(body)}")
+        self.writer.write(("\r\n".join(lines) + "\r\n\r\n").encode() + (body or b""))
+        head = await self.reader.readuntil(b"\r\n\r\n")
+        first, *rest = head.decode("latin-1").split("\r\n")
+        found = {}
+        for line in rest:
+            if line:
+                key, _, value = line.partition(":")
+                found[key.strip().lower()] = value.strip()
+        length = int(found.get("content-length", "0"))
+        data = await self.reader.readexactly(length) if length else b""
+        return int(first.split(" ", 2)[1]), found, data
+
+    def close(self) -> None:
+        """Close the connection."""
+        if self.writer is not None:
+            self.writer.close()
 
 
 class Client:
@@ -159,6 +229,22 @@ class Daemon:
             if in_a_row == 0:
                 time.sleep(0.1)
         return self
+
+    def processes(self) -> dict:
+        """{name: psutil.Process} of the tree: supervisor, front, mover, reaper, fetch-0, save-0..."""
+        import psutil
+
+        out = {"supervisor": psutil.Process(self.proc.pid)}
+        for child in out["supervisor"].children(recursive=True):
+            try:
+                # Titles (setproctitle): "mq: front [root]", "mq: fetch actor 1 [root]".
+                words = " ".join(child.cmdline()).split(" [")[0].split()
+            except psutil.Error:
+                continue
+            if len(words) >= 2 and words[0] == "mq:":
+                kind = words[1]
+                out[kind if len(words) < 4 or kind in ("mover", "reaper") else f"{kind}-{words[3]}"] = child
+        return out
 
     def stop(self, timeout: float = 60.0) -> None:
         """SIGTERM the supervisor this object started, and wait for the tree to drain."""

@@ -20,153 +20,18 @@ Target: median from the add to the waiting fetch's answer < 20 ms.
 import argparse
 import asyncio
 import os
-import platform
 import shutil
-import signal
-import socket
-import subprocess
-import sys
 import tempfile
 import time
 
 import psutil
-
-
-def percentile(values, p):
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    rank = max(1, min(len(ordered), -(-p * len(ordered) // 100)))
-    return ordered[int(rank) - 1]
-
-
-def summary(name, values):
-    if not values:
-        return f"{name:<30} no samples"
-    ps = [percentile(values, p) * 1000 for p in (50, 90, 99)]
-    return (f"{name:<30} n={len(values):>5}  median {ps[0]:7.2f}  p90 {ps[1]:7.2f}  "
-            f"p99 {ps[2]:7.2f}  max {max(values) * 1000:7.2f}  min {min(values) * 1000:7.2f}  (ms)")
-
-
-def machine_line():
-    with open("/proc/meminfo") as f:
-        mem = int(f.readline().split()[1]) / 1024 / 1024
-    return (f"{os.cpu_count()} cores, {mem:.1f} GiB, Linux {platform.release()}, "
-            f"Python {platform.python_version()}")
+from harness import AsyncClient as Http
+from harness import Daemon, cpu_snapshot, machine_line, percentile, summary
 
 
 def loadavg():
+    """The load averages, two decimals each."""
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Http:
-    """One keep-alive HTTP/1.1 connection over asyncio streams."""
-
-    def __init__(self, port):
-        self.port = port
-        self.reader = self.writer = None
-
-    async def open(self):
-        self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
-        return self
-
-    async def request(self, method, path, body=None):
-        lines = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1"]
-        if body is not None:
-            lines.append(f"Content-Length: {len(body)}")
-        self.writer.write(("\r\n".join(lines) + "\r\n\r\n").encode() + (body or b""))
-        head = await self.reader.readuntil(b"\r\n\r\n")
-        first, *rest = head.decode("latin-1").split("\r\n")
-        hdrs = {}
-        for line in rest:
-            if line:
-                k, _, v = line.partition(":")
-                hdrs[k.strip().lower()] = v.strip()
-        length = int(hdrs.get("content-length", "0"))
-        data = await self.reader.readexactly(length) if length else b""
-        return int(first.split(" ", 2)[1]), hdrs, data
-
-    def close(self):
-        if self.writer is not None:
-            self.writer.close()
-
-
-class Daemon:
-    """`mq` on a free port, started here and stopped by SIGTERM to its own pid."""
-
-    def __init__(self, root, workers, log_path):
-        self.root, self.port = root, free_port()
-        mq = os.path.join(os.path.dirname(sys.executable), "mq")
-        self.argv = [mq, "--root", root, "--port", str(self.port), "--workers", str(workers),
-                     "--no-access-log", "--log-level", "warning", "--log-file", log_path]
-        self.log_path = log_path
-        self.proc = None
-
-    @property
-    def command(self):
-        return "mq " + " ".join(self.argv[1:])
-
-    def start(self, timeout=60):
-        import http.client
-        self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"mq exited with {self.proc.returncode}; see {self.log_path}")
-            try:
-                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
-                conn.request("GET", "/_mq/health")
-                ok = conn.getresponse().status == 200
-                conn.close()
-                if ok:
-                    return self
-            except OSError:
-                pass
-            time.sleep(0.1)
-        self.stop()
-        raise RuntimeError(f"mq did not become healthy; see {self.log_path}")
-
-    def processes(self):
-        """{name: psutil.Process}: supervisor, front, mover, reaper, fetch-0, save-0, ..."""
-        out = {"supervisor": psutil.Process(self.proc.pid)}
-        for child in out["supervisor"].children(recursive=True):
-            try:
-                words = " ".join(child.cmdline()).split(" [")[0].split()  # setproctitle
-            except psutil.Error:
-                continue
-            if len(words) >= 2 and words[0] == "mq:":
-                kind = words[1]
-                out[kind if len(words) < 4 or kind in ("mover", "reaper")
-                    else f"{kind}-{words[3]}"] = child
-        return out
-
-    def stop(self, timeout=60):
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-
-
-def cpu_snapshot(procs):
-    snap = {}
-    for name, p in procs.items():
-        try:
-            t = p.cpu_times()
-            snap[name] = t.user + t.system
-        except psutil.Error:
-            snap[name] = float("nan")
-    return snap
 
 
 async def run(args, daemon, queues):
@@ -289,7 +154,9 @@ def main():
           f"--workers {args.workers}")
     print(f"machine: {machine_line()}; load before: {loadavg()}")
     tmp = tempfile.mkdtemp(prefix="mq-longpoll-")
-    daemon = Daemon(os.path.join(tmp, "root"), args.workers, os.path.join(tmp, "mq.log"))
+    log_path = os.path.join(tmp, "mq.log")
+    daemon = Daemon(os.path.join(tmp, "root"), args.workers, log_path=log_path,
+                    extra=["--no-access-log", "--log-level", "warning"])
     queues = [f"lp{i}" for i in range(args.queues)]
     try:
         daemon.start()

@@ -40,19 +40,16 @@ import asyncio
 import ctypes
 import multiprocessing
 import os
-import platform
 import random
 import select
 import shutil
-import signal
-import socket
 import struct
-import subprocess
-import sys
 import tempfile
 import time
 
 import psutil
+from harness import AsyncClient as Http
+from harness import Daemon, cpu_snapshot, machine_line, percentile, summary
 
 from mq import store as fmt
 from mq.ids import new_id
@@ -61,159 +58,9 @@ QUEUE = "sched"
 HOLD_TIMEOUT = 12 * 3600.0  # the queue's visibility timeout: no redelivery during the run
 
 
-# -- small shared pieces ------------------------------------------------------------------
-
-def percentile(values, p):
-    """Nearest-rank percentile (0-100) of a list; nan when empty."""
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    rank = max(1, min(len(ordered), -(-p * len(ordered) // 100)))
-    return ordered[int(rank) - 1]
-
-
-def summary(name, values, unit_ms=True):
-    """One line: count, median, p90, p99, p99.9, max (in ms) and min."""
-    if not values:
-        return f"{name:<34} no samples"
-    k = 1000 if unit_ms else 1
-    ps = [percentile(values, p) * k for p in (50, 90, 99, 99.9)]
-    return (f"{name:<34} n={len(values):>6}  median {ps[0]:8.1f}  p90 {ps[1]:8.1f}  "
-            f"p99 {ps[2]:8.1f}  p99.9 {ps[3]:8.1f}  max {max(values) * k:8.1f}  "
-            f"min {min(values) * k:8.1f}  (ms)")
-
-
-def machine_line():
-    """nproc, memory, kernel, Python, the file system of /tmp."""
-    with open("/proc/meminfo") as f:
-        mem = int(f.readline().split()[1]) / 1024 / 1024
-    try:
-        df = subprocess.run(["df", "-T", tempfile.gettempdir()], capture_output=True,
-                            text=True).stdout.splitlines()[1].split()[:2]
-    except (OSError, IndexError):
-        df = ["?", "?"]
-    return (f"{os.cpu_count()} cores, {mem:.1f} GiB, Linux {platform.release()}, "
-            f"Python {platform.python_version()}, {df[1]} on {df[0]}")
-
-
 def loadavg():
+    """The load averages, two decimals each."""
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Http:
-    """One keep-alive HTTP/1.1 connection over asyncio streams (no per-request overhead)."""
-
-    def __init__(self, port):
-        self.port = port
-        self.reader = self.writer = None
-
-    async def open(self):
-        self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
-        return self
-
-    async def request(self, method, path, body=None, headers=None):
-        """(status, headers with lower-case names, body)."""
-        lines = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1"]
-        for k, v in (headers or {}).items():
-            lines.append(f"{k}: {v}")
-        if body is not None:
-            lines.append(f"Content-Length: {len(body)}")
-        self.writer.write(("\r\n".join(lines) + "\r\n\r\n").encode() + (body or b""))
-        head = await self.reader.readuntil(b"\r\n\r\n")
-        first, *rest = head.decode("latin-1").split("\r\n")
-        status = int(first.split(" ", 2)[1])
-        hdrs = {}
-        for line in rest:
-            if line:
-                k, _, v = line.partition(":")
-                hdrs[k.strip().lower()] = v.strip()
-        length = int(hdrs.get("content-length", "0"))
-        data = await self.reader.readexactly(length) if length else b""
-        return status, hdrs, data
-
-    def close(self):
-        if self.writer is not None:
-            self.writer.close()
-
-
-class Daemon:
-    """`mq` on a free port, started by this script and stopped by SIGTERM to its own pid."""
-
-    def __init__(self, root, workers, log_path, extra=()):
-        self.root, self.port, self.log_path = root, free_port(), log_path
-        mq = os.path.join(os.path.dirname(sys.executable), "mq")
-        self.argv = [mq, "--root", root, "--port", str(self.port), "--workers", str(workers),
-                     "--no-access-log", "--log-level", "warning", "--log-file", log_path,
-                     *extra]
-        self.proc = None
-
-    @property
-    def command(self):
-        return "mq " + " ".join(self.argv[1:])
-
-    def start(self, timeout=120):
-        self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + timeout
-        import http.client
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"mq exited with {self.proc.returncode}; see {self.log_path}")
-            try:
-                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
-                conn.request("GET", "/_mq/health")
-                if conn.getresponse().status == 200:
-                    conn.close()
-                    return self
-                conn.close()
-            except OSError:
-                pass
-            time.sleep(0.1)
-        self.stop()
-        raise RuntimeError(f"mq did not become healthy; see {self.log_path}")
-
-    def processes(self):
-        """{name: psutil.Process} of the daemon's tree: supervisor, front, mover, fetch-0, ..."""
-        out = {"supervisor": psutil.Process(self.proc.pid)}
-        for child in out["supervisor"].children(recursive=True):
-            try:
-                # setproctitle: "mq: front [root]", "mq: fetch actor 1 [root]"
-                words = " ".join(child.cmdline()).split(" [")[0].split()
-            except psutil.Error:
-                continue
-            if len(words) >= 2 and words[0] == "mq:":
-                kind = words[1]
-                out[kind if len(words) < 4 or kind in ("mover", "reaper")
-                    else f"{kind}-{words[3]}"] = child
-        return out
-
-    def stop(self, timeout=60):
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-
-
-def cpu_snapshot(procs):
-    """{name: user+system CPU seconds} of each process (children are separate processes)."""
-    snap = {}
-    for name, p in procs.items():
-        try:
-            t = p.cpu_times()
-            snap[name] = t.user + t.system
-        except psutil.Error:
-            snap[name] = float("nan")
-    return snap
 
 
 def cpu_delta(before, after):
@@ -379,12 +226,13 @@ def rate_table(events, start, seconds, step=5.0):
 def schedule_run(args):
     print(f"# schedule_lateness: {args.messages} messages due over {args.spread:g} s, "
           f"fill={args.fill}, {args.consumers} consumers, --workers {args.workers}")
-    print(f"machine: {machine_line()}")
+    print(f"machine: {machine_line(tempfile.gettempdir())}")
     print(f"load before: {loadavg()}")
     tmp = tempfile.mkdtemp(prefix="mq-sched-", dir=args.tmp)
     root = os.path.join(tmp, "root")
     log_path = os.path.join(tmp, "mq.log")
-    daemon = Daemon(root, args.workers, log_path)
+    daemon = Daemon(root, args.workers, log_path=log_path,
+                    extra=["--no-access-log", "--log-level", "warning"])
     watcher = None
     try:
         lead = args.lead if args.lead is not None else (
@@ -446,13 +294,30 @@ def schedule_run(args):
             task = asyncio.ensure_future(consume(daemon.port, args.consumers, expected,
                                                  deadline, got, statuses))
             snaps = {}
+            sampler = asyncio.ensure_future(sample_others(others))
             await asyncio.sleep(max(0.0, base - 0.5 - time.time()))
             snaps["idle_end"] = (time.time(), cpu_snapshot(procs), os.getloadavg())
             await asyncio.sleep(max(0.0, base + args.spread + 0.5 - time.time()))
             snaps["due_end"] = (time.time(), cpu_snapshot(procs), os.getloadavg())
             await task
             snaps["done"] = (time.time(), cpu_snapshot(procs), os.getloadavg())
+            sampler.cancel()
             return snaps
+
+        ours = {**procs, "client": psutil.Process(), "watcher": psutil.Process(watcher.pid)}
+        others = []  # (time, cores used by every other process on the machine, in that second)
+
+        async def sample_others(out):
+            """Each second: the machine's busy CPU minus this benchmark's processes'."""
+            def busy():
+                t = psutil.cpu_times()
+                return t.user + t.nice + t.system + t.irq + t.softirq + t.steal
+            b0, o0, w0 = busy(), sum(cpu_snapshot(ours).values()), time.time()
+            while True:
+                await asyncio.sleep(1.0)
+                b1, o1, w1 = busy(), sum(cpu_snapshot(ours).values()), time.time()
+                out.append((w1, max(0.0, (b1 - b0) - (o1 - o0)) / (w1 - w0)))
+                b0, o0, w0 = b1, o1, w1
 
         me = psutil.Process()
         me_cpu0 = sum(me.cpu_times()[:2])
@@ -487,11 +352,13 @@ def schedule_run(args):
         due_counts = rate_table(list(ids.values()), base, args.spread + args.grace, step)
         seen_counts = rate_table(list(seen.values()), base, args.spread + args.grace, step)
         got_counts = rate_table([t for t, _ in got.values()], base, args.spread + args.grace, step)
-        print(f"\nper {step:g} s from the first due time (due / visible / fetched), msg/s:")
+        print(f"\nper {step:g} s from the first due time: due / visible / fetched msg/s, and "
+              f"CPU cores used by other processes on the machine (of {os.cpu_count()}):")
         last = max(i for i, c in enumerate(got_counts + [1]) if c) if any(got_counts) else 0
         for i in range(min(len(due_counts), max(last + 1, int(args.spread // step) + 1))):
+            window = [c for t, c in others if base + i * step < t <= base + (i + 1) * step]
             print(f"  t+{i * step:5.0f}s  {due_counts[i] / step:7.0f} {seen_counts[i] / step:7.0f} "
-                  f"{got_counts[i] / step:7.0f}")
+                  f"{got_counts[i] / step:7.0f}   others {sum(window) / max(1, len(window)):.2f}")
 
         t_idle, cpu_idle1, load_idle = snaps["idle_end"]
         t_due, cpu_due1, load_due = snaps["due_end"]

@@ -36,6 +36,8 @@ class Options:
     auto_create: bool = True
     #: Largest message body accepted, in bytes.
     max_body_bytes: int = 16 * 1024 * 1024
+    #: Adds in flight on one save actor before the front sends adds to the next (0: spread).
+    save_batch: int = 256
     #: Seconds the front waits for an actor before answering 503.
     actor_timeout: float = 10.0
     #: File the JSON log lines go to (reopened on SIGHUP); empty: standard output.
@@ -66,6 +68,8 @@ class Options:
             raise Invalid("--timeout must be a finite number of seconds more than 0")
         if not (self.actor_timeout > 0 and math.isfinite(self.actor_timeout)):
             raise Invalid("--actor-timeout must be a finite number of seconds more than 0")
+        if self.save_batch < 0:
+            raise Invalid("--save-batch must be 0 or more")
         if self.max_body_bytes < 0:
             raise Invalid("--max-body-bytes must be 0 or more")
         if self.sync not in ("fs", "file"):
@@ -87,6 +91,8 @@ HELP = {
     "sync": "fs: one syncfs(2) per batch of messages; file: fsync each file and folder (default fs)",
     "auto_create": "create a queue on the first add to it (default on; --no-auto-create for 404)",
     "max_body_bytes": "largest message body in bytes (default 16777216)",
+    "save_batch": "adds waiting on one save actor before the front uses the next one: bigger "
+                  "batches share flushes; 0 sends each add to the least busy (default 256)",
     "actor_timeout": "seconds to wait for an actor before answering 503 (default 10)",
     "log_file": "write JSON log lines to this file, reopened on SIGHUP (default standard output)",
     "log_level": "debug, info, warning or error (default info)",

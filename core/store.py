@@ -28,7 +28,7 @@ MAX_QUEUE_NAME = 128
 #: Names no queue may have: '.' and '..' are folders, '_mq' holds the admin endpoints.
 RESERVED_NAMES = (".", "..", "_mq")
 QUEUE_PATTERN = re.compile(r"^[A-Za-z0-9_.-]{1,%d}$" % MAX_QUEUE_NAME)
-FOLDERS = ("new", "queues", "delay", "remove", "run", "dedup", "props")
+FOLDERS = ("new", "queues", "delay", "remove", "run", "dedup", "props", "notices")
 #: Errors that mean "cannot be stored now, try later" rather than "your request is wrong".
 RETRYABLE = {errno.ENOSPC, errno.EIO, errno.EDQUOT, errno.EROFS, errno.ENOMEM, errno.EAGAIN}
 
@@ -182,6 +182,10 @@ class Store:
         """Where a removed message waits for the reaper."""
         return os.path.join(self.root, "remove", f"{queue}:{message_id}")
 
+    def notice_path(self, queue: str | None = None) -> str:
+        """The notice file of a queue's ready messages, or (queue None) of delay/."""
+        return os.path.join(self.root, "notices", f"ready:{queue}" if queue else "delay")
+
     def run_dir(self) -> str:
         """Folder for the daemons' ZeroMQ sockets and other runtime files."""
         return os.path.join(self.root, "run")
@@ -279,14 +283,16 @@ class Store:
                         moved += 1
                     except FileNotFoundError:
                         pass
-        for leftover in (os.path.join(self.folder("dedup"), queue), self.props_path(queue)):
+        for leftover in (os.path.join(self.folder("dedup"), queue), self.props_path(queue),
+                         self.notice_path(queue)):
             try:
                 os.rename(leftover, os.path.join(self.folder("remove"),
                                                  f"{queue}:{new_id()}.{os.path.basename(leftover)}"))
             except FileNotFoundError:
                 pass
         self.flush({self.folder("queues"), self.folder("remove"), self.folder("new"),
-                    self.folder("delay"), self.folder("props"), self.folder("dedup")})
+                    self.folder("delay"), self.folder("props"), self.folder("dedup"),
+                    self.folder("notices")})
         return moved
 
     # -- messages -------------------------------------------------------------------------
@@ -548,6 +554,31 @@ class Store:
                     except FileNotFoundError:
                         continue
         return count
+
+    # -- notices: how a writer that no daemon hears (a Spark driver elsewhere) is noticed --
+
+    def post_notice(self, queue: str | None = None) -> None:
+        """Replace a notice file with a new token, after the messages it announces are flushed.
+
+        Not fsynced: a notice lost in a crash is not needed, a daemon lists its folders at start.
+        """
+        path = self.notice_path(queue)
+        os.makedirs(os.path.dirname(path), exist_ok=True)  # A root older than notices/.
+        temp = f"{os.path.dirname(path)}/.{new_id()}.tmp"
+        with open(temp, "w") as f:
+            f.write(new_id())
+        os.replace(temp, path)
+
+    def read_notice(self, queue: str | None = None) -> str:
+        """The token a notice file holds now ('' when none was posted).
+
+        Opening the file, not stat, is what an NFS client revalidates (close-to-open).
+        """
+        try:
+            with open(self.notice_path(queue)) as f:
+                return f.read()
+        except FileNotFoundError:
+            return ""
 
     # -- properties -------------------------------------------------------------------------
 

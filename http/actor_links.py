@@ -161,6 +161,7 @@ class ActorPool:
     def __init__(self, options, run_dir: str):
         self.context = zmq.asyncio.Context()
         self.workers = options.workers
+        self.save_batch = options.save_batch
 
         def link(kind, i):
             return ActorLink(self.context, protocol.actor_endpoint(run_dir, kind, i),
@@ -168,14 +169,19 @@ class ActorPool:
 
         self.savers = [link("save", i) for i in range(self.workers)]
         self.fetchers = [link("fetch", i) for i in range(self.workers)]
-        self._turn = itertools.count()
 
     def saver(self) -> ActorLink:
-        """The least busy connected save actor (round robin among equals); a dead one is
-        skipped while it restarts, so one dead actor does not turn every other add into 503."""
-        start = next(self._turn)
-        order = [self.savers[(start + i) % self.workers] for i in range(self.workers)]
-        return min(order, key=lambda s: (not s.connected, s.load))
+        """The first connected save actor with fewer than --save-batch adds waiting, else the
+        least busy.
+
+        Concentrating adds on one actor makes its batches, and so the flushes they share,
+        bigger: fewer syncfs calls per message (bench/RESULTS.md). A dead actor is skipped
+        while it restarts, so one dead actor does not turn every other add into 503.
+        """
+        for link in self.savers:
+            if link.connected and link.load < self.save_batch:
+                return link
+        return min(self.savers, key=lambda s: (not s.connected, s.load))
 
     def fetcher(self, queue: str) -> ActorLink:
         """The fetch actor that owns this queue."""

@@ -78,6 +78,11 @@ def publish_job(store: fmt.Store, folder: str, tasks: list[str], tell: bool = Tr
     if total.dirs:
         store.flush(total.dirs | {store.folder("queues")})
     shutil.rmtree(folder, ignore_errors=True)
+    # Notices reach daemons on every host within a second; the notification, those on this host at once.
+    for queue in total.ready:
+        store.post_notice(queue)
+    if total.delayed:
+        store.post_notice()
     told = notify.tell_daemons(store, total.ready, total.delayed) if tell and (total.ready or total.delayed) else 0
     return {"messages": total.count, "duplicates": total.duplicates, "delayed": len(total.delayed),
             "queues": {q: len(ids) for q, ids in sorted(total.ready.items())}, "daemons_told": told}

@@ -93,6 +93,9 @@ class ClaimingStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 dirs.add(store.queue_dir(queue))
         if claimed:
             store.flush(dirs | {store.folder("delay")})
+            # So that a daemon's mover hands them out again if this query dies for good: the
+            # notice reaches daemons on any host, the notification those on this one at once.
+            store.post_notice()
             if self.options.notify:
                 # So that a daemon's mover hands them out again if this query dies for good.
                 notify.tell_daemons(store, {}, [(q, i, n, due) for q, i, n in claimed])

@@ -130,6 +130,42 @@ def test_written_messages_are_served_by_the_running_daemon_within_2s(spark, star
     assert not os.listdir(os.path.join(daemon.root, "stage"))
 
 
+def test_a_driver_no_daemon_hears_is_served_within_2s_through_notice_files(start_mq):
+    # notify=false: no ZeroMQ notification, as from a driver on another host. The queue's
+    # index stays non-empty, so only the notice file can bring the new messages into it.
+    daemon = start_mq(workers=2, timeout=60)
+    options = SourceOptions.parse({"root": str(daemon.root), "queue": "far", "notify": "false"})
+    writer = sink.BatchWriter(options, spark_schema("body binary"))
+    staged = writer.write(iter(Rows.of(b"far 1", b"far 2")))  # Older ids than the adds below.
+    daemon.add("far", b"near 1")
+    daemon.add("far", b"near 2")
+    assert daemon.fetch("far").body == b"near 1"  # The index is built and holds "near 2".
+
+    writer.commit([staged])
+    # A fetch now would take "near 2", the only message the index knows, so wait out one
+    # notice check (0.5 s) and the listing, well within the 2 s bound.
+    time.sleep(1.5)
+    # Served in id order: the noticed messages went into the index ahead of "near 2".
+    bodies = [daemon.fetch("far").body for _ in range(3)]
+    assert bodies == [b"far 1", b"far 2", b"near 2"]
+
+
+def test_delayed_rows_from_a_driver_no_daemon_hears_are_moved_when_due(start_mq):
+    daemon = start_mq(workers=2, timeout=60)
+    daemon.add("later", b"index")  # The queue exists; nothing else.
+    daemon.delete("later", daemon.fetch("later").header("X-Message-Id"))
+    options = SourceOptions.parse({"root": str(daemon.root), "queue": "later", "notify": "false"})
+    import pyarrow as pa
+
+    writer = sink.BatchWriter(options, spark_schema("body binary, delay double"))
+    batch = pa.RecordBatch.from_pydict({"body": [b"soon"], "delay": [1.0]})
+    writer.commit([writer.write(iter([batch]))])
+    due = time.monotonic() + 1.0
+    assert daemon.fetch("later").status == 204
+    got = poll_for(lambda: (r := daemon.fetch("later")).status == 200 and r, timeout=4)
+    assert got.body == b"soon" and time.monotonic() - due < 2.0
+
+
 def test_write_routes_rows_delays_and_string_bodies(spark, tmp_path):
     root = str(tmp_path / "root")
     fmt.Store(root).init()
@@ -264,9 +300,9 @@ def test_an_abandoned_stage_without_commit_marker_is_swept_never_published(tmp_p
 
 def spark_schema(ddl: str):
     """A StructType from "name type, ..." with binary or string columns (no session needed)."""
-    from pyspark.sql.types import StringType, StructField, StructType
+    from pyspark.sql.types import DoubleType, StringType, StructField, StructType
 
-    kinds = {"binary": BinaryType(), "string": StringType()}
+    kinds = {"binary": BinaryType(), "string": StringType(), "double": DoubleType()}
     return StructType([StructField(*column.split()[:1], kinds[column.split()[1]])
                        for column in ddl.split(",")])
 
