@@ -8,9 +8,9 @@ import setproctitle
 
 from mq import logs
 from mq.config import load_options
-from mq.errors import MqError
+from mq.errors import Invalid, MqError
 from mq.store import Store
-from mq.supervisor.tree import Tree, choose_run_dir, clean_stale_run_dirs
+from mq.supervisor.tree import Tree, choose_run_dir, clean_stale_run_dirs, live_daemons
 
 #: With peers, files in new/ younger than this (seconds) may be another daemon's work in progress.
 PEER_NEW_GRACE_SECONDS = 60.0
@@ -24,6 +24,13 @@ def main(argv: list[str] | None = None) -> int:
         store = Store(options.root, options.sync, options.auto_create)
         store.init()
         clean_stale_run_dirs(store.root)
+        others = live_daemons(store.root)
+        if others and not options.peers:
+            # Alone on a root, a daemon takes every file in new/ for a crash's leftover and
+            # removes it: another daemon's adds in progress would fail.
+            raise Invalid(f"root {store.root} is in use by {len(others)} other daemon(s) "
+                          f"({', '.join(others)}); start every daemon of a shared root with "
+                          f"--peers=N, N the number of other daemons")
         cleaned = store.clean_new(PEER_NEW_GRACE_SECONDS if options.peers else 0.0)
         run_dir = choose_run_dir(options)
     except MqError as err:

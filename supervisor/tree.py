@@ -29,6 +29,8 @@ FRONT_WINDOW_SECONDS = 60.0
 DRAIN_SECONDS = 10.0
 #: Longest wait at start for the actors to bind before the front starts anyway, in seconds.
 ACTORS_READY_SECONDS = 10.0
+#: A daemon on another host whose health.json is younger than this many seconds is running.
+LIVE_HEALTH_SECONDS = 10.0
 #: Longest ipc:// socket path the kernel accepts, less room for the socket's own name.
 MAX_RUN_DIR = 90
 
@@ -80,6 +82,40 @@ def clean_stale_run_dirs(root: str) -> None:
         owner, _, pid = name.rpartition("-")
         if owner == host and pid.isdigit() and not psutil.pid_exists(int(pid)):
             shutil.rmtree(os.path.join(run, name), ignore_errors=True)
+
+
+def _running_here(pid: int) -> bool:
+    """Whether a process of this host runs under pid (a zombie, killed and unreaped, does not)."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def live_daemons(root: str) -> list[str]:
+    """Names of the run folders of other daemons using this root now.
+
+    On this host a daemon is running when its supervisor's pid is; on another host, when its
+    health.json (rewritten every second) is fresh.
+    """
+    run = os.path.join(root, "run")
+    host = socket.gethostname()
+    live = []
+    for name in sorted(os.listdir(run)):
+        owner, _, pid = name.rpartition("-")
+        if not pid.isdigit():
+            continue
+        if owner == host:
+            running = int(pid) != os.getpid() and _running_here(int(pid))
+        else:
+            try:
+                age = time.time() - os.stat(os.path.join(run, name, "health.json")).st_mtime
+            except OSError:
+                continue
+            running = age < LIVE_HEALTH_SECONDS
+        if running:
+            live.append(name)
+    return live
 
 
 class Tree:

@@ -63,3 +63,26 @@ def test_any_daemon_on_a_shared_root_can_die_without_losing_acknowledged_message
     finally:
         a.cleanup()
         b.cleanup()
+
+
+def test_a_second_daemon_without_peers_on_a_root_in_use_is_refused(tmp_path):
+    from test_config_cli import run_mq
+    from support import free_port
+
+    a = start_peer(tmp_path, "a")
+    try:
+        message_id = a.add("kept", b"mine")
+        # Alone on a root, a daemon would remove the other's files in new/ as crash leftovers.
+        refused = run_mq(f"--root={tmp_path / 'root'}", f"--port={free_port()}", "--peers=0")
+        assert refused.returncode == 2, refused
+        assert "in use by 1 other daemon" in refused.stderr and "--peers" in refused.stderr
+        assert "Traceback" not in refused.stderr
+        assert a.fetch("kept").header("X-Message-Id") == message_id
+    finally:
+        a.stop()
+    # Once it has stopped, the root is free for a daemon alone.
+    alone = Daemon(tmp_path / "root", tmp_path, workers=1).start().wait_ready()
+    try:
+        assert alone.add("kept", b"again")
+    finally:
+        alone.stop()
