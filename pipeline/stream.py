@@ -97,7 +97,6 @@ class ClaimingStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             # notice reaches daemons on any host, the notification those on this one at once.
             store.post_notice()
             if self.options.notify:
-                # So that a daemon's mover hands them out again if this query dies for good.
                 notify.tell_daemons(store, {}, [(q, i, n, due) for q, i, n in claimed])
         return claimed
 
