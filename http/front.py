@@ -26,6 +26,10 @@ STATUS = {
 }
 
 
+#: The connection's own body limit for a chunked add: MessagesHandler enforces the real one.
+UNLIMITED_CHUNKED_BODY = 1 << 62
+
+
 class ApiHandler(tornado.web.RequestHandler):
     """Shared by every route: JSON error bodies, the access log fields, the actor pool."""
 
@@ -144,15 +148,30 @@ class MessagesHandler(ApiHandler):
         """Refuse a declared Content-Length over the limit before reading the body."""
         super().prepare()
         self.chunks: list[bytes] = []
+        self.received = 0
         length = self.request.headers.get("Content-Length", "")
         if length.isdigit() and int(length) > self.options.max_body_bytes:
             # Let the connection take in (and drop) the rest, then close after the 413.
             self.request.connection.set_max_body_size(int(length))
             raise TooLarge(f"body of {length} bytes is over the limit of "
                            f"{self.options.max_body_bytes} bytes")
+        if not length:
+            # A chunked body declares no length: data_received counts it, so that one over
+            # the limit gets this JSON 413, not the bare 400 of the connection's own limit.
+            self.request.connection.set_max_body_size(UNLIMITED_CHUNKED_BODY)
 
     def data_received(self, chunk: bytes) -> None:
-        """Collect the body (the connection stops a chunked one a byte over the limit)."""
+        """Collect the body; answer 413 as soon as a chunked one passes the limit."""
+        if self._finished:
+            return
+        self.received += len(chunk)
+        if self.received > self.options.max_body_bytes:
+            self.chunks = []
+            error = TooLarge(f"chunked body over the limit of {self.options.max_body_bytes} bytes")
+            # Tornado stops passing the body on once the reply is finished, and closes the
+            # connection after it.
+            self.send_error(413, exc_info=(TooLarge, error, None))
+            return
         self.chunks.append(chunk)
 
     async def post(self, name: str) -> None:

@@ -1,5 +1,7 @@
 """The seed's six endpoints, exactly: statuses, headers, bodies, names, and JSON errors."""
 
+import http.client
+import json
 import uuid
 
 import pytest
@@ -244,10 +246,29 @@ def test_unsupported_methods_on_known_paths_get_json_405(mq):
         assert resp.json()["error"] == "invalid"
 
 
+def chunked_post(port: int, path: str, chunks: list[bytes]) -> http.client.HTTPResponse:
+    """POST a body with Transfer-Encoding: chunked (no Content-Length)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=15)
+    conn.request("POST", path, body=iter(chunks), encode_chunked=True)
+    return conn.getresponse()
+
+
+def stored_bodies(mq, queue: str) -> list[bytes]:
+    """Bodies of a queue's messages, fetched (and left to time out)."""
+    bodies = []
+    while (resp := mq.fetch(queue)).status == 200:
+        bodies.append(resp.body)
+    return bodies
+
+
 def test_body_over_max_body_bytes_is_json_413_and_nothing_is_stored(start_mq):
     mq = start_mq(workers=1, timeout=1, args=("--max-body-bytes=1000",))
     assert mq.add("big", b"x" * 1000)
     assert_json_error(mq.request("POST", "/big/messages", b"x" * 1001), 413, "too_large")
     assert_json_error(mq.request("POST", "/big/messages", b"x" * 50_000), 413, "too_large")
+    # A chunked body declares no length: it is counted as it comes, and refused the same way.
+    chunked = chunked_post(mq.port, "/big/messages", [b"y" * 600, b"y" * 600, b"y" * 600])
+    assert chunked.status == 413 and json.loads(chunked.read())["error"] == "too_large"
+    assert chunked_post(mq.port, "/big/messages", [b"z" * 500, b"z" * 500]).status == 201
     assert files_in(mq.root / "new") == []
-    assert len(files_in(mq.root / "queues" / "big")) == 1
+    assert sorted(len(b) for b in stored_bodies(mq, "big")) == [1000, 1000]
