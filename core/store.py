@@ -449,9 +449,10 @@ class Store:
             outcome = "ready"
         try:
             os.rename(source, target)
-            return outcome, due
         except FileNotFoundError:
             pass
+        else:
+            return self._unless_extended(source, target, outcome, due, now, force)
         if not os.path.exists(source):
             return "gone", now
         try:
@@ -459,6 +460,27 @@ class Store:
         except FileNotFoundError:
             return "gone", now
         return "removed", now
+
+    @staticmethod
+    def _unless_extended(source: str, target: str, outcome: str, due: float, now: float,
+                         force: bool) -> tuple[str, float]:
+        """After release's rename: put the message back in delay/ if an extend moved its due
+        time between release's stat and its rename.
+
+        The mtime travels with the file, so this stat sees any extend that answered 200; one
+        that comes after the rename finds no file in delay/ and is refused.
+        """
+        try:
+            extended = os.stat(target).st_mtime
+        except FileNotFoundError:
+            return "gone", now  # Taken by a peer that listed the queue meanwhile.
+        if force or extended <= now:
+            return outcome, due
+        try:
+            os.rename(target, source)
+        except FileNotFoundError:
+            return "gone", now
+        return "not_due", extended
 
     def redrive(self, dead_letter: str, queue: str) -> list[str]:
         """Move every ready message of a dead-letter queue back to `queue` as new; return ids."""

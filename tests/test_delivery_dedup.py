@@ -9,7 +9,7 @@ from delivery_support import (add, added, fetch, fetched, fresh_queue, restart, 
                               shared_mq, start_killed, wait_until)  # noqa: F401
 from mq.store import Store, dedup_digest, encode_message
 from mq.ids import new_id
-from support import files_in
+from support import files_in, poll_for
 
 
 def stored(mq, queue: str) -> list[str]:
@@ -183,3 +183,21 @@ def test_two_daemons_on_one_root_share_the_keys(start_killed):
     assert sorted(s for s, _ in answers) == [200] * 15 + [201]
     assert len({i for _, i in answers}) == 1
     assert stored(a, queue) == [answers[0][1]]
+
+
+def test_the_reaper_of_a_running_daemon_sweeps_expired_keys_and_keeps_live_ones(start_killed, tmp_path):
+    root = tmp_path / "root"
+    store = Store(str(root))
+    store.init()
+    now = time.time()
+    for key in ("expired", "live"):
+        assert store.dedup_record("swept", key, new_id(), 300, now) is None
+    old = now - 600  # The default window is 5 minutes.
+    os.utime(store.dedup_path("swept", "expired"), (old, old), follow_symlinks=False)
+
+    mq = start_killed(root=root, workers=1, timeout=30)  # The reaper sweeps when it starts, then every 60 s.
+
+    poll_for(lambda: not os.path.lexists(store.dedup_path("swept", "expired")), 10,
+             what="the reaper to sweep the expired key")
+    assert os.path.lexists(store.dedup_path("swept", "live"))
+    assert any(e.get("count") == 1 for e in mq.events("reaper.dedup_swept"))

@@ -201,6 +201,30 @@ def test_release_returns_a_due_message_to_its_queue_and_keeps_one_not_due(store)
     assert store.release("q", message_id, now + 11, attempts=1)[0] == "gone"
 
 
+def test_an_extend_between_the_movers_stat_and_its_rename_keeps_the_message_hidden(store, monkeypatch):
+    message_id = ready_message(store, "q")
+    now = time.time()
+    store.claim("q", message_id, now - 1)  # Its timer ran out: the mover is about to release it.
+    in_delay = store.delay_path("q", message_id, 1)
+    real_rename, extended = os.rename, []
+
+    def extend_first(source, target):
+        # A consumer's extend lands after the mover read the due time, before its rename.
+        if source == in_delay and not extended:
+            extended.append(store.extend("q", message_id, 1, now + 30))
+        real_rename(source, target)
+
+    monkeypatch.setattr(os, "rename", extend_first)
+    outcome, due = store.release("q", message_id, now, attempts=1)
+    assert extended == [True]  # The extend answered 200, so it must hold.
+    assert (outcome, due) == ("not_due", pytest.approx(now + 30, abs=1e-3))
+    assert os.path.exists(in_delay) and files_in(store.queue_dir("q")) == []
+    # An extend that comes after the rename finds no file in delay/ and is refused instead.
+    monkeypatch.setattr(os, "rename", real_rename)
+    assert store.release("q", message_id, now + 31, attempts=1)[0] == "ready"
+    assert store.extend("q", message_id, 1, now + 60) is False
+
+
 def test_release_of_a_message_whose_queue_was_deleted_sends_it_to_remove(store):
     message_id = ready_message(store, "q")
     store.claim("q", message_id, time.time())
@@ -377,3 +401,19 @@ def test_fetch_actor_serves_from_its_index_without_listing_the_folder(start_mq):
     found = poll_for(lambda: (r := mq.fetch("indexed")).status == 200 and r, 5)
     assert found.header("X-Message-Id") == older
     assert found.body == b"older"
+
+
+def test_dedup_sweep_unlinks_only_keys_older_than_their_queues_window(store):
+    now = time.time()
+    for queue, key in (("short", "old"), ("short", "young"), ("long", "old")):
+        assert store.dedup_record(queue, key, new_id(), 300, now) is None
+    ten_minutes_ago = now - 600
+    for queue in ("short", "long"):
+        os.utime(store.dedup_path(queue, "old"), (ten_minutes_ago, ten_minutes_ago), follow_symlinks=False)
+    windows = {"short": 300.0, "long": 3600.0}
+
+    assert store.dedup_sweep(windows.__getitem__) == 1
+    assert not os.path.lexists(store.dedup_path("short", "old"))
+    assert os.path.lexists(store.dedup_path("short", "young"))
+    assert os.path.lexists(store.dedup_path("long", "old"))  # Within its queue's longer window.
+    assert store.dedup_record("short", "old", new_id(), 300, now) is None  # The key is free again.
