@@ -387,6 +387,7 @@ async def serve(options, run_dir: str, drain_seconds: float = 10.0) -> None:
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     # SIGINT (Ctrl-C reaches the whole group) is the supervisor's to turn into a SIGTERM.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    logs.batch_lines(loop)
     logs.get().info("front.start", host=options.host, port=options.port)
     await stop.wait()
     server.stop()
@@ -396,3 +397,4 @@ async def serve(options, run_dir: str, drain_seconds: float = 10.0) -> None:
     await server.close_all_connections()
     pool.close()
     logs.get().info("front.stop", unfinished=app.in_flight)
+    logs.flush()

@@ -20,7 +20,10 @@ def main() -> None:
     if kind == "front":
         from mq.http.front import serve
 
-        asyncio.run(serve(options, run_dir))
+        try:
+            asyncio.run(serve(options, run_dir))
+        finally:
+            logs.flush()  # Lines of the loop's last turn.
     elif kind == "reaper":
         from mq.actors.reaper import run_actor
 

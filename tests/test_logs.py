@@ -1,7 +1,9 @@
 """JSON log lines: their fields, one access line per request, levels, and reopening on SIGHUP."""
 
+import asyncio
 import json
 import os
+import select
 import signal
 import threading
 
@@ -123,3 +125,32 @@ def test_sighup_makes_every_process_reopen_the_log_file(start_mq, tmp_path):
     poll_for(lambda: any(line["event"] == "supervisor.crash" for line in read_json_lines(log)), 5,
              what="the supervisor to write to the new file")
     assert not any(line["event"] == "supervisor.crash" for line in read_json_lines(rotated))
+
+
+def test_lines_of_one_loop_turn_are_written_together_whole_and_in_order(tmp_path):
+    from mq.logs import LineSink
+
+    path = tmp_path / "front.log"
+    writes: list[int] = []
+
+    class CountingSink(LineSink):
+        def _write(self, data: bytes) -> None:
+            writes.append(len(data))
+            super()._write(data)
+
+    sink = CountingSink(str(path))
+
+    async def one_turn():
+        sink.batch_in(asyncio.get_running_loop())
+        for i in range(100):
+            sink.write(json.dumps({"event": "http.request", "n": i, "pad": "x" * 120}))
+        assert path.read_bytes() == b""  # Nothing until the end of this turn of the loop.
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+
+    asyncio.run(one_turn())
+    sink.write(json.dumps({"event": "after", "n": 100}))  # The loop is gone: written at once.
+    lines = path.read_text().splitlines()
+    assert [json.loads(line)["n"] for line in lines] == list(range(101))
+    # Each write(2) holds whole lines and stays within PIPE_BUF, so a pipe keeps it whole too.
+    assert all(size <= select.PIPE_BUF for size in writes) and 3 < len(writes) < 10
