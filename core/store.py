@@ -311,19 +311,23 @@ class Store:
         try:
             if self.fault == "enospc":
                 raise OSError(errno.ENOSPC, "injected: no space left on device")
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            if due is not None:
-                os.utime(fd, ns=(int(due * 1e9), int(due * 1e9)))
-            if self.sync == "file":
-                os.fsync(fd)
+            self.write_whole(fd, data, due)
         except OSError as err:
             os.close(fd)
             self.discard_new(path)
             raise unavailable(err, "cannot write message file") from err
         os.close(fd)
         return path
+
+    def write_whole(self, fd: int, data: bytes, due: float | None) -> None:
+        """Write all of data to a new file, make the due time its mtime, fsync it with sync=file."""
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        if due is not None:
+            os.utime(fd, ns=(int(due * 1e9), int(due * 1e9)))
+        if self.sync == "file":
+            os.fsync(fd)
 
     @staticmethod
     def discard_new(path: str) -> None:
@@ -773,13 +777,7 @@ def write_staged(store: Store, folder: str, name: str, data: bytes, due: float |
     path = os.path.join(folder, name)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        if due is not None:
-            os.utime(fd, ns=(int(due * 1e9), int(due * 1e9)))
-        if store.sync == "file":
-            os.fsync(fd)
+        store.write_whole(fd, data, due)
     finally:
         os.close(fd)
     return path
