@@ -31,7 +31,8 @@ import sys
 import tempfile
 import time
 
-from harness import Client, Daemon, code_under_test, filesystem, loadavg, machine, percentile, wait_for_calm
+from harness import (Client, Daemon, add_calm_options, code_under_test, filesystem, loadavg, machine,
+                     percentile, wait_for_calm)
 
 from mq.ids import new_id
 from mq.store import Store, encode_message
@@ -101,12 +102,7 @@ def main(argv=None) -> int:
     parser.add_argument("--sync", default="fs", choices=("fs", "file"), help="mq --sync")
     parser.add_argument("--daemon-args", default="",
                         help="more mq options, e.g. '--no-access-log' (one string)")
-    parser.add_argument("--tmp", default=tempfile.gettempdir(),
-                        help="folder for the temporary roots (its file system is the one measured)")
-    parser.add_argument("--max-load", type=float, default=1.5,
-                        help="wait before measuring while the 1-minute load is at least this")
-    parser.add_argument("--calm-wait", type=float, default=120,
-                        help="longest wait for the load to fall, in seconds (default 120)")
+    add_calm_options(parser, "roots")
     parser.add_argument("--keep", action="store_true", help="keep the temporary roots")
     args = parser.parse_args(argv)
     depths = sorted(int(d) for d in args.depths.split(","))

@@ -35,6 +35,18 @@ def load1() -> float:
     return float(loadavg().split()[0])
 
 
+def add_calm_options(parser, what: str) -> None:
+    """--tmp, --max-load and --calm-wait: where the root lives and how quiet the machine must be."""
+    import tempfile
+
+    parser.add_argument("--tmp", default=tempfile.gettempdir(),
+                        help=f"folder for the temporary {what} (its file system is the one measured)")
+    parser.add_argument("--max-load", type=float, default=1.5,
+                        help="wait before measuring while the 1-minute load is at least this")
+    parser.add_argument("--calm-wait", type=float, default=120,
+                        help="longest wait for the load to fall, in seconds (default 120)")
+
+
 def wait_for_calm(max_load: float, max_wait: float, say=print) -> float:
     """Wait (up to max_wait seconds) until the 1-minute load is under max_load; return it."""
     deadline = time.monotonic() + max_wait

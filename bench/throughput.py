@@ -376,6 +376,8 @@ def warm_up(client: str | None, port: int, path: str, args) -> None:
 # -- the run ----------------------------------------------------------------------------------
 
 def main(argv=None) -> int:
+    from harness import add_calm_options
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--clients", type=int, default=64, help="concurrent connections (default 64)")
     parser.add_argument("--duration", type=float, default=10, help="seconds per measured run (default 10)")
@@ -392,12 +394,7 @@ def main(argv=None) -> int:
     parser.add_argument("--batch-stats", action="store_true",
                         help="run mq with --log-level debug and report the save actors' batch sizes")
     parser.add_argument("--disk-seconds", type=float, default=5, help="seconds of the disk ceiling")
-    parser.add_argument("--tmp", default=tempfile.gettempdir(),
-                        help="folder for the temporary root (its file system is the one measured)")
-    parser.add_argument("--max-load", type=float, default=1.5,
-                        help="wait before measuring while the 1-minute load is at least this")
-    parser.add_argument("--calm-wait", type=float, default=120,
-                        help="longest wait for the load to fall, in seconds (default 120)")
+    add_calm_options(parser, "root")
     parser.add_argument("--keep", action="store_true", help="keep the temporary root and logs")
     parser.add_argument("--serve-echo-actor", metavar="ENDPOINT", help=argparse.SUPPRESS)
     parser.add_argument("--serve-echo-front", nargs=2, metavar=("PORT", "ENDPOINT"),
