@@ -154,6 +154,10 @@ def main(argv=None) -> int:
                 rows[depth]["fetches"].append(fetch)
         elapsed = time.monotonic() - started
         load_after = loadavg()
+        for depth, daemon in zip(depths, daemons):
+            # The fetch actors hold the index; the one that owns the queue holds all of it.
+            rows[depth]["fetch_rss_mb"] = max(p.memory_info().rss for name, p in daemon.processes().items()
+                                              if name.startswith("fetch")) / 2**20
         for client in clients.values():
             client.close()
     finally:
@@ -175,11 +179,11 @@ def main(argv=None) -> int:
         f"after {load_after}")
     say("")
     say("| depth | add p50 ms | add p99 ms | fetch+delete p50 ms | fetch+delete p99 ms "
-        "| first fetch (index rebuild) s | fast fill msg/s |")
-    say("|---:|---:|---:|---:|---:|---:|---:|")
+        "| first fetch (index rebuild) s | fetch actor RSS MB | fast fill msg/s |")
+    say("|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows.values():
         say(f"| {r['depth']:,} | {r['add_p50']:.2f} | {r['add_p99']:.2f} | {r['fd_p50']:.2f} "
-            f"| {r['fd_p99']:.2f} | {r['rebuild_s']:.2f} | {r['fill_per_s']:,.0f} |")
+            f"| {r['fd_p99']:.2f} | {r['rebuild_s']:.2f} | {r['fetch_rss_mb']:.0f} | {r['fill_per_s']:,.0f} |")
     if len(rows) < 2:
         return 0
     low, high = rows[depths[0]], rows[depths[-1]]
