@@ -38,6 +38,8 @@ class Options:
     max_body_bytes: int = 16 * 1024 * 1024
     #: Adds in flight on one save actor before the front sends adds to the next (0: spread).
     save_batch: int = 256
+    #: Adds waiting on the least busy save actor beyond which a new add gets 503 (overload).
+    max_waiting_adds: int = 4096
     #: Seconds the front waits for an actor before answering 503.
     actor_timeout: float = 10.0
     #: File the JSON log lines go to (reopened on SIGHUP); empty: standard output.
@@ -70,6 +72,8 @@ class Options:
             raise Invalid("--actor-timeout must be a finite number of seconds more than 0")
         if self.save_batch < 0:
             raise Invalid("--save-batch must be 0 or more")
+        if self.max_waiting_adds < 1:
+            raise Invalid("--max-waiting-adds must be 1 or more")
         if self.max_body_bytes < 0:
             raise Invalid("--max-body-bytes must be 0 or more")
         if self.sync not in ("fs", "file"):
@@ -93,6 +97,8 @@ HELP = {
     "max_body_bytes": "largest message body in bytes (default 16777216)",
     "save_batch": "adds waiting on one save actor before the front uses the next one: bigger "
                   "batches share flushes; 0 sends each add to the least busy (default 256)",
+    "max_waiting_adds": "adds waiting on every save actor beyond which a new add is refused "
+                        "with 503 and Retry-After, rather than queued (default 4096)",
     "actor_timeout": "seconds to wait for an actor before answering 503 (default 10)",
     "log_file": "write JSON log lines to this file, reopened on SIGHUP (default standard output)",
     "log_level": "debug, info, warning or error (default info)",

@@ -161,7 +161,8 @@ class ActorPool:
     def __init__(self, options, run_dir: str):
         self.context = zmq.asyncio.Context()
         self.workers = options.workers
-        self.save_batch = options.save_batch
+        self.save_batch = min(options.save_batch, options.max_waiting_adds)
+        self.max_waiting = options.max_waiting_adds
 
         def link(kind, i):
             return ActorLink(self.context, protocol.actor_endpoint(run_dir, kind, i),
@@ -172,16 +173,21 @@ class ActorPool:
 
     def saver(self) -> ActorLink:
         """The first connected save actor with fewer than --save-batch adds waiting, else the
-        least busy.
+        least busy; Unavailable when even that one has --max-waiting-adds.
 
         Concentrating adds on one actor makes its batches, and so the flushes they share,
         bigger: fewer syncfs calls per message (bench/RESULTS.md). A dead actor is skipped
-        while it restarts, so one dead actor does not turn every other add into 503.
+        while it restarts, so one dead actor does not turn every other add into 503. An
+        overloaded daemon refuses at once, rather than letting adds wait for --actor-timeout.
         """
         for link in self.savers:
             if link.connected and link.load < self.save_batch:
                 return link
-        return min(self.savers, key=lambda s: (not s.connected, s.load))
+        least = min(self.savers, key=lambda s: (not s.connected, s.load))
+        if least.connected and least.load >= self.max_waiting:
+            raise Unavailable(f"overloaded: {least.load} adds are waiting on every save actor; "
+                              "retry later")
+        return least
 
     def fetcher(self, queue: str) -> ActorLink:
         """The fetch actor that owns this queue."""

@@ -53,6 +53,7 @@ def test_every_option_has_help_naming_its_default():
     (["--timeout=nan"], {}, None, "--timeout must be"),
     (["--actor-timeout=-1"], {}, None, "--actor-timeout must be"),
     (["--save-batch=-1"], {}, None, "--save-batch must be"),
+    (["--max-waiting-adds=0"], {}, None, "--max-waiting-adds must be"),
     (["--max-body-bytes=-5"], {}, None, "--max-body-bytes must be 0 or more"),
     (["--peers=-1"], {}, None, "--peers must be 0 or more"),
     (["--sync=sometimes"], {}, None, "--sync must be 'fs' or 'file'"),
@@ -134,13 +135,13 @@ def test_precedence_is_flag_then_env_then_file_then_default(tmp_path):
 def test_every_option_can_come_from_the_environment():
     samples = {"root": "/srv/mq", "workers": "2", "peers": "3", "host": "::1", "port": "9999",
                "timeout": "2.5", "sync": "file", "auto_create": "false", "max_body_bytes": "123",
-               "save_batch": "0", "actor_timeout": "7", "log_file": "/var/log/mq.log", "log_level": "error",
+               "save_batch": "0", "max_waiting_adds": "9", "actor_timeout": "7", "log_file": "/var/log/mq.log", "log_level": "error",
                "access_log": "no", "run_dir": "/run/mq"}
     assert set(samples) == {f.name for f in fields(Options)}, "a new option needs a sample here"
     options = load_options([], environ={f"MQ_{k.upper()}": v for k, v in samples.items()})
     assert options.to_json() == Options(
         root="/srv/mq", workers=2, peers=3, host="::1", port=9999, timeout=2.5, sync="file",
-        auto_create=False, max_body_bytes=123, save_batch=0, actor_timeout=7.0, log_file="/var/log/mq.log",
+        auto_create=False, max_body_bytes=123, save_batch=0, max_waiting_adds=9, actor_timeout=7.0, log_file="/var/log/mq.log",
         log_level="error", access_log=False, run_dir="/run/mq").to_json()
 
 

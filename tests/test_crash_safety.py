@@ -439,3 +439,32 @@ def test_files_left_in_new_by_a_crash_are_cleaned_at_start(start_mq, tmp_path):
     assert mq.fetch("left").status == 204
     for name in leftovers:
         assert mq.delete("left", name.split(":")[1]).status == 404
+
+
+def test_an_overloaded_daemon_refuses_adds_at_once_with_503_and_stores_what_it_accepted(start_mq):
+    mq = start_mq(workers=1, timeout=30, args=("--max-waiting-adds=3", "--actor-timeout=30"))
+    saver = mq.pid_of("save-0")
+    os.kill(saver, signal.SIGSTOP)  # A save actor that cannot keep up: its adds wait.
+    answers: list[tuple[int, str]] = []
+    try:
+        waiting = [threading.Thread(target=lambda i=i: answers.append(
+            ((r := mq.request("POST", "/busy/messages", b"kept %d" % i, timeout=40)).status,
+             r.header("X-Message-Id")))) for i in range(3)]
+        for t in waiting:
+            t.start()
+        time.sleep(1.0)  # The three adds reach the front and wait on the stopped actor.
+        started = time.monotonic()
+        refused = mq.request("POST", "/busy/messages", b"refused")
+        assert time.monotonic() - started < 1.0  # At once, not after --actor-timeout.
+        assert refused.status == 503 and refused.header("Retry-After") == "1"
+        assert refused.json()["error"] == "unavailable" and "overloaded" in refused.json()["message"]
+    finally:
+        os.kill(saver, signal.SIGCONT)
+    for t in waiting:
+        t.join(40)
+    assert sorted(status for status, _ in answers) == [201, 201, 201]
+    # What was accepted is stored; what was refused is not.
+    bodies = []
+    while (resp := mq.fetch("busy")).status == 200:
+        bodies.append(resp.body)
+    assert sorted(bodies) == [b"kept 0", b"kept 1", b"kept 2"]
