@@ -84,12 +84,22 @@ def clean_stale_run_dirs(root: str) -> None:
             shutil.rmtree(os.path.join(run, name), ignore_errors=True)
 
 
-def _running_here(pid: int) -> bool:
-    """Whether a process of this host runs under pid (a zombie, killed and unreaped, does not)."""
+def _supervisor_running_here(pid: int) -> bool:
+    """Whether an mq supervisor of this host runs under pid.
+
+    A zombie (killed, not yet reaped) does not count, nor another program that got the pid of
+    a supervisor gone with a reboot: its run folder would otherwise block the root for good.
+    """
     try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return False
+        words = proc.cmdline()
     except psutil.Error:
         return False
+    # Its title once started ("mq: supervisor [root] host:port"), or its command line before.
+    return (" ".join(words).startswith("mq: supervisor") or "mq.supervisor.main" in words
+            or any(os.path.basename(word) == "mq" for word in words[:2]))
 
 
 def live_daemons(root: str) -> list[str]:
@@ -106,7 +116,7 @@ def live_daemons(root: str) -> list[str]:
         if not pid.isdigit():
             continue
         if owner == host:
-            running = int(pid) != os.getpid() and _running_here(int(pid))
+            running = int(pid) != os.getpid() and _supervisor_running_here(int(pid))
         else:
             try:
                 age = time.time() - os.stat(os.path.join(run, name, "health.json")).st_mtime

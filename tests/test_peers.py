@@ -86,3 +86,25 @@ def test_a_second_daemon_without_peers_on_a_root_in_use_is_refused(tmp_path):
         assert alone.add("kept", b"again")
     finally:
         alone.stop()
+
+
+def test_a_run_folder_whose_pid_now_belongs_to_another_program_does_not_block_the_root(tmp_path):
+    import socket
+    import subprocess
+
+    from mq.store import Store
+
+    root = tmp_path / "root"
+    Store(str(root)).init()
+    # As after a reboot: a supervisor's run folder left behind, its pid now another program's.
+    other = subprocess.Popen(["sleep", "60"])
+    try:
+        (root / "run" / f"{socket.gethostname()}-{other.pid}").mkdir()
+        alone = Daemon(root, tmp_path, workers=1).start().wait_ready()
+        try:
+            assert alone.add("free", b"started")
+        finally:
+            alone.stop()
+    finally:
+        other.kill()
+        other.wait()
