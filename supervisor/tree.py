@@ -74,16 +74,6 @@ def choose_run_dir(options) -> str:
     return path
 
 
-def clean_stale_run_dirs(root: str) -> None:
-    """Remove run folders of daemons on this host whose supervisor is gone (killed by -9)."""
-    run = os.path.join(root, "run")
-    host = socket.gethostname()
-    for name in os.listdir(run):
-        owner, _, pid = name.rpartition("-")
-        if owner == host and pid.isdigit() and not psutil.pid_exists(int(pid)):
-            shutil.rmtree(os.path.join(run, name), ignore_errors=True)
-
-
 def _supervisor_running_here(pid: int) -> bool:
     """Whether an mq supervisor of this host runs under pid.
 
@@ -100,6 +90,17 @@ def _supervisor_running_here(pid: int) -> bool:
     # Its title once started ("mq: supervisor [root] host:port"), or its command line before.
     return (" ".join(words).startswith("mq: supervisor") or "mq.supervisor.main" in words
             or any(os.path.basename(word) == "mq" for word in words[:2]))
+
+
+def clean_stale_run_dirs(root: str) -> None:
+    """Remove run folders of daemons on this host whose supervisor is gone (killed by -9, or
+    before a reboot)."""
+    run = os.path.join(root, "run")
+    host = socket.gethostname()
+    for name in os.listdir(run):
+        owner, _, pid = name.rpartition("-")
+        if owner == host and pid.isdigit() and not _supervisor_running_here(int(pid)):
+            shutil.rmtree(os.path.join(run, name), ignore_errors=True)
 
 
 def live_daemons(root: str) -> list[str]:

@@ -103,6 +103,9 @@ def test_a_run_folder_whose_pid_now_belongs_to_another_program_does_not_block_th
         alone = Daemon(root, tmp_path, workers=1).start().wait_ready()
         try:
             assert alone.add("free", b"started")
+            # The stale folder is cleaned, so nothing (the pipeline's notifications) looks for
+            # sockets in it.
+            assert not (root / "run" / f"{socket.gethostname()}-{other.pid}").exists()
         finally:
             alone.stop()
     finally:
