@@ -89,7 +89,7 @@ class MoverActor(Actor):
         # Read before the listing, so a notice posted meanwhile is seen as new.
         self.notice = self.store.read_notice()
         self.noticed_at = time.monotonic()
-        for due, queue, message_id, attempts in self.store.list_delayed():
+        for due, queue, message_id, attempts in self.store.list_delayed(known=self.timers.due):
             self.timers.add(due, queue, message_id, attempts)
         self.scanned_at = time.monotonic()
         self.log.debug("mover.rescan", timed=len(self.timers))

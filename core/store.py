@@ -511,13 +511,17 @@ class Store:
             return []
         return [parsed for name in names if (parsed := parse_entry(name))]
 
-    def list_delayed(self) -> list[tuple[float, str, str, int]]:
-        """(due, queue, id, deliveries) of every message in delay/ (at start and to self-heal)."""
+    def list_delayed(self, known=()) -> list[tuple[float, str, str, int]]:
+        """(due, queue, id, deliveries) of every message in delay/ (at start and to self-heal).
+
+        Entries whose (queue, id, deliveries) is in `known` are skipped without a stat: the
+        mover already times them, and re-reads the due time before it moves one anyway.
+        """
         entries = []
         with os.scandir(self.folder("delay")) as it:
             for entry in it:
                 parts = self.split_name(entry.name)
-                if not parts:
+                if not parts or parts in known:
                     continue
                 try:
                     entries.append((entry.stat().st_mtime, *parts))

@@ -306,6 +306,9 @@ def test_list_ready_and_list_delayed_read_the_folders(store):
     [(found_due, queue, message_id, attempts)] = store.list_delayed()
     assert (queue, message_id, attempts) == ("q", b, 1)
     assert found_due == pytest.approx(due, abs=1e-3)
+    # What the mover already times is skipped: only new entries come back.
+    store.claim("q", a, due)
+    assert [entry[1:] for entry in store.list_delayed(known={("q", b, 1)})] == [("q", a, 1)]
 
 
 def test_both_sync_modes_flush_without_error(tmp_path):
