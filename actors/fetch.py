@@ -60,7 +60,7 @@ class FetchActor(Actor):
             token = self.store.read_notice(queue)
             if token != self.notices.get(queue):
                 self.notices[queue] = token
-                for message_id, attempts in self.store.list_ready(queue):
+                for message_id, attempts in self.store.list_ready(queue, known=index.members):
                     index.add(message_id, attempts)
                 self.log.debug("fetch.noticed", queue=queue, ready=len(index))
 

@@ -503,13 +503,17 @@ class Store:
                 continue
         return moved
 
-    def list_ready(self, queue: str) -> list[tuple[str, int]]:
-        """(id, deliveries) of a queue's ready messages (to rebuild an index, never per fetch)."""
+    def list_ready(self, queue: str, known=()) -> list[tuple[str, int]]:
+        """(id, deliveries) of a queue's ready messages (to rebuild an index, never per fetch).
+
+        Names in `known` (ids of never-delivered messages the caller has: such an entry's name
+        is its id) are skipped unparsed, which halves a re-listing of a deep queue.
+        """
         try:
             names = os.listdir(self.queue_dir(queue))
         except FileNotFoundError:
             return []
-        return [parsed for name in names if (parsed := parse_entry(name))]
+        return [parsed for name in names if name not in known and (parsed := parse_entry(name))]
 
     def list_delayed(self, known=()) -> list[tuple[float, str, str, int]]:
         """(due, queue, id, deliveries) of every message in delay/ (at start and to self-heal).

@@ -303,6 +303,7 @@ def test_list_ready_and_list_delayed_read_the_folders(store):
     store.claim("q", b, due)
     assert store.list_ready("q") == [(a, 0)]
     assert store.list_ready("missing") == []
+    assert store.list_ready("q", known={a}) == []  # Names the caller has are skipped.
     [(found_due, queue, message_id, attempts)] = store.list_delayed()
     assert (queue, message_id, attempts) == ("q", b, 1)
     assert found_due == pytest.approx(due, abs=1e-3)
