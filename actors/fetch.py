@@ -58,7 +58,7 @@ class FetchActor(Actor):
         self.noticed_at = time.monotonic()
         for queue, index in self.indexes.items():
             token = self.store.read_notice(queue)
-            if token != self.notices.get(queue):
+            if token is not None and token != self.notices.get(queue):
                 self.notices[queue] = token
                 for message_id, attempts in self.store.list_ready(queue, known=index.members):
                     index.add(message_id, attempts)

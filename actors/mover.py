@@ -84,12 +84,18 @@ class MoverActor(Actor):
             self.fetchers.append(sock)
         self.rescan()
 
-    def rescan(self) -> None:
-        """Time every message in delay/ from its file's mtime."""
+    def rescan(self, only_new: bool = False) -> None:
+        """Time every message in delay/ from its file's mtime (only_new: those not timed yet).
+
+        A full rescan also corrects due times a lost notification left wrong; a noticed one
+        (a Spark claim, after every micro-batch) only needs the new entries, and skips the
+        stat of the others.
+        """
         # Read before the listing, so a notice posted meanwhile is seen as new.
         self.notice = self.store.read_notice()
         self.noticed_at = time.monotonic()
-        for due, queue, message_id, attempts in self.store.list_delayed(known=self.timers.due):
+        known = self.timers.due if only_new else ()
+        for due, queue, message_id, attempts in self.store.list_delayed(known=known):
             self.timers.add(due, queue, message_id, attempts)
         self.scanned_at = time.monotonic()
         self.log.debug("mover.rescan", timed=len(self.timers))
@@ -128,9 +134,10 @@ class MoverActor(Actor):
             self.rescan()
         elif time.monotonic() - self.noticed_at >= NOTICE_SECONDS:
             self.noticed_at = time.monotonic()
-            if self.store.read_notice() != self.notice:
+            token = self.store.read_notice()
+            if token is not None and token != self.notice:
                 self.log.debug("mover.noticed")
-                self.rescan()
+                self.rescan(only_new=True)
         for queue, ids in move_due(self.store, self.timers, time.time(), self.props).items():
             self.wake(queue, ids)
 

@@ -459,6 +459,13 @@ class Store:
             return self._unless_extended(source, target, outcome, due, now, force)
         if not os.path.exists(source):
             return "gone", now
+        if os.path.isdir(os.path.dirname(target)):
+            # The file was away during the rename and is back: another mover's release put it
+            # back in delay/ after an extend (_unless_extended). Time it again; never remove it.
+            try:
+                return "not_due", os.stat(source).st_mtime
+            except FileNotFoundError:
+                return "gone", now
         try:
             os.rename(source, self.remove_path(queue, message_id))
         except FileNotFoundError:
@@ -591,20 +598,30 @@ class Store:
 
     # -- notices: how a writer that no daemon hears (a Spark driver elsewhere) is noticed --
 
-    def post_notice(self, queue: str | None = None) -> None:
-        """Replace a notice file with a new token, after the messages it announces are flushed.
+    def post_notice(self, queue: str | None = None) -> bool:
+        """Replace a notice file with a new token, after the messages it announces are flushed;
+        False when it could not be written (a full disk: the messages are in place all the same).
 
         Not fsynced: a notice lost in a crash is not needed, a daemon lists its folders at start.
         """
         path = self.notice_path(queue)
-        os.makedirs(os.path.dirname(path), exist_ok=True)  # A root older than notices/.
         temp = f"{os.path.dirname(path)}/.{new_id()}.tmp"
-        with open(temp, "w") as f:
-            f.write(new_id())
-        os.replace(temp, path)
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)  # A root older than notices/.
+            with open(temp, "w") as f:
+                f.write(new_id())
+            os.replace(temp, path)
+            return True
+        except OSError:
+            try:
+                os.unlink(temp)
+            except OSError:
+                pass
+            return False
 
-    def read_notice(self, queue: str | None = None) -> str:
-        """The token a notice file holds now ('' when none was posted).
+    def read_notice(self, queue: str | None = None) -> str | None:
+        """The token a notice file holds now: '' when none was posted, None when it cannot be
+        read now (callers take that as "no change").
 
         Opening the file, not stat, is what an NFS client revalidates (close-to-open).
         """
@@ -613,6 +630,8 @@ class Store:
                 return f.read()
         except FileNotFoundError:
             return ""
+        except OSError:
+            return None
 
     # -- properties -------------------------------------------------------------------------
 

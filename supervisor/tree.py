@@ -85,6 +85,8 @@ def _supervisor_running_here(pid: int) -> bool:
         if proc.status() == psutil.STATUS_ZOMBIE:
             return False
         words = proc.cmdline()
+    except psutil.AccessDenied:
+        return True  # Someone else's process (hidepid): cannot tell, so keep its folder.
     except psutil.Error:
         return False
     # Its title once started ("mq: supervisor [root] host:port"), or its command line before.

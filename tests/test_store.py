@@ -225,6 +225,45 @@ def test_an_extend_between_the_movers_stat_and_its_rename_keeps_the_message_hidd
     assert store.extend("q", message_id, 1, now + 60) is False
 
 
+def test_a_release_that_finds_the_message_away_and_back_times_it_again_never_removes_it(store, monkeypatch):
+    # Two movers (--peers) release one message; the other one moves it into the queue, sees
+    # an extend and puts it back, all while this one's rename runs.
+    message_id = ready_message(store, "q")
+    now = time.time()
+    store.claim("q", message_id, now - 1)
+    in_delay, in_queue = store.delay_path("q", message_id, 1), store.ready_path("q", message_id, 1)
+    real_rename = os.rename
+
+    def the_other_mover_meanwhile(source, target):
+        if source != in_delay:
+            return real_rename(source, target)
+        real_rename(in_delay, in_queue)                         # its release
+        os.utime(in_queue, (now + 30, now + 30))                 # the extend it then sees
+        try:
+            real_rename(source, target)                          # this mover's rename: ENOENT
+        finally:
+            real_rename(in_queue, in_delay)                      # its putting back
+
+    monkeypatch.setattr(os, "rename", the_other_mover_meanwhile)
+    outcome, due = store.release("q", message_id, now, attempts=1)
+    monkeypatch.setattr(os, "rename", real_rename)
+    assert (outcome, due) == ("not_due", pytest.approx(now + 30, abs=1e-3))
+    assert os.path.exists(in_delay) and files_in(store.folder("remove")) == []
+
+
+def test_notices_are_best_effort(store):
+    assert store.read_notice("q") == ""  # None posted yet.
+    assert store.post_notice("q") is True
+    token = store.read_notice("q")
+    assert token and store.post_notice("q") and store.read_notice("q") not in ("", token)
+    # A notices/ that cannot hold files (here: a file in its place) fails no caller: a post
+    # says False, a read says None ("cannot tell", taken as no change).
+    os.rename(store.folder("notices"), store.folder("notices") + ".away")
+    open(store.folder("notices"), "w").close()
+    assert store.post_notice("q") is False
+    assert store.read_notice("q") is None
+
+
 def test_release_of_a_message_whose_queue_was_deleted_sends_it_to_remove(store):
     message_id = ready_message(store, "q")
     store.claim("q", message_id, time.time())
