@@ -52,6 +52,9 @@ def run_actor(options) -> None:
         swept = store.dedup_sweep(lambda queue: props.effective(queue)["dedup_window"])
         if swept:
             logs.get().info("reaper.dedup_swept", count=swept)
+        leftovers = store.sweep_notice_temps()
+        if leftovers:
+            logs.get().info("reaper.notice_temps_swept", count=leftovers)
 
     reap_forever(store.folder("remove"), INTERVAL_SECONDS, stopping,
                  [(DEDUP_SWEEP_SECONDS, sweep_keys)])

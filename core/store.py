@@ -619,6 +619,24 @@ class Store:
                 pass
             return False
 
+    def sweep_notice_temps(self, min_age: float = 3600.0) -> int:
+        """Unlink temporary files of notices older than min_age seconds (a writer died between
+        creating one and renaming it); return how many."""
+        count, now = 0, time.time()
+        try:
+            with os.scandir(self.folder("notices")) as it:
+                for entry in it:
+                    if entry.name.startswith(".") and entry.name.endswith(".tmp"):
+                        try:
+                            if entry.stat().st_mtime + min_age < now:
+                                os.unlink(entry.path)
+                                count += 1
+                        except FileNotFoundError:
+                            continue
+        except FileNotFoundError:
+            pass
+        return count
+
     def read_notice(self, queue: str | None = None) -> str | None:
         """The token a notice file holds now: '' when none was posted, None when it cannot be
         read now (callers take that as "no change").

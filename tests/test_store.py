@@ -264,6 +264,16 @@ def test_notices_are_best_effort(store):
     assert store.read_notice("q") is None
 
 
+def test_sweep_notice_temps_unlinks_only_old_temporary_files(store):
+    store.post_notice("q")
+    old, young = (os.path.join(store.folder("notices"), f".{new_id()}.tmp") for _ in range(2))
+    for path in (old, young):
+        open(path, "w").close()
+    os.utime(old, (time.time() - 7200, time.time() - 7200))
+    assert store.sweep_notice_temps(min_age=3600) == 1
+    assert sorted(files_in(store.folder("notices"))) == sorted(["ready:q", os.path.basename(young)])
+
+
 def test_release_of_a_message_whose_queue_was_deleted_sends_it_to_remove(store):
     message_id = ready_message(store, "q")
     store.claim("q", message_id, time.time())
