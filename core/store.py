@@ -168,7 +168,11 @@ class Store:
 
     def dedup_path(self, queue: str, key: str) -> str:
         """The symlink recording a de-duplication key; it points at the message id."""
-        return os.path.join(self.root, "dedup", queue, dedup_digest(key))
+        return self.dedup_digest_path(queue, dedup_digest(key))
+
+    def dedup_digest_path(self, queue: str, digest: str) -> str:
+        """dedup_path for a key known only by its digest (the 'dk' header of a message file)."""
+        return os.path.join(self.root, "dedup", queue, digest)
 
     def props_path(self, queue: str) -> str:
         """The JSON file of a queue's own properties."""
@@ -555,17 +559,21 @@ class Store:
     def dedup_record(self, queue: str, key: str, message_id: str, window: float,
                      now: float) -> str | None:
         """Record key -> id atomically; return None when recorded, else the id recorded first."""
-        path = self.dedup_path(queue, key)
+        return self.dedup_record_digest(queue, dedup_digest(key), message_id, window, now)
+
+    def dedup_record_digest(self, queue: str, digest: str, message_id: str, window: float,
+                            now: float) -> str | None:
+        """dedup_record for a key known only by its digest (a staged file's 'dk' header)."""
+        path = self.dedup_digest_path(queue, digest)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         for _ in range(3):
             try:
                 os.symlink(message_id, path)
                 return None
             except FileExistsError:
-                existing = self.dedup_lookup(queue, key, window, now)
-                if existing is not None:
-                    return existing
                 try:
+                    if os.lstat(path).st_mtime + window >= now:
+                        return os.readlink(path)
                     os.unlink(path)  # Expired: the key may be used again.
                 except FileNotFoundError:
                     pass
@@ -848,25 +856,6 @@ def publish_staged(store: Store, folder: str, name: str,
                 return None
             store.create_queue(queue)  # False when another thread or process created it first.
     raise Unavailable(f"cannot publish {source}: queue {queue!r} keeps disappearing")
-
-
-def dedup_record_digest(store: Store, queue: str, digest: str, message_id: str, window: float,
-                        now: float) -> str | None:
-    """Store.dedup_record for a key known only by its digest (the 'dk' header of a file)."""
-    path = os.path.join(store.root, "dedup", queue, digest)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    for _ in range(3):
-        try:
-            os.symlink(message_id, path)
-            return None
-        except FileExistsError:
-            try:
-                if os.lstat(path).st_mtime + window >= now:
-                    return os.readlink(path)
-                os.unlink(path)  # Expired: the key may be used again.
-            except FileNotFoundError:
-                pass
-    raise Unavailable("de-duplication key is contended; retry")
 
 
 def list_stages(store: Store) -> list[tuple[str, str, float]]:

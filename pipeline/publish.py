@@ -146,8 +146,8 @@ def _is_duplicate(store, props, task_dir, name, queue, message_id, now, dirs) ->
     with open(os.path.join(task_dir, name), "rb") as f:
         digest = fmt.decode_message(queue, message_id, f.read(65536)).dedup_digest
     window = props.effective(queue)["dedup_window"]
-    earlier = fmt.dedup_record_digest(store, queue, digest, message_id, window, now)
-    dirs.add(os.path.dirname(store.dedup_path(queue, digest)))
+    earlier = store.dedup_record_digest(queue, digest, message_id, window, now)
+    dirs.add(os.path.dirname(store.dedup_digest_path(queue, digest)))
     if earlier is None or earlier == message_id:
         return False
     os.unlink(os.path.join(task_dir, name))
