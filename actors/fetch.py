@@ -141,6 +141,7 @@ class FetchActor(Actor):
         if wait <= 0:
             return {"empty": True}
         self.waiters.setdefault(queue, deque()).append((peer, rid, time.monotonic() + wait))
+        self.log.debug("fetch.wait", queue=queue, seconds=wait)
         return DEFERRED
 
     def take(self, queue: str) -> dict | None:
