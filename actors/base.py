@@ -1,79 +1,110 @@
-"""The loop every request-serving actor runs: receive a batch, handle it, flush once, reply."""
+"""The loop every request-serving actor runs: decode, dispatch, translate errors, flush, reply.
 
-import os
+Each actor class has a command table, op -> function(actor, batch, request). The loop applies
+a batch's requests in arrival order, one error value per failed request, flushes once for the
+whole batch, sends the notifications the batch collected, and only then replies: a change
+already made is always flushed and reported, whatever later requests of the batch did.
+"""
+
 import signal
 import time
 
 import zmq
 
 from mq import logs, protocol
-from mq.errors import Invalid, MqError
+from mq.actors.batch import DEFERRED, Batch, Request
+from mq.errors import Invalid, MqError, from_os_error
 from mq.store import Store
+from mq.store.root import actor_endpoint, mover_endpoint, socket_path
 
 #: Most requests taken from the socket into one batch (one flush serves them all).
 MAX_BATCH = 256
-#: A result meaning "no reply now": the actor answers later (a long poll).
-DEFERRED = object()
+#: Send high-water mark of the actors' own DEALER sockets (notifications to other actors).
+NOTE_HWM = 100_000
 
 
 class Actor:
-    """A single-threaded actor bound to a ROUTER socket; subclasses implement handle_batch."""
+    """A single-threaded actor bound to a ROUTER socket, serving the ops of COMMANDS."""
 
     kind = "actor"
+    #: op -> function(actor, batch, request) returning a result dict, DEFERRED, or raising.
+    COMMANDS: dict = {}
+    #: The Batch class this actor's batches use.
+    batch_class = Batch
 
-    def __init__(self, options, index: int, run_dir: str):
+    def __init__(self, options, index: int, run_dir: str, store: Store | None = None):
         self.options = options
         self.index = index
         self.run_dir = run_dir
-        self.store = Store(options.root, options.sync, options.auto_create)
+        self.store = store or Store(options.root, options.sync, options.auto_create)
         self.log = logs.get().bind(actor=f"{self.kind}-{index}")
-        self.context = zmq.Context()
+        self.context = None
+        self.sock = self.mover = None
+        self.fetchers: list = []
         self.stopping = False
+
+    # -- sockets --------------------------------------------------------------------------
 
     def endpoint(self) -> str:
         """The address this actor binds."""
-        return protocol.actor_endpoint(self.run_dir, self.kind, self.index)
+        return actor_endpoint(self.run_dir, self.kind, self.index)
 
     def bind(self) -> zmq.Socket:
         """Bind the ROUTER socket, replacing a stale socket file from a dead predecessor."""
         sock = self.context.socket(zmq.ROUTER)
         sock.linger = 0
-        path = self.endpoint()[len("ipc://"):]
-        if os.path.exists(path):
-            os.unlink(path)
+        self.store.disk.discard(socket_path(self.endpoint()))
         sock.bind(self.endpoint())
         return sock
 
-    def start(self) -> None:
-        """Work done once before serving (load indexes, connect to peers)."""
-
-    def connect_mover(self) -> zmq.Socket:
-        """A socket for telling the mover about messages placed in delay/.
-
-        It first asks the mover to rescan delay/: a predecessor killed between a rename into
-        delay/ and its notification left a message there that no timer would ever release.
-        """
+    def dealer(self, endpoint: str) -> zmq.Socket:
+        """A DEALER for one-way notifications to another actor of this daemon."""
         sock = self.context.socket(zmq.DEALER)
         sock.linger = 0
-        sock.sndhwm = 100_000
-        sock.connect(protocol.mover_endpoint(self.run_dir))
-        try:
-            sock.send_multipart(protocol.encode_notification("rescan"), zmq.NOBLOCK)
-        except zmq.Again:
-            pass  # The mover is down: it scans delay/ when it starts.
+        sock.sndhwm = NOTE_HWM
+        sock.connect(endpoint)
         return sock
 
-    def tell_mover(self, hidden: list[tuple[str, str, int, float]]) -> None:
-        """Notify the mover of (queue, id, deliveries, due) in delay/; it rescans if one is lost."""
-        for queue, message_id, attempts, due in hidden:
-            self.send_mover("delayed", queue=queue, id=message_id, attempts=attempts, due=due)
+    def connect_mover(self) -> None:
+        """Connect to the mover and ask it to rescan delay/: a predecessor killed between a
+        rename into delay/ and its notification left a message there no timer would release."""
+        self.mover = self.dealer(mover_endpoint(self.run_dir))
+        self.send(self.mover, "rescan")
 
-    def send_mover(self, op: str, **fields) -> None:
-        """A one-way message to the mover; dropped if it is down (it rescans delay/ at start)."""
+    def connect_fetchers(self) -> None:
+        """Connect to every fetch actor and ask each to re-list its queues: a predecessor killed
+        between a rename into a queue and its "ready" left a message no index holds."""
+        self.fetchers = [self.dealer(actor_endpoint(self.run_dir, "fetch", i))
+                         for i in range(self.options.workers)]
+        for sock in self.fetchers:
+            self.send(sock, "relist")
+
+    def send(self, sock, op: str, **fields) -> None:
+        """A one-way message; dropped if its peer is down or far behind (it re-reads the disk)."""
+        if sock is None:
+            return
         try:
-            self.mover.send_multipart(protocol.encode_notification(op, **fields), zmq.NOBLOCK)
+            sock.send_multipart(protocol.encode_notification(op, **fields), zmq.NOBLOCK)
         except zmq.Again:
             pass
+
+    def send_notes(self, batch: Batch) -> None:
+        """After the flush: due times to the mover, ready messages to their fetch actors."""
+        for queue, message_id, attempts, due in batch.hidden:
+            self.send(self.mover, "delayed", queue=queue, id=message_id, attempts=attempts, due=due)
+        for queue, ids in batch.ready.items():
+            self.tell_ready(queue, ids)
+
+    def tell_ready(self, queue: str, ids: list) -> None:
+        """Tell the queue's fetch actor about ready [id, deliveries] pairs."""
+        if self.fetchers:
+            owner = self.fetchers[protocol.fetch_actor_for(queue, len(self.fetchers))]
+            self.send(owner, "ready", queue=queue, ids=ids)
+
+    # -- the batch ------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Work done once before serving (connect to peers, load indexes)."""
 
     def tick(self) -> None:
         """Work done after every batch and on every poll timeout."""
@@ -82,9 +113,50 @@ class Actor:
         """How long to wait for requests before calling tick again."""
         return 500
 
-    def handle_batch(self, requests: list[tuple[bytes, bytes, dict]]) -> list:
-        """Handle a batch of (peer, request_id, payload); return one result per request."""
-        raise NotImplementedError
+    def handle(self, requests: list[Request]) -> Batch:
+        """Apply a batch, flush once, send its notifications; return it with one result each."""
+        batch = self.batch_class(requests)
+        for request in requests:
+            batch.results.append(self.dispatch(batch, request))
+        self.settle(batch)
+        self.send_notes(batch)
+        return batch
+
+    def dispatch(self, batch: Batch, request: Request):
+        """One request through the command table; every failure becomes an error value."""
+        command = self.COMMANDS.get(request.op)
+        if command is None:
+            return Invalid(f"{self.kind} actor cannot {request.op!r}")
+        try:
+            return command(self, batch, request)
+        except MqError as err:
+            return err
+        except OSError as err:
+            error = from_os_error(err, f"cannot {request.op}")
+            self.log.error("actor.disk_error", op=request.op, queue=request.payload.get("queue"),
+                           id=request.payload.get("id"), error=error.message, kind=error.kind)
+            return error
+        except Exception:
+            self.log.exception("actor.error", op=request.op, queue=request.payload.get("queue"),
+                               id=request.payload.get("id"))
+            return MqError(f"internal error in {self.kind} actor")
+
+    def settle(self, batch: Batch) -> None:
+        """Flush what the batch changed; when that fails, undo what can be undone and turn
+        its successes into the error (nothing unflushed is acknowledged)."""
+        if not batch.dirs and not batch.must_flush:
+            return
+        try:
+            self.store.flush(batch.dirs)
+        except OSError as err:
+            error = from_os_error(err, "cannot flush")
+            self.log.error("actor.flush_failed", error=error.message, requests=len(batch.requests))
+            for pos, undo in batch.undo.items():
+                undo()
+                batch.results[pos] = error
+            batch.results = [error if isinstance(r, dict) else r for r in batch.results]
+
+    # -- the loop -------------------------------------------------------------------------
 
     def run(self) -> None:
         """Serve until SIGTERM, then finish the batch in hand and exit."""
@@ -92,18 +164,19 @@ class Actor:
         # Ctrl-C reaches the whole process group; the supervisor alone turns it into an
         # orderly stop (front drains first), so actors ignore it.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        sock = self.sock = self.bind()
+        self.context = zmq.Context()
+        self.sock = self.bind()
         self.start()
         self.log.info("actor.start", endpoint=self.endpoint())
         poller = zmq.Poller()
-        poller.register(sock, zmq.POLLIN)
+        poller.register(self.sock, zmq.POLLIN)
         while not self.stopping:
             try:
                 ready = poller.poll(self.poll_timeout_ms())
             except zmq.ZMQError:
                 continue
             if ready:
-                self._serve(sock)
+                self.serve()
             self.tick()
         self.log.info("actor.stop")
 
@@ -114,28 +187,26 @@ class Actor:
     def _stop(self, *_):
         self.stopping = True
 
-    def _serve(self, sock: zmq.Socket) -> None:
-        batch = []
-        while len(batch) < MAX_BATCH:
+    def serve(self) -> None:
+        """Take every request waiting (at most MAX_BATCH), handle them as one batch, reply."""
+        requests = []
+        while len(requests) < MAX_BATCH:
             try:
-                frames = sock.recv_multipart(zmq.NOBLOCK)
+                frames = self.sock.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 break
             try:
-                batch.append(protocol.decode_request(frames))
+                requests.append(Request(*protocol.decode_request(frames)))
             except Exception as err:  # A malformed frame is answered "invalid", never fatal.
                 self.log.warning("actor.bad_frame", error=str(err))
                 if len(frames) == 3 and frames[1]:
                     self.reply(frames[0], frames[1], Invalid(f"bad request frame: {err}"))
-        if not batch:
+        if not requests:
             return
         started = time.monotonic()
-        try:
-            results = self.handle_batch(batch)
-        except Exception:
-            self.log.exception("actor.error")
-            results = [MqError("internal error in actor")] * len(batch)
-        for (peer, rid, _), result in zip(batch, results):
-            if rid and result is not DEFERRED:
-                self.reply(peer, rid, result)
-        self.log.debug("actor.batch", size=len(batch), ms=round((time.monotonic() - started) * 1000, 2))
+        batch = self.handle(requests)
+        for request, result in zip(requests, batch.results):
+            if request.rid and result is not DEFERRED:
+                self.reply(request.peer, request.rid, result)
+        self.log.debug("actor.batch", size=len(requests),
+                       ms=round((time.monotonic() - started) * 1000, 2))

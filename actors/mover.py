@@ -9,11 +9,11 @@ import sys
 import time
 from collections import defaultdict
 
-import zmq
 
-from mq import logs, properties, protocol
+from mq import logs, properties
 from mq.actors.base import Actor
-from mq.store import fsync_dir
+from mq.store import Disk
+from mq.store.root import mover_endpoint
 
 #: With --peers, seconds between full scans of delay/ that pick up what other daemons on the
 #: root put there. Alone on a root, the mover scans at its start and when a save or fetch
@@ -39,12 +39,20 @@ class DueHeap:
         return len(self.due)
 
     def add(self, due: float, queue: str, message_id: str, attempts: int = 0) -> None:
-        """Time a message; a later add for the same delivery replaces the earlier due time."""
+        """Time a message; a later add for the same delivery replaces the earlier due time.
+
+        The replaced entry stays in the heap until it surfaces; when such entries outnumber
+        the live ones the heap is rebuilt, so a message extended again and again costs one
+        entry, not one per extend.
+        """
         key = (queue, message_id, attempts)
         if self.due.get(key) == due:
             return
         self.due[key] = due
         heapq.heappush(self.heap, (due, queue, message_id, attempts))
+        if len(self.heap) > 2 * len(self.due) + 64:
+            self.heap = [(d, *k) for k, d in self.due.items()]
+            heapq.heapify(self.heap)
 
     def next_due(self) -> float | None:
         """The earliest due time, or None when nothing is timed."""
@@ -67,21 +75,19 @@ class MoverActor(Actor):
 
     kind = "mover"
 
+    def __init__(self, options, index: int, run_dir: str, store=None):
+        super().__init__(options, index, run_dir, store)
+        self.timers = DueHeap()
+        self.props = properties.PropertyFiles(self.store, {"timeout": options.timeout})
+
     def endpoint(self) -> str:
         """The mover binds one address, whatever its index."""
-        return protocol.mover_endpoint(self.run_dir)
+        return mover_endpoint(self.run_dir)
 
     def start(self) -> None:
-        """Load every message in delay/ and connect to the fetch actors it wakes."""
-        self.timers = DueHeap()
-        self.props = properties.PropertyFiles(self.store, {"timeout": self.options.timeout})
-        self.fetchers = []
-        for i in range(self.options.workers):
-            sock = self.context.socket(zmq.DEALER)
-            sock.linger = 0
-            sock.sndhwm = 100_000
-            sock.connect(protocol.actor_endpoint(self.run_dir, "fetch", i))
-            self.fetchers.append(sock)
+        """Load every message in delay/ and connect to the fetch actors it wakes (which re-list
+        their queues: a predecessor may have died between a release and its "ready")."""
+        self.connect_fetchers()
         self.rescan()
 
     def rescan(self, only_new: bool = False) -> None:
@@ -107,26 +113,24 @@ class MoverActor(Actor):
         # Round up: a wait under 1 ms truncated to 0 would spin on poll(0) until the due time.
         return max(0, math.ceil(wait * 1000))
 
-    def handle_batch(self, requests):
-        """Notifications: time the messages fetch and save actors hid; relay ready messages."""
-        for _, _, payload in requests:
-            if payload.get("op") == "delayed":
-                self.timers.add(float(payload["due"]), payload["queue"], payload["id"],
-                                int(payload.get("attempts", 0)))
-            elif payload.get("op") == "relay":
-                self.wake(payload["queue"], payload["ids"])
-            elif payload.get("op") == "rescan":
-                self.rescan()
-        return [{}] * len(requests)
+    def delayed(self, batch, request) -> dict:
+        """Notification: time a message a save or fetch actor put in delay/."""
+        payload = request.payload
+        self.timers.add(float(payload["due"]), payload["queue"], payload["id"],
+                        int(payload.get("attempts", 0)))
+        return {}
 
-    def wake(self, queue: str, ids: list) -> None:
-        """Tell the queue's fetch actor about ready [id, deliveries] pairs."""
-        owner = self.fetchers[protocol.fetch_actor_for(queue, self.options.workers)]
-        try:
-            owner.send_multipart(protocol.encode_notification("ready", queue=queue, ids=ids),
-                                 zmq.NOBLOCK)
-        except zmq.Again:
-            pass  # The fetch actor re-lists the queue when its index runs empty.
+    def relay(self, batch, request) -> dict:
+        """Notification: pass ready ids on to their queue's fetch actor (dead letters)."""
+        self.tell_ready(request.payload["queue"], request.payload["ids"])
+        return {}
+
+    def rescan_all(self, batch, request) -> dict:
+        """Notification from a restarted save or fetch actor: list delay/ again."""
+        self.rescan()
+        return {}
+
+    COMMANDS = {"delayed": delayed, "relay": relay, "rescan": rescan_all}
 
     def tick(self) -> None:
         """Move what is due, flush, then tell each queue's fetch actor."""
@@ -139,7 +143,7 @@ class MoverActor(Actor):
                 self.log.debug("mover.noticed")
                 self.rescan(only_new=True)
         for queue, ids in move_due(self.store, self.timers, time.time(), self.props).items():
-            self.wake(queue, ids)
+            self.tell_ready(queue, ids)
 
 
 def move_due(store, timers: DueHeap, now: float, props=None) -> dict[str, list]:
@@ -205,8 +209,9 @@ def move_folder_once(source: str, destination: str, delay: float, now: float) ->
                 moved += 1
             except FileNotFoundError:
                 continue
+    disk = Disk("file")
     for path in touched:
-        fsync_dir(path)
+        disk.fsync_dir(path)
     return moved
 
 

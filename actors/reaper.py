@@ -8,7 +8,7 @@ import time
 
 from mq import logs
 from mq.properties import PropertyFiles
-from mq.store import Store, reap_folder
+from mq.store import Disk, Store, reap_folder
 
 #: Seconds between passes over the remove folder.
 INTERVAL_SECONDS = 0.5
@@ -18,16 +18,17 @@ INTERVAL_SECONDS = 0.5
 DEDUP_SWEEP_SECONDS = 60.0
 
 
-def reap_forever(source: str, interval: float, stopping: list, chores=()) -> None:
+def reap_forever(source: str, interval: float, stopping: list, chores=(), disk: Disk | None = None) -> None:
     """Unlink everything in source every interval seconds until stopping is non-empty.
 
     chores: (every_seconds, function) pairs run as often as they ask, between passes.
     """
     log = logs.get()
+    disk = disk or Disk("file")
     last = [0.0] * len(chores)
     while not stopping:
         try:
-            count = reap_folder(source)
+            count = reap_folder(source, disk)
             if count:
                 log.debug("reaper.unlinked", count=count)
             for i, (every, chore) in enumerate(chores):
@@ -57,7 +58,7 @@ def run_actor(options) -> None:
             logs.get().info("reaper.notice_temps_swept", count=leftovers)
 
     reap_forever(store.folder("remove"), INTERVAL_SECONDS, stopping,
-                 [(DEDUP_SWEEP_SECONDS, sweep_keys)])
+                 [(DEDUP_SWEEP_SECONDS, sweep_keys)], store.disk)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -74,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mq-reaper: {args.source}: not a directory", file=sys.stderr)
         return 2
     if args.once:
-        reap_folder(args.source)
+        reap_folder(args.source, Disk("file"))
         return 0
     stopping: list = []
     for signum in (signal.SIGTERM, signal.SIGINT):

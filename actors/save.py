@@ -1,143 +1,190 @@
-"""SaveActor: writes messages into new/, flushes once per batch, delivers them by rename."""
+"""SaveActor: writes messages into new/, flushes once per batch, delivers them by rename.
+
+The one command, add, writes the message file; settle() then does the batch's two phases:
+flush the data, record de-duplication keys, rename every file into its queue, flush again.
+"""
 
 import os
 import time
+from dataclasses import dataclass, field
 
 from mq import properties
 from mq import store as fmt
 from mq.actors.base import Actor
-from mq.errors import Invalid, MqError, NotFound, TooLarge, Unavailable
+from mq.actors.batch import Batch, Request
+from mq.adds import Add, check_add, with_properties
+from mq.errors import MqError, NotFound, Unavailable, from_os_error
 from mq.ids import new_id
+
+
+@dataclass
+class Written:
+    """An add whose file is in new/, waiting for the batch's flush and rename."""
+
+    pos: int
+    add: Add
+    id: str
+    window: float
+
+
+@dataclass
+class AddBatch(Batch):
+    """A batch of adds: the files written into new/, and the adds that follow another's key."""
+
+    written: list = field(default_factory=list)
+    followers: list = field(default_factory=list)  # (position, position of the key's winner)
 
 
 class SaveActor(Actor):
     """Durably adds messages; no reply goes out before its own message is on stable media."""
 
     kind = "save"
+    batch_class = AddBatch
 
     def start(self) -> None:
-        """Connect to the mover, which times delayed messages."""
-        self.mover = self.connect_mover()
+        """Clean up a crashed predecessor's files, then connect to the mover and fetch actors."""
         self.props = properties.PropertyFiles(self.store, {"max_body_bytes": self.options.max_body_bytes})
+        cleaned = self.store.clean_new(writer=self.writer())
+        if cleaned:
+            self.log.info("save.cleaned_new", count=cleaned)
+        self.connect_mover()
+        self.connect_fetchers()
 
-    def prepare(self, payload: dict, now: float) -> dict:
-        """Validate an add request; return what to write, or a duplicate's earlier id."""
-        if payload.get("op") != "add":
-            raise Invalid(f"save actor cannot {payload.get('op')!r}")
-        queue = fmt.validate_queue(payload.get("queue"))
-        body = payload.get("body")
-        if not isinstance(body, bytes):
-            raise Invalid("message body must be bytes")
-        props = self.props.effective(queue)
-        limit = min(props["max_body_bytes"], self.options.max_body_bytes)
-        if len(body) > limit:
-            raise TooLarge(f"body of {len(body)} bytes is over the limit of {limit} bytes")
-        if not self.store.auto_create and not self.store.queue_exists(queue):
-            raise NotFound(f"queue {queue!r} does not exist (auto-create is off)")
-        dedup = payload.get("dedup_id") or ""
-        if dedup:
-            earlier = self.store.dedup_lookup(queue, dedup, props["dedup_window"], now)
+    def writer(self) -> str:
+        """The name this actor writes into every file's header: its daemon's folder and index."""
+        return f"{os.path.basename(self.run_dir)}/save-{self.index}"
+
+    def add(self, batch: AddBatch, request: Request):
+        """Check an add and write its file into new/ (renamed into view by settle)."""
+        payload, now = request.payload, time.time()
+        add = check_add(payload.get("queue"), payload.get("body"), payload.get("content_type"),
+                        payload.get("due"), payload.get("dedup_id"), now)
+        props = self.props.effective(add.queue)
+        with_properties(add, props, self.options.max_body_bytes, now)
+        if not self.store.auto_create and not self.store.queue_exists(add.queue):
+            raise NotFound(f"queue {add.queue!r} does not exist (auto-create is off)")
+        if add.dedup_id:
+            earlier = self.store.dedup_lookup(add.queue, add.dedup_id, props["dedup_window"], now)
             if earlier:
-                return {"queue": queue, "id": earlier, "duplicate": True}
-        due = payload.get("due")
-        if due is None and props["delay"] > 0:
-            due = now + props["delay"]
+                return self.duplicate(batch, add.queue, earlier)
         message_id = new_id(int(now * 1000))
-        content_type = payload.get("content_type") or fmt.DEFAULT_CONTENT_TYPE
-        return {"queue": queue, "id": message_id, "dedup": dedup, "window": props["dedup_window"],
-                "due": due if due and due > now else None,
-                "data": fmt.encode_message(body, content_type, int(now * 1000), message_id, dedup)}
+        data = fmt.encode_message(add.body, add.content_type, int(now * 1000), message_id,
+                                  add.dedup_id, self.writer())
+        self.store.write_new(add.queue, message_id, data, add.due)
+        batch.written.append(Written(len(batch.results), add, message_id, props["dedup_window"]))
+        return None  # Answered by settle().
 
-    def handle_batch(self, requests):
-        """Write every message, flush once, record keys, rename each into place, flush, reply."""
-        results: list = [None] * len(requests)
-        written = []  # (position, queue, id, due)
-        now = time.time()
-        keyed = []
-        for pos, (_, _, payload) in enumerate(requests):
-            try:
-                item = self.prepare(payload, now)
-                if item.get("duplicate"):
-                    results[pos] = {"id": item["id"], "queue": item["queue"], "duplicate": True}
-                    continue
-                self.store.write_new(item["queue"], item["id"], item["data"], item["due"])
-                written.append((pos, item["queue"], item["id"], item["due"]))
-                if item["dedup"]:
-                    keyed.append((pos, item))
-            except MqError as err:
-                results[pos] = err
-                if isinstance(err, Unavailable):
-                    self.log.error("save.write_failed", queue=payload.get("queue"), error=err.message)
+    def duplicate(self, batch: AddBatch, queue: str, earlier: str) -> dict:
+        """The answer to an add whose key names an earlier message, once that one is durable.
+
+        An earlier add still in new/ is in progress (or its writer died, and its successor
+        cleans it up): answering with its id now could name a message that is never stored.
+        The batch flushes the folders the earlier message may have entered, so the reply never
+        leaves before the earlier add's rename is durable.
+        """
+        if self.store.dedup_pending(queue, earlier):
+            raise Unavailable("an add with this de-duplication key is in progress; retry")
+        batch.dirs.update({self.store.queue_dir(queue), self.store.folder("delay"),
+                           self.store.dedup_dir(queue)})
+        batch.must_flush = True
+        return {"id": earlier, "queue": queue, "duplicate": True}
+
+    COMMANDS = {"add": add}
+
+    def settle(self, batch: AddBatch) -> None:
+        """Flush the data, record keys, rename each file into view, flush, fill in the results."""
+        written = batch.written
         if not written:
-            return results
+            return super().settle(batch)
         try:
             self.store.flush_data()
         except OSError as err:
-            self._fail(written, results, fmt.unavailable(err, "cannot flush messages"))
-            return results
-        dirs = {self.store.folder("new")}
-        written = self.record_keys(written, keyed, results, dirs, now)
-        keys = {pos: item["dedup"] for pos, item in keyed}
+            return self.fail(batch, written, from_os_error(err, "cannot flush messages"))
+        written = self.record_keys(batch, written)
         delivered = []
-        for pos, queue, message_id, due in written:
+        for item in written:
             try:
-                dirs.add(self.store.deliver_new(queue, message_id, due is not None))
-                delivered.append((pos, queue, message_id, due))
-            except MqError as err:
-                results[pos] = err
-                self.forget_key(keys, pos, queue, message_id)
-            except OSError as err:
-                self.store.discard_new(self.store.new_path(queue, message_id))
-                results[pos] = fmt.unavailable(err, "cannot deliver message")
-                self.log.error("save.deliver_failed", queue=queue, id=message_id, error=str(err))
-                self.forget_key(keys, pos, queue, message_id)
+                batch.dirs.add(self.store.deliver_new(item.add.queue, item.id, item.add.due is not None))
+                delivered.append(item)
+            except (MqError, OSError) as err:
+                self.forget(item)
+                self.store.discard_new(item.add.queue, item.id)
+                batch.results[item.pos] = err if isinstance(err, MqError) else \
+                    from_os_error(err, "cannot deliver message")
+                self.log.error("save.deliver_failed", queue=item.add.queue, id=item.id,
+                               error=str(err))
+        batch.dirs.add(self.store.folder("new"))
         try:
-            self.store.flush(dirs)
+            self.store.flush(batch.dirs)
         except OSError as err:
-            error = fmt.unavailable(err, "cannot flush message folders")
-            for pos, queue, message_id, _ in delivered:
-                # Not acknowledged, so not kept: the client will retry.
-                self.store.remove(queue, message_id)
-                self.forget_key(keys, pos, queue, message_id)
-                results[pos] = error
-            self.log.error("save.flush_failed", error=str(err), count=len(delivered))
-            return results
-        for pos, queue, message_id, due in delivered:
-            results[pos] = {"id": message_id, "queue": queue, "due": due}
-        self.tell_mover([(q, i, 0, due) for _, q, i, due in delivered if due is not None])
-        return results
+            error = from_os_error(err, "cannot flush message folders")
+            for item in delivered:
+                self.store.remove(item.add.queue, item.id)  # Not acknowledged, so not kept.
+                self.forget(item)
+            self.fail(batch, delivered, error, unlink=False)
+            batch.results = [error if isinstance(r, dict) else r for r in batch.results]
+            return
+        for item in delivered:
+            due = item.add.due
+            batch.results[item.pos] = {"id": item.id, "queue": item.add.queue, "due": due}
+            if due is None:
+                batch.add_ready(item.add.queue, item.id)
+            else:
+                batch.hidden.append((item.add.queue, item.id, 0, due))
+        self.answer_followers(batch)
 
-    def record_keys(self, written, keyed, results, dirs, now) -> list:
+    def record_keys(self, batch: AddBatch, written: list[Written]) -> list[Written]:
         """Record de-duplication keys (after the data is durable, before delivery).
 
-        An add that loses the race for its key, to another worker, daemon or request in this
-        batch, discards its file and answers the winner's id.
+        An add that loses the race for its key discards its file. Its answer is the winner's:
+        a duplicate of an earlier add, or, when the winner is in this batch, that add's own
+        outcome (answer_followers), so a duplicate never names a message that failed.
         """
-        losers = set()
-        for pos, item in keyed:
+        now, kept, mine = time.time(), [], {}
+        for item in written:
+            if not item.add.dedup_id:
+                kept.append(item)
+                continue
             try:
-                earlier = self.store.dedup_record(item["queue"], item["dedup"], item["id"],
-                                                  item["window"], now)
+                earlier = self.store.dedup_record(item.add.queue, item.add.dedup_id, item.id,
+                                                  item.window, now)
             except (OSError, MqError) as err:
-                earlier, results[pos] = None, err if isinstance(err, MqError) else \
-                    fmt.unavailable(err, "cannot record de-duplication key")
-                losers.add(pos)
-            if earlier:
-                results[pos] = {"id": earlier, "queue": item["queue"], "duplicate": True}
-                losers.add(pos)
-            dirs.add(os.path.dirname(self.store.dedup_path(item["queue"], item["dedup"])))
-        for pos, queue, message_id, _ in written:
-            if pos in losers:
-                self.store.discard_new(self.store.new_path(queue, message_id))
-        return [w for w in written if w[0] not in losers]
+                earlier = None
+                batch.results[item.pos] = err if isinstance(err, MqError) else \
+                    from_os_error(err, "cannot record de-duplication key")
+            batch.dirs.add(self.store.dedup_dir(item.add.queue))
+            if earlier is None and batch.results[item.pos] is None:
+                mine[(item.add.queue, item.id)] = item.pos
+                kept.append(item)
+                continue
+            self.store.discard_new(item.add.queue, item.id)
+            if earlier is not None:
+                winner = mine.get((item.add.queue, earlier))
+                if winner is not None:
+                    batch.followers.append((item.pos, winner))
+                else:
+                    try:
+                        batch.results[item.pos] = self.duplicate(batch, item.add.queue, earlier)
+                    except MqError as err:
+                        batch.results[item.pos] = err
+        return kept
 
-    def forget_key(self, keys: dict, pos: int, queue: str, message_id: str) -> None:
+    def answer_followers(self, batch: AddBatch) -> None:
+        """Answer each add that lost its key to an add of this batch with that add's outcome."""
+        for pos, winner in batch.followers:
+            result = batch.results[winner]
+            batch.results[pos] = dict(result, duplicate=True) if isinstance(result, dict) else result
+
+    def forget(self, item: Written) -> None:
         """Drop the key an unacknowledged add recorded, so the client's retry is stored."""
-        if keys.get(pos):
-            self.store.dedup_forget(queue, fmt.dedup_digest(keys[pos]), message_id)
+        if item.add.dedup_id:
+            self.store.dedup_forget(item.add.queue, fmt.dedup_digest(item.add.dedup_id), item.id)
 
-    def _fail(self, written, results, error: Unavailable) -> None:
-        for pos, queue, message_id, _ in written:
-            self.store.discard_new(self.store.new_path(queue, message_id))
-            results[pos] = error
+    def fail(self, batch: AddBatch, written: list[Written], error: MqError, unlink: bool = True) -> None:
+        """Answer every written add with the error; their files are dropped (never acknowledged)."""
+        for item in written:
+            if unlink:
+                self.store.discard_new(item.add.queue, item.id)
+            batch.results[item.pos] = error
+        self.answer_followers(batch)
         self.log.error("save.flush_failed", error=error.message, count=len(written))

@@ -1,5 +1,8 @@
 """The kinds of failure that travel from actors to the front as values."""
 
+import errno
+import os
+
 
 class MqError(Exception):
     """Base of every failure mq reports to a client."""
@@ -52,7 +55,28 @@ class TooLarge(MqError):
     kind = "too_large"
 
 
-KINDS = {cls.kind: cls for cls in (MqError, NotFound, Invalid, Unavailable, Conflict, TooLarge)}
+class StorageFailure(MqError):
+    """Raised when the disk refuses a change for a reason waiting will not cure (EACCES,
+    EPERM, ENOTDIR, ENAMETOOLONG, ...): an operator must look (it is logged)."""
+
+    kind = "storage"
+
+
+KINDS = {cls.kind: cls for cls in (MqError, NotFound, Invalid, Unavailable, Conflict, TooLarge,
+                                   StorageFailure)}
+
+#: errnos that mean "cannot be stored now, try later" rather than "something is broken".
+RETRYABLE_ERRNOS = frozenset({errno.ENOSPC, errno.EIO, errno.EDQUOT, errno.EROFS, errno.EAGAIN,
+                              errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ETIMEDOUT,
+                              errno.EINTR, errno.EBUSY})
+
+
+def from_os_error(err: OSError, what: str) -> MqError:
+    """The one translation of a failed disk operation into the error a client sees."""
+    reason = os.strerror(err.errno) if err.errno else str(err)
+    if err.errno in RETRYABLE_ERRNOS:
+        return Unavailable(f"{what}: {reason}", retry_after=1)
+    return StorageFailure(f"{what}: {reason}")
 
 
 def from_value(value: dict) -> MqError:

@@ -98,11 +98,13 @@ class PropertyFiles:
     def __init__(self, store, system: dict | None = None):
         self.store = store
         self.system = {**SYSTEM, **(system or {})}
-        self._cache: dict[str, tuple[int, object]] = {}
+        self._cache: dict[str, tuple[tuple, object]] = {}
 
     def _load(self, path: str, empty):
         try:
-            stamp = os.stat(path).st_mtime_ns
+            info = os.stat(path)
+            # A replace makes a new inode: two within one clock tick keep their mtime.
+            stamp = (info.st_ino, info.st_mtime_ns, info.st_size)
         except FileNotFoundError:
             self._cache.pop(path, None)
             return empty

@@ -62,16 +62,6 @@ def decode_reply(frames: list[bytes]) -> tuple[bytes, dict | MqError]:
     return rid, payload
 
 
-def actor_endpoint(run_dir: str, kind: str, index: int) -> str:
-    """The ipc:// address actor `kind` number `index` binds."""
-    return f"ipc://{run_dir}/{kind}-{index}.sock"
-
-
-def mover_endpoint(run_dir: str) -> str:
-    """The ipc:// address the mover binds for due-time notifications."""
-    return f"ipc://{run_dir}/mover.sock"
-
-
 def fetch_actor_for(queue: str, workers: int) -> int:
     """Which fetch actor owns a queue: a stable hash of its name modulo the worker count."""
     return zlib.crc32(queue.encode()) % workers

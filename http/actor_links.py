@@ -9,6 +9,7 @@ from zmq.utils.monitor import parse_monitor_message
 
 from mq import logs, protocol
 from mq.errors import MqError, Unavailable
+from mq.store.root import actor_endpoint
 
 
 def _expire(future: asyncio.Future, name: str, timeout: float) -> None:
@@ -165,7 +166,7 @@ class ActorPool:
         self.max_waiting = options.max_waiting_adds
 
         def link(kind, i):
-            return ActorLink(self.context, protocol.actor_endpoint(run_dir, kind, i),
+            return ActorLink(self.context, actor_endpoint(run_dir, kind, i),
                              f"{kind} actor {i}", options.actor_timeout)
 
         self.savers = [link("save", i) for i in range(self.workers)]

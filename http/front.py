@@ -1,7 +1,6 @@
-"""The HTTP front: the seed's six endpoints, each one request to the actor that owns it."""
+"""The HTTP front: routes, each request sent to the actor that owns it, and the status table."""
 
 import asyncio
-import os
 import signal
 import time
 
@@ -11,9 +10,11 @@ import tornado.web
 
 from mq import logs
 from mq import store as fmt
+from mq.adds import check_add
 from mq.errors import Invalid, MqError, NotFound, TooLarge, Unavailable
-from mq.schedule import due_time
 from mq.http.actor_links import ActorPool
+from mq.schedule import due_time
+from mq.store.root import health_path
 
 #: The one table from error kind to HTTP status.
 STATUS = {
@@ -22,6 +23,7 @@ STATUS = {
     "conflict": 409,
     "too_large": 413,
     "internal": 500,
+    "storage": 500,
     "unavailable": 503,
 }
 
@@ -181,17 +183,15 @@ class MessagesHandler(ApiHandler):
         if len(body) > self.options.max_body_bytes:
             raise TooLarge(f"body of {len(body)} bytes is over the limit of "
                            f"{self.options.max_body_bytes} bytes")
-        content_type = self.request.headers.get("Content-Type", fmt.DEFAULT_CONTENT_TYPE)
-        due = due_time(self.param("delay", "X-Delay"), self.param("at", "X-At"), time.time())
-        dedup = self.param("dedup_id", "X-Dedup-Id")
-        if dedup is not None and not 0 < len(dedup) <= 256:
-            raise Invalid("dedup_id must be 1 to 256 characters")
-        result = await self.pool.saver().call("add", queue=queue, body=body, content_type=content_type,
-                                              due=due, dedup_id=dedup)
+        now = time.time()
+        add = check_add(queue, body, self.request.headers.get("Content-Type"),
+                        due_time(self.param("delay", "X-Delay"), self.param("at", "X-At"), now),
+                        self.param("dedup_id", "X-Dedup-Id"), now)
+        result = await self.pool.saver().call("add", queue=add.queue, body=add.body,
+                                              content_type=add.content_type, due=add.due,
+                                              dedup_id=add.dedup_id or None)
         message_id = result["id"]
         self.log_fields["id"] = message_id
-        if not result.get("due") and not result.get("duplicate"):
-            self.pool.fetcher(queue).notify("ready", queue=queue, ids=[[message_id, 0]])
         self.set_header("X-Message-Id", message_id)
         self.set_header("Location", f"/{queue}/messages/{message_id}")
         reply = {"id": message_id, "queue": queue}
@@ -322,7 +322,7 @@ class HealthHandler(ApiHandler):
     def get(self) -> None:
         """200 when every process is alive, 503 when one is down (being restarted)."""
         try:
-            with open(os.path.join(self.run_dir, "health.json"), "rb") as f:
+            with open(health_path(self.run_dir), "rb") as f:
                 health = orjson.loads(f.read())
         except (OSError, orjson.JSONDecodeError):
             raise Unavailable("health not published yet") from None

@@ -13,6 +13,7 @@ import zmq
 
 from mq import protocol
 from mq import store as fmt
+from mq.store.root import actor_endpoint, ipc_dir_of, mover_endpoint, socket_path
 
 #: Ids per "ready" notification frame.
 CHUNK = 5000
@@ -25,7 +26,7 @@ MAX_WORKERS = 256
 def fetch_actor_count(run_dir: str) -> int:
     """How many fetch actors a daemon runs: its fetch-{i}.sock files, counted from 0."""
     count = 0
-    while count < MAX_WORKERS and os.path.exists(protocol.actor_endpoint(run_dir, "fetch", count)[6:]):
+    while count < MAX_WORKERS and os.path.exists(socket_path(actor_endpoint(run_dir, "fetch", count))):
         count += 1
     return count
 
@@ -36,21 +37,21 @@ def tell_daemons(store: fmt.Store, ready: dict[str, list[tuple[str, int]]],
     every daemon with a run folder under the root; return how many daemons were told."""
     told = 0
     context = zmq.Context.instance()
-    for run_dir in fmt.daemon_run_dirs(store):
+    for run_dir in map(ipc_dir_of, store.daemon_dirs()):
         workers = fetch_actor_count(run_dir)
         if not workers:
             continue
         sockets = []
         try:
-            fetchers = [_dealer(context, protocol.actor_endpoint(run_dir, "fetch", i), sockets)
+            fetchers = [_dealer(context, actor_endpoint(run_dir, "fetch", i), sockets)
                         for i in range(workers)]
             for queue, ids in ready.items():
                 owner = fetchers[protocol.fetch_actor_for(queue, workers)]
                 for start in range(0, len(ids), CHUNK):
                     chunk = [[i, a] for i, a in ids[start:start + CHUNK]]
                     _send(owner, protocol.encode_notification("ready", queue=queue, ids=chunk))
-            if delayed and os.path.exists(protocol.mover_endpoint(run_dir)[6:]):
-                mover = _dealer(context, protocol.mover_endpoint(run_dir), sockets)
+            if delayed and os.path.exists(socket_path(mover_endpoint(run_dir))):
+                mover = _dealer(context, mover_endpoint(run_dir), sockets)
                 for queue, message_id, attempts, due in delayed:
                     _send(mover, protocol.encode_notification(
                         "delayed", queue=queue, id=message_id, attempts=attempts, due=due))

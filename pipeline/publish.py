@@ -17,6 +17,7 @@ import orjson
 from mq import properties
 from mq import store as fmt
 from mq.pipeline import notify
+from mq.store.staging import committing_tasks, parse_staged
 from mq.pipeline.options import SourceOptions
 
 #: Threads that rename staged files into their queues in a commit, and files per unit of work.
@@ -38,10 +39,10 @@ class Publisher:
         started = time.time()
         store = fmt.Store(self.options.root, self.options.sync)
         tasks = [m.task for m in messages if m is not None]
-        folder = fmt.stage_folder(store, self.job)
+        folder = store.stage_folder(self.job)
         if not os.path.isdir(folder):
             os.makedirs(folder)  # A job with no rows still commits (it publishes nothing).
-        fmt.mark_committing(store, self.job, tasks)
+        store.mark_committing(self.job, tasks)
         report = publish_job(store, folder, tasks, self.options.notify)
         report.update(job=self.job, tasks=len(tasks), commit_seconds=round(time.time() - started, 3))
         roll_forward(store, skip=self.job)
@@ -52,7 +53,7 @@ class Publisher:
     def abort(self) -> None:
         """Remove every file the job staged; none was ever visible."""
         store = fmt.Store(self.options.root, self.options.sync)
-        shutil.rmtree(fmt.stage_folder(store, self.job), ignore_errors=True)
+        shutil.rmtree(store.stage_folder(self.job), ignore_errors=True)
 
 
 def publish_job(store: fmt.Store, folder: str, tasks: list[str], tell: bool = True) -> dict:
@@ -114,7 +115,7 @@ def publish_chunk(store: fmt.Store, props, task_dir: str, names: list[str]) -> P
     now = time.time()
     known_queues: set[str] = set()
     for name in names:
-        parsed = fmt.parse_staged(name)
+        parsed = parse_staged(name)
         if parsed is None:
             continue  # Not a message file (nothing else is staged, but never publish junk).
         queue, message_id, is_delayed, keyed = parsed
@@ -129,7 +130,7 @@ def publish_chunk(store: fmt.Store, props, task_dir: str, names: list[str]) -> P
             due = os.stat(os.path.join(task_dir, name)).st_mtime if is_delayed else None
         except FileNotFoundError:
             continue  # Published by another committer of the same job.
-        target = fmt.publish_staged(store, task_dir, name, parsed)
+        target = store.publish_staged(task_dir, name, parsed)
         if target is None:
             continue
         out.dirs.add(target)
@@ -161,10 +162,10 @@ def roll_forward(store: fmt.Store, skip: str = "", stale_after: float = STALE_ST
     one without, older than stale_after seconds, belonged to a job that never committed.
     """
     finished = 0
-    for job, folder, mtime in fmt.list_stages(store):
+    for job, folder, mtime in store.list_stages():
         if job == skip:
             continue
-        tasks = fmt.committing_tasks(folder)
+        tasks = committing_tasks(folder)
         if tasks is not None:
             publish_job(store, folder, tasks)
             finished += 1

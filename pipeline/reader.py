@@ -7,6 +7,8 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from mq import store as fmt
 from mq.pipeline.options import SourceOptions
+from mq.store.listing import Entry, list_entries, read_entry
+from mq.store.message import Message
 
 #: The columns of every read, batch or streaming.
 SCHEMA = ("id string, queue string, body binary, content_type string, state string, "
@@ -37,7 +39,7 @@ class RowBuffer:
         self.columns = [[] for _ in ARROW_SCHEMA]
         self.bytes = 0
 
-    def add(self, entry: fmt.Entry, message: fmt.Message, mtime: float) -> None:
+    def add(self, entry: Entry, message: Message, mtime: float) -> None:
         """Append one message as a row."""
         due = int(mtime * 1_000_000) if entry.state != "ready" else None
         row = (entry.id, entry.queue, message.body, message.content_type, entry.state,
@@ -68,8 +70,8 @@ def read_entries(entries) -> "iter[pa.RecordBatch]":
         if entry.id in seen:
             continue  # Listed in two states because it moved between the listings.
         try:
-            found = fmt.read_entry(entry)
-        except (ValueError, KeyError) as err:
+            found = read_entry(entry)
+        except fmt.CorruptMessage as err:
             print(f"mq: skipping {entry.path}: {err}", file=sys.stderr)
             continue
         if found is None:
@@ -100,6 +102,6 @@ class SnapshotReader(DataSourceReader):
         """Yield the shard's messages as Arrow batches."""
         store = fmt.Store(self.options.root)
         states = set(self.options.states)
-        entries = (e for e in fmt.list_entries(store, partition.queues, (partition.index, partition.count))
+        entries = (e for e in list_entries(store, partition.queues, (partition.index, partition.count))
                    if e.state in states)
         yield from read_entries(entries)

@@ -14,9 +14,12 @@ from pyspark.sql.datasource import WriterCommitMessage
 
 from mq import properties
 from mq import store as fmt
-from mq.errors import Invalid, TooLarge
+from mq.adds import check_add, with_properties
+from mq.errors import Invalid
 from mq.ids import new_id
+from mq.schedule import due_time
 from mq.pipeline.options import SourceOptions
+from mq.store.staging import staged_name
 
 #: Columns a write understands; any other column is ignored.
 COLUMNS = ("body", "queue", "delay", "at", "dedup_id", "content_type")
@@ -62,7 +65,7 @@ class Stager:
         self.job = job
         self.store = fmt.Store(options.root, options.sync)
         self.task = new_id()
-        self.folder = fmt.stage_folder(self.store, job, self.task)
+        self.folder = self.store.stage_folder(job, self.task)
         os.makedirs(self.folder)
         self.props = properties.PropertyFiles(self.store)
         self.checked: dict[str, dict] = {}
@@ -102,21 +105,15 @@ class Stager:
         if isinstance(body, str):
             body = body.encode()
         props = self.queue_props(queue)
-        if len(body) > props["max_body_bytes"]:
-            raise TooLarge(f"a body of {len(body)} bytes is over queue {queue!r}'s limit of "
-                           f"{props['max_body_bytes']} bytes")
-        if key is not None and not 0 < len(key) <= 256:
-            raise Invalid("dedup_id must be 1 to 256 characters")
         now = time.time()
-        due = at if at is not None else (now + delay if delay is not None else None)
-        if due is None and props["delay"] > 0:
-            due = now + props["delay"]
-        delayed = due is not None and due > now
+        add = with_properties(check_add(queue, body, content_type, due_time(delay, at, now), key, now),
+                              props, props["max_body_bytes"], now)
         now_ms = int(now * 1000)
         message_id = new_id(now_ms)
-        data = fmt.encode_message(body, content_type, now_ms, message_id, key or "")
-        fmt.write_staged(self.store, self.folder, fmt.staged_name(queue, message_id, delayed, bool(key)),
-                         data, due if delayed else None)
+        data = fmt.encode_message(add.body, add.content_type, now_ms, message_id, add.dedup_id)
+        self.store.write_staged(self.folder,
+                                staged_name(queue, message_id, add.due is not None, bool(add.dedup_id)),
+                                data, add.due)
         self.count += 1
         self.queues.add(queue)
 

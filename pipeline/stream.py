@@ -20,6 +20,8 @@ from mq import store as fmt
 from mq.pipeline import notify
 from mq.pipeline.options import SourceOptions
 from mq.pipeline.reader import read_entries
+from mq.store.listing import Entry
+from mq.store.streams import load_manifest
 
 
 class ClaimedShard(InputPartition):
@@ -44,7 +46,7 @@ class ClaimingStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def initialOffset(self) -> dict:
         """Before the first batch of a new checkpoint: just before any manifest left over."""
-        seqs = fmt.list_manifests(self.store(), self.options.consumer)
+        seqs = self.store().list_manifests(self.options.consumer)
         # Leftover manifests (a run whose checkpoint was deleted) hold claimed messages:
         # starting before them delivers those first instead of leaving them in flight.
         return {"seq": seqs[0] - 1 if seqs else 0}
@@ -64,7 +66,7 @@ class ClaimingStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         store = self.store()
         done = int(start["seq"])
         self.acknowledge_through(store, done)
-        later = [s for s in fmt.list_manifests(store, self.options.consumer) if s > done]
+        later = [s for s in store.list_manifests(self.options.consumer) if s > done]
         if later:
             return {"seq": later[-1]}  # Claimed before a restart: deliver those first.
         cap = None if isinstance(limit, ReadAllAvailable) else (
@@ -72,9 +74,7 @@ class ClaimingStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         claimed = self.claim(store, cap)
         if not claimed:
             return {"seq": done}
-        path = fmt.manifest_path(store, self.options.consumer, done + 1)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        store.write_json(path, claimed)
+        store.write_manifest(self.options.consumer, done + 1, claimed)
         return {"seq": done + 1}
 
     def claim(self, store: fmt.Store, cap: int | None) -> list:
@@ -103,19 +103,18 @@ class ClaimingStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def acknowledge_through(self, store: fmt.Store, seq: int) -> int:
         """Remove every message of the manifests up to seq (their batches are in the sink)."""
         acked, dirs, paths = 0, set(), []
-        for number in fmt.list_manifests(store, self.options.consumer):
+        for number in store.list_manifests(self.options.consumer):
             if number > seq:
                 break
-            path = fmt.manifest_path(store, self.options.consumer, number)
+            path = store.manifest_path(self.options.consumer, number)
             for queue, message_id, delivery in load_manifest(path):
                 # False: the delivery is over (timed out and handed out again): a duplicate.
                 acked += store.ack(queue, message_id, delivery)
             dirs.update({store.folder("delay"), store.folder("remove")})
-            paths.append(path)
+            paths.append(number)
         if paths:
             store.flush(dirs)
-            for path in paths:
-                os.unlink(path)
+            store.remove_manifests(self.options.consumer, paths)
         return acked
 
     def partitions(self, start: dict, end: dict):
@@ -123,7 +122,7 @@ class ClaimingStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         store = self.store()
         claimed = []
         for seq in range(int(start["seq"]) + 1, int(end["seq"]) + 1):
-            path = fmt.manifest_path(store, self.options.consumer, seq)
+            path = store.manifest_path(self.options.consumer, seq)
             if os.path.exists(path):
                 claimed.extend(load_manifest(path))
         count = max(1, min(self.options.partitions, len(claimed)))
@@ -132,7 +131,7 @@ class ClaimingStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: ClaimedShard):
         """Read the claimed messages from delay/; one that timed out and moved is skipped."""
         store = self.store()
-        entries = (fmt.Entry("in_flight", q, i, n, store.delay_path(q, i, n))
+        entries = (Entry("in_flight", q, i, n, store.delay_path(q, i, n))
                    for q, i, n in partition.claimed)
         yield from read_entries(entries)
 
@@ -143,8 +142,3 @@ class ClaimingStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def stop(self) -> None:
         """Nothing to release: unacknowledged batches are replayed or acknowledged on restart."""
 
-
-def load_manifest(path: str) -> list:
-    """The [queue, id, delivery] triples a manifest lists."""
-    with open(path, "rb") as f:
-        return orjson.loads(f.read())

@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
                           f"({', '.join(others)}); start every daemon of a shared root with "
                           f"--peers=N, N the number of other daemons")
         cleaned = store.clean_new(PEER_NEW_GRACE_SECONDS if options.peers else 0.0)
-        run_dir = choose_run_dir(options)
+        daemon_dir, run_dir = choose_run_dir(options)
     except MqError as err:
         print(f"mq: {err.message}", file=sys.stderr)
         return 2
@@ -41,11 +41,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     setproctitle.setproctitle(f"mq: supervisor [{options.root}] {options.host}:{options.port}")
     logs.get().info("supervisor.start", root=store.root, workers=options.workers, peers=options.peers,
-                    cleaned_new=cleaned, run_dir=run_dir)
+                    cleaned_new=cleaned, run_dir=run_dir, daemon_dir=daemon_dir)
     try:
-        return Tree(options, run_dir).run()
+        return Tree(options, run_dir, daemon_dir).run()
     finally:
-        # A folder given with --run-dir is the operator's: only the one mq made is removed.
+        # A folder given with --run-dir is the operator's: only the ones mq made are removed.
+        shutil.rmtree(daemon_dir, ignore_errors=True)
         if not options.run_dir:
             shutil.rmtree(run_dir, ignore_errors=True)
 

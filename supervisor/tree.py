@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 
 import psutil
 
-from mq import logs, protocol
+from mq import logs
+from mq.store.root import (Root, actor_endpoint, health_path, mover_endpoint,
+                           point_to_ipc_dir, socket_path)
 
 #: First wait before restarting a dead process, in seconds; doubled per quick crash.
 MIN_BACKOFF_SECONDS = 0.1
@@ -62,16 +64,25 @@ class Child:
         return f"{self.kind}-{self.index}"
 
 
-def choose_run_dir(options) -> str:
-    """The folder for this daemon's sockets: {root}/run/{host}-{pid}, or a short temp dir."""
+def choose_run_dir(options) -> tuple[str, str]:
+    """(daemon folder, socket folder) of this daemon.
+
+    The daemon folder is always {root}/run/{host}-{pid}, so every daemon on a root is seen
+    there (the shared-root check, the pipeline's notifications). The sockets go there too,
+    unless --run-dir names another folder or the path is too long for ipc://; then a file in
+    the daemon folder points at them.
+    """
+    daemon_dir = Root(options.root).daemon_dir(socket.gethostname(), os.getpid())
+    os.makedirs(daemon_dir, exist_ok=True)
     if options.run_dir:
         os.makedirs(options.run_dir, exist_ok=True)
-        return options.run_dir
-    path = os.path.join(os.path.abspath(options.root), "run", f"{socket.gethostname()}-{os.getpid()}")
-    if len(path) > MAX_RUN_DIR:
-        return tempfile.mkdtemp(prefix="mq-run-")
-    os.makedirs(path, exist_ok=True)
-    return path
+        ipc_dir = options.run_dir
+    elif len(daemon_dir) > MAX_RUN_DIR:
+        ipc_dir = tempfile.mkdtemp(prefix="mq-run-")
+    else:
+        return daemon_dir, daemon_dir
+    point_to_ipc_dir(daemon_dir, ipc_dir)
+    return daemon_dir, ipc_dir
 
 
 def _supervisor_running_here(pid: int) -> bool:
@@ -97,12 +108,11 @@ def _supervisor_running_here(pid: int) -> bool:
 def clean_stale_run_dirs(root: str) -> None:
     """Remove run folders of daemons on this host whose supervisor is gone (killed by -9, or
     before a reboot)."""
-    run = os.path.join(root, "run")
     host = socket.gethostname()
-    for name in os.listdir(run):
-        owner, _, pid = name.rpartition("-")
+    for folder in Root(root).daemon_dirs():
+        owner, _, pid = os.path.basename(folder).rpartition("-")
         if owner == host and pid.isdigit() and not _supervisor_running_here(int(pid)):
-            shutil.rmtree(os.path.join(run, name), ignore_errors=True)
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def live_daemons(root: str) -> list[str]:
@@ -111,10 +121,10 @@ def live_daemons(root: str) -> list[str]:
     On this host a daemon is running when its supervisor's pid is; on another host, when its
     health.json (rewritten every second) is fresh.
     """
-    run = os.path.join(root, "run")
     host = socket.gethostname()
     live = []
-    for name in sorted(os.listdir(run)):
+    for folder in Root(root).daemon_dirs():
+        name = os.path.basename(folder)
         owner, _, pid = name.rpartition("-")
         if not pid.isdigit():
             continue
@@ -122,7 +132,7 @@ def live_daemons(root: str) -> list[str]:
             running = int(pid) != os.getpid() and _supervisor_running_here(int(pid))
         else:
             try:
-                age = time.time() - os.stat(os.path.join(run, name, "health.json")).st_mtime
+                age = time.time() - os.stat(health_path(folder)).st_mtime
             except OSError:
                 continue
             running = age < LIVE_HEALTH_SECONDS
@@ -134,9 +144,12 @@ def live_daemons(root: str) -> list[str]:
 class Tree:
     """The supervised process tree of one daemon."""
 
-    def __init__(self, options, run_dir: str):
+    def __init__(self, options, run_dir: str, daemon_dir: str = ""):
         self.options = options
         self.run_dir = run_dir
+        # health.json goes to the socket folder (the front reads it there) and, when that is
+        # elsewhere, to the daemon folder under the root too (other hosts' shared-root check).
+        self.health_dirs = sorted({run_dir, daemon_dir or run_dir})
         self.log = logs.get()
         self.stopping = False
         self.children = [Child("mover", 0), Child("reaper", 0)]
@@ -198,12 +211,14 @@ class Tree:
         return rows
 
     def write_health(self) -> None:
-        """Publish health to {run_dir}/health.json (written whole, then renamed)."""
-        path = os.path.join(self.run_dir, "health.json")
+        """Publish health.json (written whole, then renamed)."""
+        text = json.dumps({"supervisor_pid": os.getpid(), "children": self.health()})
         try:
-            with open(path + ".tmp", "w") as f:
-                json.dump({"supervisor_pid": os.getpid(), "children": self.health()}, f)
-            os.replace(path + ".tmp", path)
+            for folder in self.health_dirs:
+                path = health_path(folder)
+                with open(path + ".tmp", "w") as f:
+                    f.write(text)
+                os.replace(path + ".tmp", path)
         except OSError as err:
             # A full or failing disk must not take the supervisor (and so the tree) down.
             self.log.warning("supervisor.health_unwritten", error=str(err))
@@ -239,10 +254,10 @@ class Tree:
 
     def wait_for_actors(self, timeout: float) -> None:
         """Wait until every actor has bound its socket, so the front's first requests find them."""
-        sockets = [protocol.mover_endpoint(self.run_dir)] + [
-            protocol.actor_endpoint(self.run_dir, kind, i)
+        sockets = [mover_endpoint(self.run_dir)] + [
+            actor_endpoint(self.run_dir, kind, i)
             for kind in ("save", "fetch") for i in range(self.options.workers)]
-        paths = [s[len("ipc://"):] for s in sockets]
+        paths = [socket_path(s) for s in sockets]
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and not self.stopping:
             if all(os.path.exists(p) for p in paths):

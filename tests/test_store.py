@@ -1,5 +1,6 @@
-"""The on-disk format (core/store.py) and the fetch actor's index, on a real temporary root."""
+"""The on-disk format (the mq.store package) and the fetch actor's index, on a real temporary root."""
 
+import errno
 import os
 import re
 import time
@@ -11,9 +12,10 @@ from hypothesis import strategies as st
 
 from mq import store as fmt
 from mq.actors.queue_index import QueueIndex
-from mq.errors import Invalid, NotFound, Unavailable
+from mq.errors import Invalid, NotFound
 from mq.ids import id_time_ms, is_id, new_id
 from mq.store import Store
+from disks import FailingDisk
 from support import files_in, poll_for
 
 NAME_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-"
@@ -118,19 +120,19 @@ def test_decode_refuses_what_is_not_a_message_file(data):
 def test_entry_names_carry_the_delivery_count(attempts):
     message_id = new_id()
     assert fmt.parse_entry(fmt.entry_name(message_id, attempts)) == (message_id, attempts)
-    assert Store.split_name(f"q.1:{fmt.entry_name(message_id, attempts)}") == ("q.1", message_id, attempts)
+    assert fmt.split_name(f"q.1:{fmt.entry_name(message_id, attempts)}") == ("q.1", message_id, attempts)
 
 
 def test_names_that_are_not_entries_are_ignored():
     for name in ("", "x", "q:x", f"q:{new_id()}.x", f":{new_id()}", f"a/b:{new_id()}", "FORMAT"):
-        assert Store.split_name(name) is None
+        assert fmt.split_name(name) is None
     assert fmt.parse_entry(f"{new_id()}.tmp") is None
 
 
 # -- the root and the life of a message --------------------------------------------------------
 
 
-def test_init_creates_the_seeds_folders_and_a_format_version(store):
+def test_init_creates_the_folders_and_a_format_version(store):
     for name in ("new", "queues", "delay", "remove"):
         assert os.path.isdir(store.folder(name))
     with open(os.path.join(store.root, "FORMAT")) as f:
@@ -155,17 +157,22 @@ def test_write_then_deliver_puts_the_whole_file_in_its_queue_and_nothing_in_new(
 def test_a_message_file_is_created_exclusively(store):
     message_id = new_id()
     store.write_new("q", message_id, b"first", None)
-    with pytest.raises(Unavailable):
+    with pytest.raises(FileExistsError):
         store.write_new("q", message_id, b"second", None)
     with open(store.new_path("q", message_id), "rb") as f:
         assert f.read() == b"first"
 
 
-def test_a_failed_write_leaves_nothing_behind(store):
-    store.fault = "enospc"
-    with pytest.raises(Unavailable) as caught:
+@pytest.mark.parametrize("sync", ["fs", "file"])
+def test_a_failed_write_leaves_nothing_behind(tmp_path, sync):
+    disk = FailingDisk(sync, write=errno.ENOSPC)
+    disk.armed = False
+    store = Store(str(tmp_path / "root"), disk=disk)
+    store.init()
+    disk.armed = True
+    with pytest.raises(OSError) as caught:
         store.write_new("q", new_id(), b"x" * 10_000, None)
-    assert caught.value.retry_after == 1
+    assert caught.value.errno == errno.ENOSPC
     assert files_in(store.folder("new")) == []
 
 
@@ -203,7 +210,7 @@ def test_release_returns_a_due_message_to_its_queue_and_keeps_one_not_due(store)
 
 def test_an_extend_between_the_movers_stat_and_its_rename_keeps_the_message_hidden(store, monkeypatch):
     message_id = ready_message(store, "q")
-    now = time.time()
+    now = time.time() + 1  # The mover acts a second after the claim (see SETTLE_SECONDS).
     store.claim("q", message_id, now - 1)  # Its timer ran out: the mover is about to release it.
     in_delay = store.delay_path("q", message_id, 1)
     real_rename, extended = os.rename, []
@@ -229,7 +236,7 @@ def test_a_release_that_finds_the_message_away_and_back_times_it_again_never_rem
     # Two movers (--peers) release one message; the other one moves it into the queue, sees
     # an extend and puts it back, all while this one's rename runs.
     message_id = ready_message(store, "q")
-    now = time.time()
+    now = time.time() + 1  # The mover acts a second after the claim (see SETTLE_SECONDS).
     store.claim("q", message_id, now - 1)
     in_delay, in_queue = store.delay_path("q", message_id, 1), store.ready_path("q", message_id, 1)
     real_rename = os.rename

@@ -1,0 +1,42 @@
+"""Batch: what one batch of requests did, so the loop can flush once, then notify and reply."""
+
+from dataclasses import dataclass, field
+
+#: A result meaning "no reply now": the actor answers later (a long poll).
+DEFERRED = object()
+
+
+@dataclass
+class Request:
+    """One request of a batch: who asked (peer and request id, empty for a notification)."""
+
+    peer: bytes
+    rid: bytes
+    payload: dict
+
+    @property
+    def op(self) -> str:
+        """The operation asked for."""
+        return self.payload.get("op")
+
+
+@dataclass
+class Batch:
+    """The requests of one batch and their effects, collected while they are applied.
+
+    dirs: folders to flush before any reply. hidden: (queue, id, deliveries, due) put in
+    delay/, for the mover. ready: queue -> [id, deliveries] made ready, for its fetch actor.
+    undo: what to call, per request position, when the flush fails (the change is not kept).
+    """
+
+    requests: list[Request]
+    results: list = field(default_factory=list)
+    dirs: set = field(default_factory=set)
+    hidden: list = field(default_factory=list)
+    ready: dict = field(default_factory=dict)
+    undo: dict = field(default_factory=dict)
+    must_flush: bool = False
+
+    def add_ready(self, queue: str, message_id: str, attempts: int = 0) -> None:
+        """Record a message made ready, to tell its queue's fetch actor after the flush."""
+        self.ready.setdefault(queue, []).append([message_id, attempts])

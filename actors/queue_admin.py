@@ -1,0 +1,68 @@
+"""Queue administration, served by a queue's fetch actor: create, inspect, delete, redrive,
+properties, and the default property rules.
+
+Each is a command of FetchActor: function(actor, batch, request) -> result.
+"""
+
+from mq import properties
+from mq import store as fmt
+from mq.errors import NotFound
+
+
+def queue_get(actor, batch, request) -> dict:
+    """The queue's effective properties; 404 when it does not exist."""
+    queue = fmt.validate_queue(request.payload.get("queue"))
+    if not actor.store.queue_exists(queue):
+        raise NotFound(f"queue {queue!r} does not exist")
+    return {"queue": queue, "properties": actor.props.effective(queue)}
+
+
+def queue_put(actor, batch, request) -> dict:
+    """Create the queue (durably); created is False when it existed."""
+    queue = fmt.validate_queue(request.payload.get("queue"))
+    return {"queue": queue, "created": actor.store.create_queue(queue)}
+
+
+def queue_delete(actor, batch, request) -> dict:
+    """Delete the queue with its messages in every state, its keys and properties."""
+    queue = fmt.validate_queue(request.payload.get("queue"))
+    actor.forget_queue(queue)
+    return {"queue": queue, "in_flight": actor.store.delete_queue(queue)}
+
+
+def redrive(actor, batch, request) -> dict:
+    """Move every message of the queue's dead-letter queue back into the queue."""
+    queue = fmt.validate_queue(request.payload.get("queue"))
+    dead = actor.props.effective(queue)["dead_letter_queue"]
+    if not actor.store.queue_exists(dead):
+        return {"queue": queue, "dead_letter_queue": dead, "moved": 0}
+    ids = actor.store.redrive(dead, queue)
+    index = actor.ready_index(queue)
+    for message_id in ids:
+        index.add(message_id, 0)
+    batch.dirs.update({actor.store.queue_dir(dead), actor.store.queue_dir(queue)})
+    return {"queue": queue, "dead_letter_queue": dead, "moved": len(ids)}
+
+
+def props(actor, batch, request) -> dict:
+    """Read, replace, patch or reset a queue's own properties."""
+    queue = fmt.validate_queue(request.payload.get("queue"))
+    op, value = request.op, request.payload.get("properties")
+    path = actor.store.props_path(queue)
+    if op == "props_put":
+        actor.store.write_json(path, properties.validate(value))
+    elif op == "props_patch":
+        actor.store.write_json(path, {**actor.props.own(queue), **properties.validate(value)})
+    elif op == "props_delete":
+        actor.store.delete_file(path)
+    return {"queue": queue, "own": actor.props.own(queue), "effective": actor.props.effective(queue)}
+
+
+def rules(actor, batch, request) -> dict:
+    """Read, replace or reset the default property rules."""
+    path = actor.store.default_props_path()
+    if request.op == "rules_put":
+        actor.store.write_json(path, properties.validate_rules(request.payload.get("rules")))
+    elif request.op == "rules_delete":
+        actor.store.delete_file(path)
+    return {"rules": actor.props.rules()}

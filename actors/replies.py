@@ -1,0 +1,115 @@
+"""Replies to a delivery, served by a queue's fetch actor: ack, nack, extend and delete.
+
+Each is a command of FetchActor: function(actor, batch, request) -> result.
+"""
+
+import time
+
+from mq import properties
+from mq import store as fmt
+from mq.errors import Conflict, Invalid, NotFound
+
+#: Every delivery count a message can have, not only up to today's retry: a message delivered
+#: before its queue's retry was lowered keeps its higher count.
+MAX_ATTEMPTS = properties.MAX_RETRY + 1
+
+
+def parse_receipt(message_id: str, receipt: str) -> int:
+    """The delivery number a receipt '{id}.{n}' names; Invalid if it is not this message's."""
+    if not isinstance(receipt, str):
+        raise Invalid("receipt must be a string")
+    rid, _, number = receipt.rpartition(".")
+    if rid != message_id or not number.isdigit() or int(number) < 1:
+        raise Invalid(f"receipt {receipt!r} is not a receipt of message {message_id}")
+    return int(number)
+
+
+def target(request) -> tuple[str, str]:
+    """(queue, id) a reply names, both checked."""
+    return (fmt.validate_queue(request.payload.get("queue")),
+            fmt.validate_id(request.payload.get("id")))
+
+
+def delete(actor, batch, request) -> dict:
+    """Remove a message from whatever state it is in (an ack without a receipt does the same)."""
+    queue, message_id = target(request)
+    index = actor.indexes.get(queue)
+    known = index.attempts(message_id) if index else None
+    left = actor.store.remove(queue, message_id, MAX_ATTEMPTS,
+                              ("ready", known) if known is not None else None)
+    if left is None:
+        raise NotFound(f"message {message_id} not found in queue {queue!r}")
+    if index:
+        index.discard(message_id)
+    batch.dirs.update({left, actor.store.folder("remove")})
+    return {"id": message_id}
+
+
+def delivery_of(actor, request, queue: str, message_id: str) -> int:
+    """The delivery a reply is about: its receipt's, or the message's current one."""
+    receipt = request.payload.get("receipt")
+    if receipt:
+        return parse_receipt(message_id, receipt)
+    found = actor.store.locate(queue, message_id, MAX_ATTEMPTS)
+    if found is None:
+        raise NotFound(f"message {message_id} not found in queue {queue!r}")
+    state, attempts = found
+    if state != "in_flight":
+        raise Conflict(f"message {message_id} is not in flight (it is {state})")
+    return attempts
+
+
+def ack(actor, batch, request) -> dict:
+    """Remove an in-flight delivery; without a receipt, a delete."""
+    if not request.payload.get("receipt"):
+        return delete(actor, batch, request)
+    queue, message_id = target(request)
+    delivery = delivery_of(actor, request, queue, message_id)
+    if not actor.store.ack(queue, message_id, delivery):
+        refuse_stale(actor, queue, message_id, delivery)
+    batch.dirs.update({actor.store.folder("delay"), actor.store.folder("remove")})
+    return {"id": message_id}
+
+
+def extend(actor, batch, request) -> dict:
+    """Move an in-flight delivery's due time to `seconds` (default: the queue's timeout) from now."""
+    queue, message_id = target(request)
+    delivery = delivery_of(actor, request, queue, message_id)
+    seconds = request.payload.get("seconds") or actor.props.effective(queue)["timeout"]
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or \
+            not 0 < seconds <= properties.MAX_TIMEOUT:
+        raise Invalid(f"seconds must be more than 0 and at most {properties.MAX_TIMEOUT:g}")
+    due = time.time() + seconds
+    if not actor.store.extend(queue, message_id, delivery, due):
+        refuse_stale(actor, queue, message_id, delivery)
+    batch.dirs.add(actor.store.folder("delay"))
+    batch.hidden.append((queue, message_id, delivery, due))
+    return {"id": message_id, "due": due, "receipt": f"{message_id}.{delivery}"}
+
+
+def nack(actor, batch, request) -> dict:
+    """Make an in-flight delivery ready now (or a dead letter, past the queue's retries)."""
+    queue, message_id = target(request)
+    delivery = delivery_of(actor, request, queue, message_id)
+    props = actor.props.effective(queue)
+    dead = props["dead_letter_queue"] if delivery > props["retry"] else None
+    outcome, _ = actor.store.release(queue, message_id, time.time(), delivery, dead, force=True)
+    if outcome not in ("ready", "dead"):
+        refuse_stale(actor, queue, message_id, delivery)
+    batch.dirs.update({actor.store.folder("delay"), actor.store.queue_dir(dead or queue)})
+    if dead is None:
+        actor.ready_index(queue).add(message_id, delivery)
+    else:
+        actor.log.info("fetch.dead_letter", queue=queue, id=message_id, dead_letter_queue=dead)
+        actor.send(actor.mover, "relay", queue=dead, ids=[[message_id, 0]])
+    return {"id": message_id, "dead_letter": dead}
+
+
+def refuse_stale(actor, queue: str, message_id: str, delivery: int) -> None:
+    """Raise 404 when the message is gone, 409 when this delivery is over but it lives on."""
+    found = actor.store.locate(queue, message_id, MAX_ATTEMPTS)
+    if found is None:
+        raise NotFound(f"message {message_id} not found in queue {queue!r}")
+    state, attempts = found
+    raise Conflict(f"stale receipt {message_id}.{delivery}: the message is now {state}"
+                   + (f" (delivery {attempts})" if attempts else ""))

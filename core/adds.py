@@ -1,0 +1,55 @@
+"""An add, checked in one place: the front, the save actor and the Spark stager all call this."""
+
+import math
+from dataclasses import dataclass
+
+from mq.errors import Invalid, TooLarge
+from mq.schedule import MAX_AHEAD_SECONDS
+from mq.store import DEFAULT_CONTENT_TYPE, validate_queue
+
+#: Longest de-duplication key, in characters.
+MAX_DEDUP_ID = 256
+
+
+@dataclass
+class Add:
+    """A checked add: where it goes, what it holds, when it becomes visible, its key."""
+
+    queue: str
+    body: bytes
+    content_type: str
+    due: float | None
+    dedup_id: str
+
+
+def check_add(queue, body, content_type=None, due=None, dedup_id=None, now: float = 0.0) -> Add:
+    """Return the add checked; raise Invalid naming the first thing wrong with it.
+
+    due: Unix seconds when it becomes visible (None: now), at most a year and a day ahead;
+    a due time already past means now.
+    """
+    validate_queue(queue)
+    if not isinstance(body, bytes):
+        raise Invalid("message body must be bytes")
+    if content_type is not None and not isinstance(content_type, str):
+        raise Invalid("content type must be a string")
+    if due is not None:
+        if isinstance(due, bool) or not isinstance(due, (int, float)) or not math.isfinite(due):
+            raise Invalid(f"due time {due!r}: expected finite Unix seconds")
+        if due - now > MAX_AHEAD_SECONDS:
+            raise Invalid(f"a message may be scheduled at most {MAX_AHEAD_SECONDS} seconds ahead")
+    if dedup_id is not None and (not isinstance(dedup_id, str) or not 0 < len(dedup_id) <= MAX_DEDUP_ID):
+        raise Invalid(f"dedup_id must be 1 to {MAX_DEDUP_ID} characters")
+    return Add(queue, body, content_type or DEFAULT_CONTENT_TYPE,
+               float(due) if due is not None and due > now else None, dedup_id or "")
+
+
+def with_properties(add: Add, props: dict, max_body_bytes: int, now: float) -> Add:
+    """Apply a queue's properties: its body size limit (TooLarge) and its default delay."""
+    limit = min(props["max_body_bytes"], max_body_bytes)
+    if len(add.body) > limit:
+        raise TooLarge(f"body of {len(add.body)} bytes is over queue {add.queue!r}'s limit of "
+                       f"{limit} bytes")
+    if add.due is None and props["delay"] > 0:
+        add.due = now + props["delay"]
+    return add

@@ -1,0 +1,84 @@
+"""The on-disk format of an mq root (docs/FORMAT.md): one module an idea, one Store to use them.
+
+names (queue and id grammar), message (the file's bytes), disk (writes and flushes), root (every
+path), states (the renames of a message), queues, dedup, notices, recovery, staging and
+streams (the Spark pipeline's files), listing (reading without claiming).
+"""
+
+import orjson
+
+from mq.store.dedup import DedupKeys
+from mq.store.disk import Disk
+from mq.store.message import (DEFAULT_CONTENT_TYPE, MAGIC, CorruptMessage, Message,
+                              decode_message, dedup_digest, encode_message)
+from mq.store.names import (MAX_QUEUE_NAME, QUEUE_PATTERN, RESERVED_NAMES, entry_name,
+                            parse_entry, split_name, validate_id, validate_queue)
+from mq.store.notices import Notices
+from mq.store.queues import Queues
+from mq.store.recovery import Recovery, reap_folder
+from mq.store.root import FOLDERS, FORMAT_VERSION, Root
+from mq.store.staging import Staging
+from mq.store.states import MessageStates
+from mq.store.streams import Streams
+
+__all__ = [
+    "DEFAULT_CONTENT_TYPE", "FOLDERS", "FORMAT_VERSION", "MAGIC", "MAX_QUEUE_NAME",
+    "QUEUE_PATTERN", "RESERVED_NAMES", "CorruptMessage", "Disk", "Message", "Root", "Store",
+    "decode_message", "dedup_digest", "encode_message", "entry_name", "parse_entry",
+    "reap_folder", "split_name", "validate_id", "validate_queue",
+]
+
+
+class Store(Root, MessageStates, Queues, DedupKeys, Notices, Recovery, Staging, Streams):
+    """One mq root: its paths, the states of messages and every change made to it.
+
+    sync: "fs" flushes a batch with one syncfs(2) of the root's file system; "file" fsyncs
+    each file and each directory touched. Both flush before any reply (docs/FORMAT.md).
+    disk: the Disk every change goes through (by default, a real one of that sync mode).
+    """
+
+    def __init__(self, root: str, sync: str = "fs", auto_create: bool = True,
+                 disk: Disk | None = None):
+        super().__init__(root)
+        self.disk = disk if disk is not None else Disk(sync)
+        self.sync = self.disk.sync
+        self.auto_create = auto_create
+
+    def init(self) -> None:
+        """Create the folders and the FORMAT file, or check the version of an existing root."""
+        self.create(self.disk)
+
+    def flush_data(self) -> None:
+        """Make written file contents durable before they are renamed into view."""
+        self.disk.flush_data(self.root)
+
+    def flush(self, dirs) -> None:
+        """Make the given folders' entries (with sync=fs: every change) durable."""
+        self.disk.flush(self.root, dirs)
+
+    def write_new(self, queue: str, message_id: str, data: bytes, due: float | None) -> str:
+        """Write a message file once into new/ (exclusive create); return its path.
+
+        With sync=file the file is fsynced here; with sync=fs the caller flushes the batch.
+        A failed write leaves nothing behind; the OSError is the caller's to map.
+        """
+        path = self.new_path(queue, message_id)
+        self.disk.create(path, data, due)
+        return path
+
+    def discard_new(self, queue: str, message_id: str) -> None:
+        """Unlink a never-acknowledged file from new/."""
+        self.disk.discard(self.new_path(queue, message_id))
+
+    def write_json(self, path: str, value) -> None:
+        """Replace a small JSON file (properties, rules) durably."""
+        self.disk.replace(path, orjson.dumps(value))
+
+    def delete_file(self, path: str) -> bool:
+        """Unlink a small metadata file durably; False when it did not exist."""
+        try:
+            self.disk.unlink(path)
+        except FileNotFoundError:
+            return False
+        self.disk.fsync_dir(path.rpartition("/")[0])
+        return True

@@ -1,0 +1,152 @@
+"""The disk: every change an mq root receives, and the flush that makes changes durable.
+
+Everything that writes under a root goes through a Disk, so the flush policy lives here
+once, and a test can hand the store a disk that records or fails (tests/crash_model.py).
+"""
+
+import ctypes
+import os
+import shutil
+
+from mq.ids import new_id
+
+#: The flush policies: "fs" is one syncfs(2) of the root's file system per batch, "file" an
+#: fsync of every file written and every folder changed.
+SYNC_MODES = ("fs", "file")
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+class Disk:
+    """The write primitives and flushes of one flush policy (docs/FORMAT.md, Durability).
+
+    sync="fs" falls back to "file" on a libc without syncfs(2), since the per-file recipe
+    is durable everywhere; `fell_back` records that it did.
+    """
+
+    def __init__(self, sync: str = "fs", libc=None):
+        if sync not in SYNC_MODES:
+            raise ValueError(f"sync must be 'fs' or 'file', not {sync!r}")
+        self._syncfs = getattr(libc if libc is not None else _libc, "syncfs", None)
+        self.fell_back = sync == "fs" and self._syncfs is None
+        self.sync = "file" if self.fell_back else sync
+
+    # -- changes --------------------------------------------------------------------------
+
+    def create(self, path: str, data: bytes, mtime: float | None = None) -> None:
+        """Create a file that must not exist, write all of data, set its mtime; nothing is
+        left behind on failure. With sync=file the file is fsynced here."""
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            self.write_whole(fd, data, mtime)
+        except BaseException:
+            os.close(fd)
+            self.discard(path)
+            raise
+        os.close(fd)
+
+    def write_whole(self, fd: int, data: bytes, mtime: float | None) -> None:
+        """Write all of data to an open new file and set its mtime (fsync with sync=file)."""
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        if mtime is not None:
+            os.utime(fd, ns=(int(mtime * 1e9), int(mtime * 1e9)))
+        if self.sync == "file":
+            os.fsync(fd)
+
+    def replace(self, path: str, data: bytes) -> None:
+        """Replace a small file durably: temp file, fsync, rename over, fsync the folder.
+
+        Used for every small file a root holds (properties, manifests, markers), whatever
+        the sync mode: each is one change that must be durable when this returns.
+        """
+        temp = f"{os.path.dirname(path)}/.{new_id()}.tmp"
+        try:
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            self.rename(temp, path)
+        except BaseException:
+            self.discard(temp)
+            raise
+        self.fsync_dir(os.path.dirname(path))
+
+    def rename(self, source: str, target: str) -> None:
+        """Rename one entry (the only way a message changes state)."""
+        os.rename(source, target)
+
+    def unlink(self, path: str) -> None:
+        """Unlink one entry."""
+        os.unlink(path)
+
+    def discard(self, path: str) -> None:
+        """Unlink a file that was never acknowledged, ignoring any failure."""
+        try:
+            self.unlink(path)
+        except OSError:
+            pass
+
+    def symlink(self, target: str, path: str) -> None:
+        """Create a symbolic link (a de-duplication key) that must not exist."""
+        os.symlink(target, path)
+
+    def mkdir(self, path: str) -> bool:
+        """Create a folder and make its name durable; False when it existed."""
+        try:
+            os.mkdir(path)
+        except FileExistsError:
+            return False
+        self.fsync_dir(os.path.dirname(path))
+        return True
+
+    def set_mtime(self, fd: int, when: float) -> None:
+        """Set an open file's mtime (a due time); with sync=file, fsync it, since folder
+        fsyncs do not carry an inode's times."""
+        os.utime(fd, ns=(int(when * 1e9), int(when * 1e9)))
+        if self.sync == "file":
+            os.fsync(fd)
+
+    def remove_tree(self, path: str) -> None:
+        """Remove a folder and everything in it (reaped queues, finished stage folders)."""
+        shutil.rmtree(path)
+
+    # -- flushes --------------------------------------------------------------------------
+
+    def flush_data(self, anchor: str) -> None:
+        """Make the contents of files written so far durable, before they are renamed into
+        view. With sync=file each file was fsynced as written: nothing is left to do."""
+        if self.sync == "fs":
+            self.syncfs(anchor)
+
+    def flush(self, anchor: str, dirs) -> None:
+        """Make the given folders' entries (with sync=fs: every change on the file system of
+        anchor) durable."""
+        if self.sync == "fs":
+            self.syncfs(anchor)
+        else:
+            for path in sorted(dirs):
+                self.fsync_dir(path)
+
+    def syncfs(self, anchor: str) -> None:
+        """syncfs(2) the file system holding anchor; the descriptor lives only for the call,
+        so a caller that never closes its store leaks nothing."""
+        fd = os.open(anchor, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            if self._syncfs(fd) != 0:
+                err = ctypes.get_errno()
+                raise OSError(err, os.strerror(err))
+        finally:
+            os.close(fd)
+
+    def fsync_dir(self, path: str) -> None:
+        """fsync a folder so that the names created, renamed or removed in it are durable."""
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

@@ -1,0 +1,63 @@
+"""Listing a root's messages without claiming them: the Spark snapshot read's view."""
+
+import os
+from dataclasses import dataclass
+
+from mq.store.message import Message, decode_message
+from mq.store.names import parse_entry
+
+
+@dataclass
+class Entry:
+    """A message found by a folder listing: its state, where it is, how often delivered."""
+
+    state: str  # ready, delayed (added with a delay, never fetched) or in_flight
+    queue: str
+    id: str
+    attempts: int
+    path: str
+
+
+def _in_shard(message_id: str, shard: tuple[int, int] | None) -> bool:
+    # The last two hex digits of a v7 id are random, so shards come out even.
+    return shard is None or int(message_id[34:36], 16) % shard[1] == shard[0]
+
+
+def list_entries(store, queues, shard: tuple[int, int] | None = None):
+    """Yield an Entry for each ready, delayed and in-flight message of the queues; open none.
+
+    shard=(i, n) keeps only ids whose last two hex digits modulo n are i. Each folder is
+    listed once; a message that moves between the listings may be yielded twice (once per
+    state) or not at all, so readers treat entries as hints and skip what is gone.
+    """
+    wanted = set(queues)
+    for queue in sorted(wanted):
+        folder = store.queue_dir(queue)
+        try:
+            names = os.listdir(folder)
+        except FileNotFoundError:
+            continue
+        for name in names:
+            if _in_shard(name[:36], shard) and (parsed := parse_entry(name)):
+                yield Entry("ready", queue, parsed[0], parsed[1], os.path.join(folder, name))
+    delay = store.folder("delay")
+    for name in os.listdir(delay):
+        queue, _, entry = name.rpartition(":")
+        if queue in wanted and _in_shard(entry[:36], shard) and (parsed := parse_entry(entry)):
+            yield Entry("in_flight" if parsed[1] else "delayed", queue, parsed[0], parsed[1],
+                        os.path.join(delay, name))
+
+
+def read_entry(entry: Entry) -> tuple[Message, float] | None:
+    """(message, file mtime) of a listed entry, read whole; None when it moved or went.
+
+    A message file is complete before it is renamed out of new/ and never rewritten, so a
+    successful open always reads a whole message, even if the file is renamed meanwhile.
+    """
+    try:
+        with open(entry.path, "rb") as f:
+            data = f.read()
+            mtime = os.fstat(f.fileno()).st_mtime
+    except FileNotFoundError:
+        return None
+    return decode_message(entry.queue, entry.id, data), mtime

@@ -1,0 +1,75 @@
+"""The message file: magic, header length, msgpack header, body (docs/FORMAT.md)."""
+
+import hashlib
+import struct
+from dataclasses import dataclass
+
+import msgpack
+
+#: First bytes of every message file: "MQ" and the file-format version.
+MAGIC = b"MQ\x01"
+#: Default content type of a message added without one.
+DEFAULT_CONTENT_TYPE = "application/octet-stream"
+_LENGTH = struct.Struct(">I")
+
+
+class CorruptMessage(ValueError):
+    """Raised when a file's bytes are not a message file."""
+
+
+@dataclass
+class Message:
+    """A message as read from its file."""
+
+    queue: str
+    id: str
+    body: bytes
+    content_type: str
+    created_ms: int
+    dedup_digest: str = ""
+
+
+def dedup_digest(key: str) -> str:
+    """The file name a de-duplication key is recorded under (any key fits a name)."""
+    return hashlib.sha256(key.encode()).hexdigest()[:40]
+
+
+def encode_message(body: bytes, content_type: str, created_ms: int, message_id: str = "",
+                   dedup_key: str = "", writer: str = "") -> bytes:
+    """The bytes of a message file: magic, header length, msgpack header, body.
+
+    writer names the save actor that wrote it, so that one restarted after a crash can tell
+    its predecessor's leftovers in new/ from the work of live actors.
+    """
+    header = {"ct": content_type, "t": created_ms}
+    if message_id:
+        header["id"] = message_id
+    if dedup_key:
+        header["dk"] = dedup_digest(dedup_key)
+    if writer:
+        header["w"] = writer
+    packed = msgpack.packb(header)
+    return MAGIC + _LENGTH.pack(len(packed)) + packed + body
+
+
+def decode_header(queue: str, message_id: str, data: bytes) -> tuple[dict, int]:
+    """(header, offset of the body) of a message file's bytes; CorruptMessage when not one."""
+    if data[:3] != MAGIC or len(data) < 7:
+        raise CorruptMessage(f"{queue}/{message_id}: not an mq message file")
+    (length,) = _LENGTH.unpack(data[3:7])
+    if 7 + length > len(data):
+        raise CorruptMessage(f"{queue}/{message_id}: header runs past the end of the file")
+    try:
+        header = msgpack.unpackb(data[7:7 + length])
+    except Exception as err:  # msgpack raises several unrelated types for bad input.
+        raise CorruptMessage(f"{queue}/{message_id}: bad header: {err}") from None
+    if (not isinstance(header, dict) or not isinstance(header.get("ct"), str)
+            or not isinstance(header.get("t"), int) or not isinstance(header.get("dk", ""), str)):
+        raise CorruptMessage(f"{queue}/{message_id}: header is not a message header")
+    return header, 7 + length
+
+
+def decode_message(queue: str, message_id: str, data: bytes) -> Message:
+    """Parse a message file's bytes; raise CorruptMessage when they are not one."""
+    header, start = decode_header(queue, message_id, data)
+    return Message(queue, message_id, data[start:], header["ct"], header["t"], header.get("dk", ""))

@@ -1,0 +1,62 @@
+"""The grammar of names under a root: queue names, message ids and the entries built from them."""
+
+import re
+
+from mq.errors import Invalid
+from mq.ids import is_id
+
+#: Longest queue name, in characters.
+MAX_QUEUE_NAME = 128
+QUEUE_PATTERN = re.compile(r"^[A-Za-z0-9_.-]{1,%d}$" % MAX_QUEUE_NAME)
+#: Names no queue may have: '.' and '..' are folders, '_mq' holds the admin endpoints, and
+#: '_defaults' would share props/_defaults.json with the default property rules.
+RESERVED_NAMES = (".", "..", "_mq", "_defaults")
+
+
+def validate_queue(name: str) -> str:
+    """Return name if it is a safe queue name, else raise Invalid saying why."""
+    if not isinstance(name, str) or not QUEUE_PATTERN.fullmatch(name):
+        raise Invalid(
+            f"invalid queue name {name!r}: use 1 to {MAX_QUEUE_NAME} characters "
+            "from A-Z a-z 0-9 _ . -"
+        )
+    if name in RESERVED_NAMES:
+        raise Invalid(f"invalid queue name {name!r}: {', '.join(RESERVED_NAMES)} are reserved")
+    return name
+
+
+def is_queue(name: str) -> bool:
+    """True when name is a valid queue name."""
+    return bool(QUEUE_PATTERN.fullmatch(name)) and name not in RESERVED_NAMES
+
+
+def validate_id(message_id: str) -> str:
+    """Return message_id if it is in the id format, else raise Invalid."""
+    if not isinstance(message_id, str) or not is_id(message_id):
+        raise Invalid(f"invalid message id {message_id!r}: expected a lower-case UUID")
+    return message_id
+
+
+def entry_name(message_id: str, attempts: int = 0) -> str:
+    """A message's name in its folder: the id, then '.N' once it has been delivered N times."""
+    return f"{message_id}.{attempts}" if attempts else message_id
+
+
+def parse_entry(name: str) -> tuple[str, int] | None:
+    """(id, deliveries so far) of an entry name; None when it is not one."""
+    message_id, dot, count = name.partition(".")
+    if not is_id(message_id) or (dot and not count.isdigit()):
+        return None
+    return message_id, int(count) if dot else 0
+
+
+def queued_name(queue: str, entry: str) -> str:
+    """'{queue}:{entry}': a name in one of the root's shared folders (new/, delay/, remove/)."""
+    return f"{queue}:{entry}"
+
+
+def split_name(name: str) -> tuple[str, str, int] | None:
+    """(queue, id, deliveries) of a 'queue:id[.N]' name in new/, delay/ or remove/."""
+    queue, sep, entry = name.rpartition(":")
+    parsed = parse_entry(entry) if sep and QUEUE_PATTERN.fullmatch(queue) else None
+    return (queue, *parsed) if parsed else None

@@ -1,0 +1,59 @@
+"""Notices: how a writer that no daemon hears (a Spark driver elsewhere) is noticed.
+
+Not flushed: a notice lost in a crash is not needed, a daemon lists its folders at start.
+"""
+
+import os
+import time
+
+
+class Notices:
+    """Posting and reading notice files (a part of Store)."""
+
+    def post_notice(self, queue: str | None = None) -> bool:
+        """Replace a notice file with a new token, after the messages it announces are flushed;
+        False when it could not be written (a full disk: the messages are in place all the same).
+        """
+        path = self.notice_path(queue)
+        temp = self.notice_temp_path()
+        try:
+            if not os.path.isdir(os.path.dirname(path)):
+                self.disk.mkdir(os.path.dirname(path))  # A root older than notices/.
+            self.disk.create(temp, os.urandom(16).hex().encode())
+            self.disk.rename(temp, path)
+            return True
+        except OSError:
+            self.disk.discard(temp)
+            return False
+
+    def sweep_notice_temps(self, min_age: float = 3600.0) -> int:
+        """Unlink temporary files of notices older than min_age seconds (a writer died between
+        creating one and renaming it); return how many."""
+        count, now = 0, time.time()
+        try:
+            with os.scandir(self.folder("notices")) as it:
+                for entry in it:
+                    if entry.name.startswith(".") and entry.name.endswith(".tmp"):
+                        try:
+                            if entry.stat().st_mtime + min_age < now:
+                                self.disk.unlink(entry.path)
+                                count += 1
+                        except FileNotFoundError:
+                            continue
+        except FileNotFoundError:
+            pass
+        return count
+
+    def read_notice(self, queue: str | None = None) -> str | None:
+        """The token a notice file holds now: '' when none was posted, None when it cannot be
+        read now (callers take that as "no change").
+
+        Opening the file, not stat, is what an NFS client revalidates (close-to-open).
+        """
+        try:
+            with open(self.notice_path(queue)) as f:
+                return f.read()
+        except FileNotFoundError:
+            return ""
+        except OSError:
+            return None

@@ -1,0 +1,56 @@
+"""Queues: a folder each under queues/, with their keys, properties and notice beside them."""
+
+import os
+
+from mq.errors import NotFound
+from mq.store.names import is_queue, split_name
+
+
+class Queues:
+    """Creating, listing and deleting queues (a part of Store)."""
+
+    def queue_exists(self, queue: str) -> bool:
+        """True when the queue's folder exists."""
+        return os.path.isdir(self.queue_dir(queue))
+
+    def create_queue(self, queue: str) -> bool:
+        """Create a queue durably; False when it already existed."""
+        return self.disk.mkdir(self.queue_dir(queue))
+
+    def list_queues(self) -> list[str]:
+        """Names of all queues."""
+        return sorted(n for n in os.listdir(self.folder("queues")) if is_queue(n))
+
+    def delete_queue(self, queue: str) -> int:
+        """Remove a queue and its messages in every state; return how many were in flight.
+
+        Its keys, properties and notice go first and its folder last, so a failure half-way
+        leaves a queue that exists and a retry that finishes the work: a queue re-created
+        later never inherits old properties or keys.
+        """
+        if not self.queue_exists(queue):
+            raise NotFound(f"queue {queue!r} does not exist")
+        for leftover, what in ((self.dedup_dir(queue), "dedup"), (self.props_path(queue), "props"),
+                               (self.notice_path(queue), "notice")):
+            try:
+                self.disk.rename(leftover, self.trash_path(queue, what))
+            except FileNotFoundError:
+                pass
+        try:
+            self.disk.rename(self.queue_dir(queue), self.trash_path(queue, "queue"))
+        except FileNotFoundError:
+            raise NotFound(f"queue {queue!r} does not exist") from None
+        moved = 0
+        prefix = queue + ":"
+        for folder in ("new", "delay"):
+            for name in os.listdir(self.folder(folder)):
+                if name.startswith(prefix) and (parts := split_name(name)) and parts[0] == queue:
+                    try:
+                        self.disk.rename(os.path.join(self.folder(folder), name),
+                                         os.path.join(self.folder("remove"), name))
+                        moved += 1
+                    except FileNotFoundError:
+                        pass
+        self.flush({self.folder(name) for name in
+                    ("queues", "remove", "new", "delay", "props", "dedup", "notices")})
+        return moved

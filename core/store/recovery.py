@@ -1,0 +1,74 @@
+"""Recovery: clean-up after a crash (files left in new/) and reaping what reaches remove/."""
+
+import os
+import time
+
+from mq.store.message import CorruptMessage, decode_header
+from mq.store.names import split_name
+
+#: Bytes of a file in new/ read to find its header (writer and de-duplication key).
+HEADER_BYTES = 65536
+
+
+class Recovery:
+    """Crash clean-up and reaping (a part of Store)."""
+
+    def clean_new(self, min_age: float = 0.0, writer: str = "") -> int:
+        """Move files left in new/ by a crash to remove/; return how many.
+
+        min_age: only files older than that many seconds (another daemon's adds in progress
+        are younger). writer: only files that save actor wrote (its predecessor's, when it
+        restarts). They were never acknowledged; a de-duplication key recorded for one is
+        dropped so that a retry of that add is stored.
+        """
+        moved, dirs = 0, {self.folder("new"), self.folder("remove")}
+        cutoff = time.time() - min_age
+        with os.scandir(self.folder("new")) as it:
+            for entry in it:
+                try:
+                    if min_age and entry.stat().st_mtime > cutoff:
+                        continue
+                    parts = split_name(entry.name)
+                    header = self.new_header(entry.path, parts) if parts else {}
+                    if writer and header.get("w") != writer:
+                        continue
+                    if header.get("dk"):
+                        self.dedup_forget(parts[0], header["dk"], parts[1])
+                        dirs.add(self.dedup_dir(parts[0]))
+                    self.disk.rename(entry.path, os.path.join(self.folder("remove"), entry.name))
+                    moved += 1
+                except FileNotFoundError:
+                    continue
+        if moved:
+            self.flush(dirs)
+        return moved
+
+    @staticmethod
+    def new_header(path: str, parts: tuple) -> dict:
+        """The header of a file in new/, {} when it has none yet (a crash mid-write)."""
+        with open(path, "rb") as f:
+            head = f.read(HEADER_BYTES)
+        try:
+            return decode_header(parts[0], parts[1], head)[0]
+        except CorruptMessage:
+            return {}
+
+    def reap(self) -> int:
+        """Unlink everything in remove/."""
+        return reap_folder(self.folder("remove"), self.disk)
+
+
+def reap_folder(path: str, disk) -> int:
+    """Unlink every file in a folder, and remove its sub-folders (deleted queues) whole."""
+    count = 0
+    with os.scandir(path) as it:
+        for entry in it:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    disk.remove_tree(entry.path)
+                else:
+                    disk.unlink(entry.path)
+                count += 1
+            except FileNotFoundError:
+                continue
+    return count

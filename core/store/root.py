@@ -1,0 +1,195 @@
+"""The root: the path of everything under an mq root, and the root's creation and checks.
+
+Nothing else in mq joins a path under a root or builds an ipc:// address (docs/FORMAT.md).
+"""
+
+import os
+
+from mq.errors import Invalid, Unavailable
+from mq.ids import new_id
+from mq.store.disk import Disk
+from mq.store.names import entry_name, queued_name
+
+#: Version of the layout and file format; stored in {root}/FORMAT.
+FORMAT_VERSION = 1
+#: The folders every root has, created at every start if missing.
+FOLDERS = ("new", "queues", "delay", "remove", "run", "dedup", "props", "notices", "corrupt")
+#: The file in props/ holding the default property rules (a queue of this name is refused).
+DEFAULT_RULES = "_defaults"
+#: The file in a daemon's run folder naming its socket folder, when that is elsewhere.
+IPC_POINTER = "ipc"
+
+
+class Root:
+    """The paths of one mq root."""
+
+    def __init__(self, root: str):
+        self.root = os.path.abspath(root)
+
+    def folder(self, name: str) -> str:
+        """Path of one of the root's top-level folders."""
+        return os.path.join(self.root, name)
+
+    def format_path(self) -> str:
+        """The FORMAT file."""
+        return os.path.join(self.root, "FORMAT")
+
+    # -- messages -------------------------------------------------------------------------
+
+    def queue_dir(self, queue: str) -> str:
+        """Folder of a queue's ready messages."""
+        return os.path.join(self.root, "queues", queue)
+
+    def new_path(self, queue: str, message_id: str) -> str:
+        """Where a message is written before it is delivered."""
+        return os.path.join(self.root, "new", queued_name(queue, message_id))
+
+    def ready_path(self, queue: str, message_id: str, attempts: int = 0) -> str:
+        """Where a ready message waits to be fetched (delivered `attempts` times so far)."""
+        return os.path.join(self.root, "queues", queue, entry_name(message_id, attempts))
+
+    def delay_path(self, queue: str, message_id: str, attempts: int = 0) -> str:
+        """Where a delayed (attempts 0) or in-flight message waits for its due time (mtime)."""
+        return os.path.join(self.root, "delay", queued_name(queue, entry_name(message_id, attempts)))
+
+    def remove_path(self, queue: str, message_id: str) -> str:
+        """Where a removed message waits for the reaper."""
+        return os.path.join(self.root, "remove", queued_name(queue, message_id))
+
+    def trash_path(self, queue: str, what: str) -> str:
+        """A unique name in remove/ for something of a deleted queue (its folder, keys, props).
+
+        Short whatever the queue's name: '{queue}:{uuid}.{what}' stays under NAME_MAX.
+        """
+        return os.path.join(self.root, "remove", queued_name(queue, f"{new_id()}.{what}"))
+
+    def corrupt_path(self, queue: str, message_id: str, attempts: int) -> str:
+        """Where a file that is not a message is kept for an operator to look at."""
+        return os.path.join(self.root, "corrupt", queued_name(queue, entry_name(message_id, attempts)))
+
+    # -- queue metadata -------------------------------------------------------------------
+
+    def dedup_dir(self, queue: str) -> str:
+        """Folder of a queue's de-duplication keys."""
+        return os.path.join(self.root, "dedup", queue)
+
+    def dedup_digest_path(self, queue: str, digest: str) -> str:
+        """The symlink recording a de-duplication key (by its digest); it points at the id."""
+        return os.path.join(self.root, "dedup", queue, digest)
+
+    def props_path(self, queue: str) -> str:
+        """The JSON file of a queue's own properties."""
+        return os.path.join(self.root, "props", f"{queue}.json")
+
+    def default_props_path(self) -> str:
+        """The JSON file of the default property rules."""
+        return os.path.join(self.root, "props", f"{DEFAULT_RULES}.json")
+
+    def notice_path(self, queue: str | None = None) -> str:
+        """The notice file of a queue's ready messages, or (queue None) of delay/."""
+        return os.path.join(self.root, "notices", f"ready:{queue}" if queue else "delay")
+
+    def notice_temp_path(self) -> str:
+        """A new temporary name in notices/ (swept by the reaper when a writer died)."""
+        return os.path.join(self.root, "notices", f".{new_id()}.tmp")
+
+    # -- daemons --------------------------------------------------------------------------
+
+    def run_dir(self) -> str:
+        """The folder holding one sub-folder per daemon using this root."""
+        return os.path.join(self.root, "run")
+
+    def daemon_dir(self, host: str, pid: int) -> str:
+        """The folder of one daemon (its health.json, and its sockets or a pointer to them)."""
+        return os.path.join(self.root, "run", f"{host}-{pid}")
+
+    def daemon_dirs(self) -> list[str]:
+        """The folders of the daemons that use this root (live or left by a crash)."""
+        try:
+            return [os.path.join(self.run_dir(), n) for n in sorted(os.listdir(self.run_dir()))]
+        except FileNotFoundError:
+            return []
+
+    # -- the Spark pipeline ---------------------------------------------------------------
+
+    def stage_dir(self, job: str = "", task: str = "") -> str:
+        """{root}/stage[/{job}[/{task}]]: where a Spark write job's tasks stage their files."""
+        return os.path.join(self.root, "stage", job, task) if job else os.path.join(self.root, "stage")
+
+    def stream_dir(self, consumer: str) -> str:
+        """{root}/streams/{consumer}: the batch manifests of one streaming consumer."""
+        return os.path.join(self.root, "streams", consumer)
+
+    def manifest_path(self, consumer: str, seq: int) -> str:
+        """The manifest of a consumer's micro-batch `seq`."""
+        return os.path.join(self.root, "streams", consumer, f"{int(seq):012d}.json")
+
+    # -- creation -------------------------------------------------------------------------
+
+    def create(self, disk: Disk) -> None:
+        """Create the folders and FORMAT (each name made durable), or check an existing root.
+
+        Refuses a root whose folders are symbolic links or mount points: syncfs of the root
+        would flush another file system than the one holding them.
+        """
+        try:
+            os.makedirs(self.root, exist_ok=True)
+            for name in FOLDERS:
+                disk.mkdir(self.folder(name))
+        except OSError as err:
+            raise Unavailable(f"cannot create root {self.root}: {err.strerror}") from err
+        self.check_one_file_system()
+        try:
+            disk.create(self.format_path(), f"mq-format {FORMAT_VERSION}\n".encode())
+            disk.flush(self.root, {self.root})
+        except FileExistsError:
+            with open(self.format_path()) as f:
+                found = f.read().split()
+            if found != ["mq-format", str(FORMAT_VERSION)]:
+                raise Invalid(f"{self.format_path()}: unsupported format {' '.join(found)!r}")
+
+    def check_one_file_system(self) -> None:
+        """Raise Invalid when a top-level folder is a symlink or on another file system."""
+        device = os.stat(self.root).st_dev
+        for name in FOLDERS:
+            path = self.folder(name)
+            info = os.lstat(path)
+            if os.path.islink(path) or info.st_dev != device:
+                raise Invalid(f"{path} is a symbolic link or another file system: every folder "
+                              "of a root must be on the root's own file system (one flush covers "
+                              "them all); point --root at a folder that holds them")
+
+
+def actor_endpoint(ipc_dir: str, kind: str, index: int) -> str:
+    """The ipc:// address actor `kind` number `index` binds."""
+    return f"ipc://{ipc_dir}/{kind}-{index}.sock"
+
+
+def mover_endpoint(ipc_dir: str) -> str:
+    """The ipc:// address the mover binds for due-time notifications."""
+    return f"ipc://{ipc_dir}/mover.sock"
+
+
+def socket_path(endpoint: str) -> str:
+    """The file an ipc:// address names."""
+    return endpoint[len("ipc://"):]
+
+
+def health_path(daemon_dir: str) -> str:
+    """The health.json the supervisor publishes in its daemon folder."""
+    return os.path.join(daemon_dir, "health.json")
+
+
+def ipc_dir_of(daemon_dir: str) -> str:
+    """The socket folder of a daemon: its own folder, or the one its pointer file names."""
+    try:
+        with open(os.path.join(daemon_dir, IPC_POINTER)) as f:
+            return f.read().strip() or daemon_dir
+    except OSError:
+        return daemon_dir
+
+
+def point_to_ipc_dir(daemon_dir: str, ipc_dir: str) -> None:
+    """Record in a daemon folder that its sockets are in another folder."""
+    with open(os.path.join(daemon_dir, IPC_POINTER), "w") as f:
+        f.write(ipc_dir)

@@ -1,0 +1,264 @@
+"""Message states and the renames between them: new, ready, delayed, in flight, removed.
+
+Every change of state is one rename (docs/FORMAT.md, States and transitions); the caller
+flushes the folders a change touched before it answers anyone.
+"""
+
+import os
+
+from mq.errors import NotFound
+from mq.store.names import parse_entry, split_name
+
+#: Seconds a file in delay/ must have been left alone before the mover releases it: a claim
+#: renames a message into delay/ first and sets its due time right after, so a release must
+#: not act on the old mtime in between.
+SETTLE_SECONDS = 0.05
+
+
+class MessageStates:
+    """The renames of a message between the root's folders (a part of Store)."""
+
+    def deliver_new(self, queue: str, message_id: str, delayed: bool) -> str:
+        """Rename a written message from new/ into its queue (or delay/); return the folder.
+
+        The queue is created first if it is missing (auto-create), also for a delayed
+        message, so that it has a queue to become ready in.
+        """
+        source = self.new_path(queue, message_id)
+        if not self.queue_exists(queue):
+            if not self.auto_create:
+                self.disk.discard(source)
+                raise NotFound(f"queue {queue!r} does not exist")
+            self.create_queue(queue)
+        target = self.delay_path(queue, message_id) if delayed else self.ready_path(queue, message_id)
+        self.disk.rename(source, target)
+        return os.path.dirname(target)
+
+    def claim(self, queue: str, message_id: str, due: float, attempts: int = 0) -> bytes | None:
+        """Move a ready message to delay/ as delivery attempts+1, due at `due`; return its bytes.
+
+        None when the message is gone (fetched by a peer, removed): the caller tries the next.
+        The rename comes first, so the due time is only ever set on a file this claim owns (a
+        peer that won the rename keeps its own); the mover leaves a just-renamed file alone
+        for SETTLE_SECONDS. An OSError means the message is where it was.
+        """
+        source = self.ready_path(queue, message_id, attempts)
+        target = self.delay_path(queue, message_id, attempts + 1)
+        try:
+            fd = os.open(source, os.O_RDONLY)
+        except FileNotFoundError:
+            return None
+        try:
+            data = read_all(fd)
+            try:
+                self.disk.rename(source, target)
+            except FileNotFoundError:
+                return None
+            try:
+                self.disk.set_mtime(fd, due)
+            except OSError:
+                self.disk.rename(target, source)
+                raise
+        finally:
+            os.close(fd)
+        return data
+
+    def candidates(self, queue: str, message_id: str, max_attempts: int):
+        """Every (state, deliveries, path) a message may have, in the order it moves through
+        them: new/, then per delivery count n: delay/ (delayed or in flight), then queues/.
+
+        Probing in this order finds a message that moves meanwhile: each move (claim n ->
+        delay n+1, release delay n -> ready n) goes to a name probed later.
+        """
+        yield "new", 0, self.new_path(queue, message_id)
+        for attempts in range(max_attempts + 1):
+            yield "delayed" if attempts == 0 else "in_flight", attempts, \
+                self.delay_path(queue, message_id, attempts)
+            yield "ready", attempts, self.ready_path(queue, message_id, attempts)
+
+    def locate(self, queue: str, message_id: str, max_attempts: int) -> tuple[str, int] | None:
+        """(state, deliveries) of a message, probing its possible names (no folder listing).
+
+        A second pass covers a message that moved against the probe order (a release undone
+        by an extend) while the first one ran.
+        """
+        for _ in range(2):
+            for state, attempts, path in self.candidates(queue, message_id, max_attempts):
+                if os.path.exists(path):
+                    return state, attempts
+        return None
+
+    def remove(self, queue: str, message_id: str, max_attempts: int = 0,
+               known: tuple[str, int] | None = None) -> str | None:
+        """Move a message from any state to remove/; return the folder it left, None if absent.
+
+        `known` is the caller's (state, deliveries) guess, tried first; then every name the
+        message may have up to max_attempts deliveries is tried in turn, twice (see locate).
+        """
+        target = self.remove_path(queue, message_id)
+        paths = [p for _, _, p in self.candidates(queue, message_id, max_attempts)]
+        if known:
+            paths.insert(0, self.state_path(queue, message_id, *known))
+        for source in paths + paths:
+            try:
+                self.disk.rename(source, target)
+                return os.path.dirname(source)
+            except FileNotFoundError:
+                continue
+        return None
+
+    def state_path(self, queue: str, message_id: str, state: str, attempts: int) -> str:
+        """The path of a message in a given state after a given number of deliveries."""
+        if state == "new":
+            return self.new_path(queue, message_id)
+        if state == "ready":
+            return self.ready_path(queue, message_id, attempts)
+        return self.delay_path(queue, message_id, attempts)
+
+    def ack(self, queue: str, message_id: str, attempts: int) -> bool:
+        """Remove delivery `attempts` of an in-flight message; False when that delivery is over."""
+        try:
+            self.disk.rename(self.delay_path(queue, message_id, attempts),
+                             self.remove_path(queue, message_id))
+        except FileNotFoundError:
+            return False
+        return True
+
+    def extend(self, queue: str, message_id: str, attempts: int, due: float) -> bool:
+        """Set a new due time on delivery `attempts`; False when that delivery is over."""
+        try:
+            fd = os.open(self.delay_path(queue, message_id, attempts), os.O_RDONLY)
+        except FileNotFoundError:
+            return False
+        try:
+            self.disk.set_mtime(fd, due)
+        finally:
+            os.close(fd)
+        return True
+
+    def release(self, queue: str, message_id: str, now: float, attempts: int = 0,
+                dead_letter: str | None = None, force: bool = False) -> tuple[str, float]:
+        """Move a message from delay/ back to its queue when due (or now, with force).
+
+        With dead_letter set, the message goes to that queue instead, as a new ready message.
+        Returns (outcome, due): "ready"; "dead" (moved to the dead-letter queue); "not_due"
+        with its later due time (it was extended, or was renamed here a moment ago); "gone"
+        (removed or moved by a peer); "removed" (its queue no longer exists: to remove/).
+        """
+        source = self.delay_path(queue, message_id, attempts)
+        try:
+            info = os.stat(source)
+        except FileNotFoundError:
+            return "gone", now
+        due = info.st_mtime
+        if not force and (due > now or now - info.st_ctime < SETTLE_SECONDS):
+            return "not_due", max(due, info.st_ctime + SETTLE_SECONDS)
+        if dead_letter:
+            target = self.ready_path(dead_letter, message_id)
+            outcome = "dead"
+            if not self.queue_exists(dead_letter):
+                self.create_queue(dead_letter)
+        else:
+            target = self.ready_path(queue, message_id, attempts)
+            outcome = "ready"
+        try:
+            self.disk.rename(source, target)
+        except FileNotFoundError:
+            pass
+        else:
+            return self._unless_extended(source, target, outcome, due, now, force)
+        if not os.path.exists(source):
+            return "gone", now
+        if os.path.isdir(os.path.dirname(target)):
+            # The file was away during the rename and is back: another mover's release put it
+            # back in delay/ after an extend (_unless_extended). Time it again; never remove it.
+            try:
+                return "not_due", os.stat(source).st_mtime
+            except FileNotFoundError:
+                return "gone", now
+        try:
+            self.disk.rename(source, self.remove_path(queue, message_id))
+        except FileNotFoundError:
+            return "gone", now
+        return "removed", now
+
+    def _unless_extended(self, source: str, target: str, outcome: str, due: float, now: float,
+                         force: bool) -> tuple[str, float]:
+        """After release's rename: put the message back in delay/ if an extend moved its due
+        time between release's stat and its rename.
+
+        The mtime travels with the file, so this stat sees any extend that answered 200; one
+        that comes after the rename finds no file in delay/ and is refused.
+        """
+        try:
+            extended = os.stat(target).st_mtime
+        except FileNotFoundError:
+            return "gone", now  # Taken by a peer that listed the queue meanwhile.
+        if force or extended <= now:
+            return outcome, due
+        try:
+            self.disk.rename(target, source)
+        except FileNotFoundError:
+            return "gone", now
+        return "not_due", extended
+
+    def redrive(self, dead_letter: str, queue: str) -> list[str]:
+        """Move every ready message of a dead-letter queue back to `queue` as new; return ids."""
+        moved = []
+        if not self.queue_exists(queue):
+            self.create_queue(queue)
+        for name in os.listdir(self.queue_dir(dead_letter)):
+            parsed = parse_entry(name)
+            if not parsed:
+                continue
+            try:
+                self.disk.rename(os.path.join(self.queue_dir(dead_letter), name),
+                                 self.ready_path(queue, parsed[0]))
+                moved.append(parsed[0])
+            except FileNotFoundError:
+                continue
+        return moved
+
+    def quarantine(self, queue: str, message_id: str, attempts: int) -> str:
+        """Move a claimed file that is not a message from delay/ to corrupt/; return the folder."""
+        self.disk.rename(self.delay_path(queue, message_id, attempts),
+                         self.corrupt_path(queue, message_id, attempts))
+        return self.folder("corrupt")
+
+    def list_ready(self, queue: str, known=()) -> list[tuple[str, int]]:
+        """(id, deliveries) of a queue's ready messages (to rebuild an index, never per fetch).
+
+        Names in `known` (ids of never-delivered messages the caller has: such an entry's name
+        is its id) are skipped unparsed, which halves a re-listing of a deep queue.
+        """
+        try:
+            names = os.listdir(self.queue_dir(queue))
+        except FileNotFoundError:
+            return []
+        return [parsed for name in names if name not in known and (parsed := parse_entry(name))]
+
+    def list_delayed(self, known=()) -> list[tuple[float, str, str, int]]:
+        """(due, queue, id, deliveries) of every message in delay/ (at start and to self-heal).
+
+        Entries whose (queue, id, deliveries) is in `known` are skipped without a stat: the
+        mover already times them, and re-reads the due time before it moves one anyway.
+        """
+        entries = []
+        with os.scandir(self.folder("delay")) as it:
+            for entry in it:
+                parts = split_name(entry.name)
+                if not parts or parts in known:
+                    continue
+                try:
+                    entries.append((entry.stat().st_mtime, *parts))
+                except FileNotFoundError:
+                    continue
+        return entries
+
+
+def read_all(fd: int) -> bytes:
+    """Every byte of an open file."""
+    chunks = []
+    while chunk := os.read(fd, 1 << 20):
+        chunks.append(chunk)
+    return b"".join(chunks)
