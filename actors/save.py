@@ -41,9 +41,12 @@ class SaveActor(Actor):
     kind = "save"
     batch_class = AddBatch
 
+    def __init__(self, options, index: int, run_dir: str, store=None):
+        super().__init__(options, index, run_dir, store)
+        self.props = properties.PropertyFiles(self.store, {"max_body_bytes": options.max_body_bytes})
+
     def start(self) -> None:
         """Clean up a crashed predecessor's files, then connect to the mover and fetch actors."""
-        self.props = properties.PropertyFiles(self.store, {"max_body_bytes": self.options.max_body_bytes})
         cleaned = self.store.clean_new(writer=self.writer())
         if cleaned:
             self.log.info("save.cleaned_new", count=cleaned)

@@ -13,6 +13,7 @@ import re
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -307,6 +308,18 @@ class Daemon:
         lines = read_json_lines(self.log_path, self.log_offset)
         return [line for line in lines if name is None or line.get("event") == name]
 
+    def wait_for_events(self, name: str, count: int = 1, timeout: float = 10.0,
+                        **fields) -> list[dict]:
+        """Wait until at least `count` lines of one event with these field values were logged
+        since start(); return them all. Debug events need the daemon run with --log-level=debug."""
+        def logged():
+            lines = [line for line in self.events(name)
+                     if all(line.get(k) == v for k, v in fields.items())]
+            return lines if len(lines) >= count else None
+
+        shown = ", ".join(f"{k}={v!r}" for k, v in fields.items())
+        return poll_for(logged, timeout, what=f"{count} {name} line(s) ({shown}) in the log")
+
     def stderr(self) -> str:
         """What the daemon wrote to standard error."""
         return self.stderr_path.read_text(errors="replace") if self.stderr_path.exists() else ""
@@ -405,6 +418,54 @@ class Daemon:
 
         poll_for(step, timeout, interval=0.05, what=f"all {len(want)} messages of {queue}")
         return seen
+
+
+#: Linux sock_diag (netlink) constants, for unix_socket_unread_bytes.
+_NETLINK_SOCK_DIAG, _SOCK_DIAG_BY_FAMILY = 4, 20
+_NLM_F_REQUEST, _NLM_F_DUMP, _NLMSG_ERROR, _NLMSG_DONE = 0x1, 0x300, 2, 3
+_UDIAG_SHOW_NAME, _UDIAG_SHOW_RQLEN, _UNIX_DIAG_NAME, _UNIX_DIAG_RQLEN = 0x01, 0x10, 0, 4
+_TCP_LISTEN = 10
+
+
+def unix_socket_unread_bytes(path: str | Path) -> int:
+    """Bytes sent to the Unix socket bound at path that its owner has not read yet.
+
+    The sum of the receive queues of every connection accepted on that socket, as the kernel
+    reports it to `ss -x` (sock_diag over netlink, no privileges needed). A stopped process
+    reads nothing, so each request sent to it makes this grow.
+    """
+    want = os.fsencode(str(path))
+    req = struct.pack("=BBHIIIII", socket.AF_UNIX, 0, 0, 0xFFFFFFFF, 0,
+                      _UDIAG_SHOW_NAME | _UDIAG_SHOW_RQLEN, 0xFFFFFFFF, 0xFFFFFFFF)
+    header = struct.pack("=IHHII", 16 + len(req), _SOCK_DIAG_BY_FAMILY,
+                         _NLM_F_REQUEST | _NLM_F_DUMP, 1, 0)
+    total = 0
+    with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, _NETLINK_SOCK_DIAG) as nl:
+        nl.sendall(header + req)
+        while True:
+            data = nl.recv(1 << 16)
+            at = 0
+            while at + 16 <= len(data):
+                length, kind = struct.unpack_from("=IH", data, at)
+                if kind == _NLMSG_DONE:
+                    return total
+                if kind == _NLMSG_ERROR:
+                    raise OSError(-struct.unpack_from("=i", data, at + 16)[0], "sock_diag failed")
+                state = data[at + 18]  # struct unix_diag_msg: family, type, state, pad, ino...
+                name, unread = None, 0
+                attr, end = at + 32, at + length
+                while attr + 4 <= end:
+                    attr_len, attr_type = struct.unpack_from("=HH", data, attr)
+                    if attr_len < 4:
+                        break
+                    if attr_type == _UNIX_DIAG_NAME:
+                        name = data[attr + 4:attr + attr_len].rstrip(b"\0")
+                    elif attr_type == _UNIX_DIAG_RQLEN:
+                        unread = struct.unpack_from("=I", data, attr + 4)[0]
+                    attr += (attr_len + 3) & ~3
+                if name == want and state != _TCP_LISTEN:  # A listener's "queue" is its backlog.
+                    total += unread
+                at += (length + 3) & ~3
 
 
 def files_in(folder: Path) -> list[str]:

@@ -12,7 +12,8 @@ import psutil
 import pytest
 
 from mq.store import Store, encode_message
-from support import Daemon, body_is_whole, checked_body, files_in, poll_for, queue_owned_by
+from support import (Daemon, body_is_whole, checked_body, files_in, poll_for, queue_owned_by,
+                     unix_socket_unread_bytes)
 
 #: A request that takes longer than this counts as hung (the daemon's --actor-timeout is 5).
 CLIENT_TIMEOUT = 10.0
@@ -444,15 +445,21 @@ def test_files_left_in_new_by_a_crash_are_cleaned_at_start(start_mq, tmp_path):
 def test_an_overloaded_daemon_refuses_adds_at_once_with_503_and_stores_what_it_accepted(start_mq):
     mq = start_mq(workers=1, timeout=30, args=("--max-waiting-adds=3", "--actor-timeout=30"))
     saver = mq.pid_of("save-0")
+    inbox = next(line["endpoint"] for line in mq.events("actor.start")
+                 if line.get("process") == "save-0").removeprefix("ipc://")
     os.kill(saver, signal.SIGSTOP)  # A save actor that cannot keep up: its adds wait.
     answers: list[tuple[int, str]] = []
     try:
         waiting = [threading.Thread(target=lambda i=i: answers.append(
             ((r := mq.request("POST", "/busy/messages", b"kept %d" % i, timeout=40)).status,
              r.header("X-Message-Id")))) for i in range(3)]
-        for t in waiting:
+        for i, t in enumerate(waiting):
+            # The front counts an add as waiting before it sends it to the save actor, and the
+            # stopped actor reads nothing: once the bytes on its socket grow, this add waits.
+            unread = unix_socket_unread_bytes(inbox)
             t.start()
-        time.sleep(1.0)  # The three adds reach the front and wait on the stopped actor.
+            poll_for(lambda unread=unread: unix_socket_unread_bytes(inbox) > unread, 10,
+                     what=f"add {i} to reach the stopped save actor's socket")
         started = time.monotonic()
         refused = mq.request("POST", "/busy/messages", b"refused")
         assert time.monotonic() - started < 1.0  # At once, not after --actor-timeout.

@@ -1,12 +1,41 @@
-"""Long polling (C1): a fetch waits up to ?wait=N seconds and answers as soon as a message comes."""
+"""Long polling: a fetch waits up to ?wait=N seconds and answers as soon as a message comes.
+
+The daemon runs with --log-level=debug: its fetch actor logs "fetch.wait" when a long poll
+starts waiting, so a test adds only once the poll is known to wait, never after a sleep.
+"""
 
 import threading
 import time
 
 import pytest
 
-from delivery_support import (add, added, assert_json_error, fetch, fresh_queue, shared_mq)  # noqa: F401
-from support import queue_owned_by
+from delivery_support import add, added, assert_json_error, fetch, fresh_queue
+from support import Daemon, queue_owned_by
+
+
+@pytest.fixture(scope="module")
+def shared_mq(tmp_path_factory):
+    """delivery_support's shared daemon, with the debug lines that show a poll waiting."""
+    workdir = tmp_path_factory.mktemp("long-poll")
+    daemon = Daemon(workdir / "root", workdir, workers=2, timeout=1,
+                    args=("--log-level=debug",)).start()
+    try:
+        daemon.wait_ready()
+        yield daemon
+    finally:
+        daemon.cleanup()
+
+
+def waiting_polls(mq, queue: str, count: int) -> list[dict]:
+    """Wait until `count` long polls of the queue have started waiting in its fetch actor."""
+    return mq.wait_for_events("fetch.wait", count, queue=queue)
+
+
+def answered_in_time(poll: dict, wait: float) -> dict:
+    """Join a background poll (its wait plus a margin) and assert it answered; return it."""
+    poll["thread"].join(wait + 5)
+    assert not poll["thread"].is_alive() and "resp" in poll, "the long poll never answered"
+    return poll
 
 
 def long_poll_in_background(mq, queue: str, wait: float) -> dict:
@@ -15,7 +44,7 @@ def long_poll_in_background(mq, queue: str, wait: float) -> dict:
 
     def run():
         out["resp"] = fetch(mq, queue, wait=wait)
-        out["at"] = time.monotonic()
+        out["at"], out["wall"] = time.monotonic(), time.time()
 
     out["thread"] = threading.Thread(target=run)
     out["thread"].start()
@@ -26,16 +55,16 @@ def long_poll_in_background(mq, queue: str, wait: float) -> dict:
 def test_long_poll_answers_as_soon_as_a_message_is_added(shared_mq, owner):
     queue = queue_owned_by(owner, 2, prefix=fresh_queue("lp") + "-")
     assert shared_mq.request("PUT", f"/{queue}").status == 201
-    poll = long_poll_in_background(shared_mq, queue, wait=3)
-    time.sleep(0.3)  # let the poll reach its fetch actor (not an assertion)
+    poll = long_poll_in_background(shared_mq, queue, wait=10)
+    assert [line["seconds"] for line in waiting_polls(shared_mq, queue, 1)] == [10]
     assert "resp" not in poll, "answered before any message was added"
     added_at = time.monotonic()
     message_id = added(shared_mq, queue, b"wake up", headers={"Content-Type": "text/plain"})
-    poll["thread"].join(5)
-    resp = poll["resp"]
+    resp = answered_in_time(poll, 10)["resp"]
     assert resp.status == 200, resp.body
     assert (resp.header("X-Message-Id"), resp.body) == (message_id, b"wake up")
     assert resp.header("X-Receipt") == f"{message_id}.1"
+    # Woken by the add, not by its 10 s deadline.
     latency = poll["at"] - added_at
     assert latency < 1.0, f"the waiting fetch answered {latency:.3f} s after the add"
 
@@ -48,28 +77,37 @@ def test_long_poll_with_nothing_to_fetch_answers_204_after_the_wait(shared_mq):
     took = time.monotonic() - started
     assert resp.status == 204 and resp.body == b""
     assert 1.4 <= took < 3.0, took
+    assert [line["seconds"] for line in waiting_polls(shared_mq, queue, 1)] == [1.5]
 
 
 def test_long_poll_is_woken_by_a_delayed_message_falling_due(shared_mq):
     queue = fresh_queue("lp")
     resp = add(shared_mq, queue, b"later", delay="1")
     due = resp.json()["due"]
-    got = fetch(shared_mq, queue, wait=5)
-    came = time.time()
+    poll = long_poll_in_background(shared_mq, queue, wait=10)
+    waiting_polls(shared_mq, queue, 1)
+    # Seen waiting before the message fell due: the due message is what has to answer it.
+    assert time.time() < due, "the poll started waiting after the message fell due; proves nothing"
+    got = answered_in_time(poll, 10)["resp"]
     assert got.status == 200 and got.header("X-Message-Id") == resp.header("X-Message-Id")
-    assert due <= came < due + 1.0
+    assert due <= poll["wall"] < due + 1.0
 
 
 def test_many_long_polls_each_get_one_message(shared_mq):
     queue = fresh_queue("lp")
     assert shared_mq.request("PUT", f"/{queue}").status == 201
     polls = [long_poll_in_background(shared_mq, queue, wait=10) for _ in range(30)]
-    time.sleep(0.3)  # let them all reach the fetch actor (not an assertion)
+    assert len(waiting_polls(shared_mq, queue, 30)) == 30
+    assert not [p for p in polls if "resp" in p], "answered before any message was added"
     ids = {added(shared_mq, queue, b"%d" % n) for n in range(30)}
+    last_added_at = time.monotonic()
     for poll in polls:
-        poll["thread"].join(12)
+        answered_in_time(poll, 10)
     got = [p["resp"].header("X-Message-Id") for p in polls if p["resp"].status == 200]
     assert sorted(got) == sorted(ids), "each waiting fetch got its own message, none twice"
+    # Woken by the adds, not by their 10 s deadline.
+    latest = max(p["at"] for p in polls) - last_added_at
+    assert latest < 1.0, f"the last waiting fetch answered {latest:.3f} s after the last add"
 
 
 @pytest.mark.parametrize("wait", ["21", "-1", "soon", "nan"])
@@ -83,9 +121,12 @@ def test_wait_outside_0_to_20_seconds_is_400(shared_mq, wait):
     started = time.monotonic()
     assert fetch(shared_mq, queue, wait=20).header("X-Message-Id") == message_id
     assert time.monotonic() - started < 1
+    assert not [line for line in shared_mq.events("fetch.wait") if line["queue"] == queue]
 
 
 def test_long_poll_on_a_missing_queue_is_404_at_once(shared_mq):
+    queue = fresh_queue("missing")
     started = time.monotonic()
-    assert_json_error(fetch(shared_mq, fresh_queue("missing"), wait=5), 404, "not_found")
+    assert_json_error(fetch(shared_mq, queue, wait=5), 404, "not_found")
     assert time.monotonic() - started < 1
+    assert not [line for line in shared_mq.events("fetch.wait") if line["queue"] == queue]

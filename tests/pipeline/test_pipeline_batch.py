@@ -133,18 +133,24 @@ def test_written_messages_are_served_by_the_running_daemon_within_2s(spark, star
 def test_a_driver_no_daemon_hears_is_served_within_2s_through_notice_files(start_mq):
     # notify=false: no ZeroMQ notification, as from a driver on another host. The queue's
     # index stays non-empty, so only the notice file can bring the new messages into it.
-    daemon = start_mq(workers=2, timeout=60)
+    # --log-level=debug: the fetch actor logs "fetch.noticed" when a notice brings messages in.
+    daemon = start_mq(workers=2, timeout=60, args=("--log-level=debug",))
     options = SourceOptions.parse({"root": str(daemon.root), "queue": "far", "notify": "false"})
     writer = sink.BatchWriter(options, spark_schema("body binary"))
     staged = writer.write(iter(Rows.of(b"far 1", b"far 2")))  # Older ids than the adds below.
     daemon.add("far", b"near 1")
     daemon.add("far", b"near 2")
     assert daemon.fetch("far").body == b"near 1"  # The index is built and holds "near 2".
+    assert daemon.events("fetch.noticed") == [], "noticed before the write was committed"
 
     writer.commit([staged])
-    # A fetch now would take "near 2", the only message the index knows, so wait out one
-    # notice check (0.5 s) and the listing, well within the 2 s bound.
-    time.sleep(1.5)
+    committed_at = time.monotonic()
+    # A fetch now would take "near 2", the only message the index knows, so wait for the fetch
+    # actor to read the notice (every 0.5 s) and list the queue: within the 2 s bound.
+    noticed = daemon.wait_for_events("fetch.noticed", timeout=2.0, queue="far")
+    took = time.monotonic() - committed_at
+    assert took < 2.0, f"the notice was read {took:.2f} s after the commit"
+    assert [line["ready"] for line in noticed] == [3], "far 1, far 2 and near 2, in one listing"
     # Served in id order: the noticed messages went into the index ahead of "near 2".
     bodies = [daemon.fetch("far").body for _ in range(3)]
     assert bodies == [b"far 1", b"far 2", b"near 2"]
