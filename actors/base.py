@@ -144,7 +144,7 @@ class Actor:
     def settle(self, batch: Batch) -> None:
         """Flush what the batch changed; when that fails, undo what can be undone and turn
         its successes into the error (nothing unflushed is acknowledged)."""
-        if not batch.dirs and not batch.must_flush:
+        if not batch.dirs:
             return
         try:
             self.store.flush(batch.dirs)

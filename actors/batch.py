@@ -35,7 +35,6 @@ class Batch:
     hidden: list = field(default_factory=list)
     ready: dict = field(default_factory=dict)
     undo: dict = field(default_factory=dict)
-    must_flush: bool = False
 
     def add_ready(self, queue: str, message_id: str, attempts: int = 0) -> None:
         """Record a message made ready, to tell its queue's fetch actor after the flush."""

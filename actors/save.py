@@ -47,11 +47,17 @@ class SaveActor(Actor):
 
     def start(self) -> None:
         """Clean up a crashed predecessor's files, then connect to the mover and fetch actors."""
+        self.clean_predecessor()
+        self.connect_mover()
+        self.connect_fetchers()
+
+    def clean_predecessor(self) -> int:
+        """Move the files a killed predecessor left in new/ to remove/, dropping their keys:
+        they were never acknowledged, and a retry of their adds must be stored."""
         cleaned = self.store.clean_new(writer=self.writer())
         if cleaned:
             self.log.info("save.cleaned_new", count=cleaned)
-        self.connect_mover()
-        self.connect_fetchers()
+        return cleaned
 
     def writer(self) -> str:
         """The name this actor writes into every file's header: its daemon's folder and index."""
@@ -89,7 +95,6 @@ class SaveActor(Actor):
             raise Unavailable("an add with this de-duplication key is in progress; retry")
         batch.dirs.update({self.store.queue_dir(queue), self.store.folder("delay"),
                            self.store.dedup_dir(queue)})
-        batch.must_flush = True
         return {"id": earlier, "queue": queue, "duplicate": True}
 
     COMMANDS = {"add": add}
