@@ -261,7 +261,7 @@ class Daemon:
             return answered[-self.workers:] == [True] * self.workers
 
         poll_for(saves_answer, timeout, what="every save actor to answer", ignore=(OSError,))
-        # 404 or 503 when saving fails on purpose (MQ_TEST_FAULT, a full disk).
+        # 404 or 503 when saving fails (a full disk).
         assert self.request("DELETE", f"/{PROBE_QUEUE}").status in (204, 404, 503)
         return self
 

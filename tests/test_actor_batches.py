@@ -206,6 +206,18 @@ def test_any_header_that_is_not_a_message_header_is_corrupt(data):
         fmt.decode_message("q", "id", raw)
 
 
+def test_a_fetch_whose_flush_fails_answers_503_and_its_message_is_still_timed(tmp_path):
+    disk = FailingDisk("fs", flush=errno.EIO)
+    disk.armed = False
+    actors = Actors(tmp_path, disk)
+    message_id = ok(actors.add({"queue": "q", "body": b"x"})[0])["id"]
+    disk.armed = True
+    batch = actors.fetcher.handle([request("fetch", queue="q")])
+    assert isinstance(batch.results[0], Unavailable)
+    # The rename into delay/ happened: the mover is told, so the message returns at its due time.
+    assert [h[:3] for h in batch.hidden] == [("q", message_id, 1)]
+
+
 # -- deletes and replies racing the mover ------------------------------------------------------
 
 

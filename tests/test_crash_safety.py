@@ -11,7 +11,7 @@ from collections import Counter
 import psutil
 import pytest
 
-from mq.store import Store, encode_message
+from mq.store import Store
 from support import (Daemon, body_is_whole, checked_body, files_in, poll_for, queue_owned_by,
                      unix_socket_unread_bytes)
 
@@ -229,19 +229,6 @@ def test_a_message_hidden_by_a_fetch_actor_killed_before_it_told_the_mover_comes
     assert back.header("X-Message-Id") == message_id
 
 
-def test_a_fetch_whose_flush_fails_still_comes_back_after_its_timeout(start_mq):
-    mq = start_mq(workers=1, timeout=0.5, env={"MQ_TEST_FAULT": "flush"})
-    store = Store(str(mq.root))  # this process has no fault: it plays a healthy writer
-    message_id = "01890000-0000-7000-8000-000000000001"
-    store.write_new("flaky", message_id, encode_message(b"body", "text/plain", 0), None)
-    store.deliver_new("flaky", message_id, delayed=False)
-    resp = mq.fetch("flaky")
-    assert resp.status == 503 and resp.header("Retry-After")
-    assert files_in(mq.root / "queues" / "flaky") == []
-    poll_for(lambda: files_in(mq.root / "queues" / "flaky"), 5,
-             what="the message to be released from delay/ after the timeout")
-
-
 @pytest.mark.parametrize("name, method, body", [("fetch-0", "GET", None), ("save-0", "POST", b"y")])
 def test_a_request_waiting_on_an_actor_that_is_killed_gets_503_with_retry_after_at_once(
         start_mq, name, method, body):
@@ -303,7 +290,7 @@ def mount_tmpfs(path, size: str) -> None:
                             capture_output=True, text=True)
     if result.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here ({result.stderr.strip()}); "
-                    "the MQ_TEST_FAULT tests cover the same path")
+                    "tests/test_actor_batches.py covers the same path on a failing disk")
 
 
 def fill(path) -> None:
@@ -365,21 +352,6 @@ def test_full_disk_answers_503_with_retry_after_and_leaves_nothing_half_written(
     filler.unlink()
     message_id = mq.add("full", b"room again")
     assert mq.fetch("full").header("X-Message-Id") == message_id
-
-
-@pytest.mark.parametrize("fault, sync", [("enospc", "fs"), ("enospc", "file"),
-                                         ("flush", "fs"), ("flush", "file")])
-def test_io_error_while_saving_answers_503_and_leaves_nothing_half_written(start_mq, fault, sync):
-    mq = start_mq(workers=1, timeout=1, args=(f"--sync={sync}",), env={"MQ_TEST_FAULT": fault})
-    assert mq.request("PUT", "/faulty").status == 201
-    for size in (0, 1000, 100_000):
-        resp = mq.request("POST", "/faulty/messages", os.urandom(size))
-        assert resp.status == 503, resp.body
-        assert resp.header("Retry-After").isdigit()
-        assert resp.json()["error"] == "unavailable"
-        assert "No space left" in resp.json()["message"] or "flush" in resp.json()["message"]
-    assert_nothing_half_written(mq, "faulty")
-    poll_for(lambda: files_in(mq.root / "remove") == [], 5, what="the reaper to empty remove/")
 
 
 # -- (e): SIGTERM drains; leftovers in new/ are cleaned at start ------------------------------

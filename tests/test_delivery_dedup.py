@@ -146,23 +146,6 @@ def test_a_key_recorded_for_an_add_cut_by_a_crash_is_forgotten_at_start(start_ki
     assert fetch(mq, queue).status == 204
 
 
-def test_a_key_of_an_add_that_failed_with_503_does_not_answer_the_retry_as_a_duplicate(start_killed):
-    """The key is recorded before the final flush; when that flush fails the add answers 503,
-    and the retry must not get 200 with the id of a message that was never stored."""
-    mq = start_killed(workers=1, timeout=30, env={"MQ_TEST_FAULT": "flush_dirs"})
-    queue = fresh_queue("fail")
-    assert mq.request("PUT", f"/{queue}").status == 201
-    first = add(mq, queue, b"lost?", dedup_id="k")
-    assert first.status == 503, first.body
-    retry = add(mq, queue, b"lost?", dedup_id="k")
-    assert retry.status == 503, (retry.status, retry.body)
-    mq.stop()
-    healthy = start_killed(root=mq.root, workers=1, timeout=30)
-    ok = add(healthy, queue, b"stored", dedup_id="k")
-    assert ok.status == 201, ok.body
-    assert fetched(healthy, queue).header("X-Message-Id") == ok.header("X-Message-Id")
-
-
 def test_two_daemons_on_one_root_share_the_keys(start_killed):
     a = start_killed(workers=2, timeout=30, args=("--peers=1",))
     b = start_killed(root=a.root, workers=2, timeout=30, args=("--peers=1",))
