@@ -38,14 +38,10 @@ class ActorLink:
         self.monitor = self.sock.get_monitor_socket(zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED)
         self.sock.connect(endpoint)
         self.tasks = [asyncio.ensure_future(self._read()), asyncio.ensure_future(self._watch())]
-        # Notifications waiting for the end of this turn of the event loop (see notify).
-        self.notes: dict[tuple, tuple[str, dict]] = {}
 
     async def call(self, op: str, timeout: float | None = None, **fields) -> dict:
         """Send a request and return the actor's result; raise its error, or Unavailable."""
         timeout = self.timeout if timeout is None else timeout
-        if self.notes:
-            self._send_notes()  # Keep this link's messages in the order they were made.
         rid = protocol.request_id(next(self.numbers))
         loop = asyncio.get_running_loop()
         future = loop.create_future()
@@ -69,37 +65,6 @@ class ActorLink:
         result.pop("v", None)
         result.pop("ok", None)
         return result
-
-    def notify(self, op: str, **fields) -> None:
-        """Send a one-way message; dropped if the actor is down (it re-reads the disk).
-
-        Notifications that carry a list of "ids" and are otherwise equal are merged and sent
-        once, at the end of this turn of the event loop: the adds of one save batch complete
-        together, so their "ready" notes become one message instead of one per add. A request
-        made on this link sends the waiting notes first, so the order on the link is kept.
-        """
-        if not isinstance(fields.get("ids"), list):
-            self._send_note(op, fields)
-            return
-        key = (op, *sorted((k, repr(v)) for k, v in fields.items() if k != "ids"))
-        if not self.notes:
-            asyncio.get_running_loop().call_soon(self._send_notes)
-        note = self.notes.get(key)
-        if note is None:
-            self.notes[key] = (op, dict(fields, ids=list(fields["ids"])))
-        else:
-            note[1]["ids"].extend(fields["ids"])
-
-    def _send_notes(self) -> None:
-        notes, self.notes = self.notes, {}
-        for op, fields in notes.values():
-            self._send_note(op, fields)
-
-    def _send_note(self, op: str, fields: dict) -> None:
-        try:
-            self.sock.send_multipart(protocol.encode_notification(op, **fields), flags=zmq.NOBLOCK)
-        except zmq.Again:
-            pass
 
     @property
     def load(self) -> int:
