@@ -190,7 +190,7 @@ def move_due(store, timers: DueHeap, now: float, props=None) -> dict[str, list]:
 def move_folder_once(source: str, destination: str, delay: float, now: float) -> int:
     """The standalone mover's pass: move each file older than delay seconds to destination.
 
-    A file named queue:id goes to destination/queue/id when that folder exists (the seed's
+    A file named queue:id goes to destination/queue/id when that folder exists (the original
     delivery layout), any other file to destination/name. Each move is one rename, and the
     destination folders are fsynced before the pass ends.
     """

@@ -39,7 +39,7 @@ class QueueIndex:
         """Remove and return the oldest (id, deliveries), or with spread > 0 one of the
         spread+1 oldest.
 
-        The spread is the seed's peer fuzziness: daemons sharing a root rarely race for the
+        The spread is the peers' fuzziness: daemons sharing a root rarely race for the
         same file when each picks at random among the oldest few.
         """
         candidates = []
