@@ -11,6 +11,7 @@ from pyspark.sql.types import BinaryType
 from mq import store as fmt
 from mq.pipeline import publish, sink
 from mq.pipeline.options import SourceOptions
+from mq.store.listing import list_entries, read_entry
 from support import body_is_whole, checked_body, poll_for
 
 pytestmark = pytest.mark.spark
@@ -268,7 +269,7 @@ def test_a_retried_task_is_published_once(tmp_path):
     assert first.task != second.task
     writer.commit([second])
     assert sorted(body for body in bodies_of(root, "retry")) == [b"a", b"b"]
-    assert not os.path.exists(fmt.stage_folder(fmt.Store(root), writer.job))
+    assert not os.path.exists(fmt.Store(root).stage_folder(writer.job))
 
 
 def test_a_commit_killed_midway_is_finished_by_the_next_write(tmp_path):
@@ -316,7 +317,7 @@ def spark_schema(ddl: str):
 def bodies_of(root: str, queue: str) -> list[bytes]:
     """Bodies of a queue's ready messages, read with the store."""
     store = fmt.Store(root)
-    found = [fmt.read_entry(e) for e in fmt.list_entries(store, [queue])]
+    found = [read_entry(e) for e in list_entries(store, [queue])]
     return [m.body for m, _ in filter(None, found)]
 
 

@@ -67,7 +67,7 @@ def test_export_drain_consumes_what_it_wrote_and_load_puts_it_back(spark, capsys
                           "--output", output, "--drain", "--max-per-batch", "12")
 
     assert result["read"] == 30 and result["batches"] >= 3 and "drained 30 messages" in printed
-    assert store.list_ready("dr") == [] and fmt.list_manifests(store, "spark") == []
+    assert store.list_ready("dr") == [] and store.list_manifests("spark") == []
     assert not [n for n in os.listdir(store.folder("delay")) if n.startswith("dr:")]
     assert sorted(r["body"] for r in spark.read.parquet(output).collect()) == bodies
 

@@ -23,7 +23,7 @@ def leftovers(store: fmt.Store, queue: str) -> dict:
     """Whatever of a queue is still ready, in flight, or listed in a manifest."""
     return {"ready": store.list_ready(queue),
             "delay": [n for n in os.listdir(store.folder("delay")) if n.startswith(queue + ":")],
-            "manifests": fmt.list_manifests(store, "spark")}
+            "manifests": store.list_manifests("spark")}
 
 
 def test_stream_consumes_in_capped_batches_and_nothing_lingers(spark, tmp_path):
