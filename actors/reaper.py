@@ -1,4 +1,11 @@
-"""The reaper: unlinks what reaches remove/; also the standalone mq-reaper daemon."""
+"""The reaper: unlinks what reaches remove/, runs the root's chores; also the standalone mq-reaper.
+
+Chores of the daemon's reaper: expired de-duplication keys and stale notice temporaries every
+DEDUP_SWEEP_SECONDS; Spark stage folders every STAGE_SWEEP_SECONDS (jobs whose driver died
+mid-commit are rolled forward, abandoned ones removed: docs/PIPELINE.md, "Stage folders").
+Every chore also runs at the reaper's first pass, so a daemon's start finishes at once what
+a crash left.
+"""
 
 import argparse
 import os
@@ -9,6 +16,7 @@ import time
 from mq import logs
 from mq.properties import PropertyFiles
 from mq.store import Disk, Store, reap_folder
+from mq.store.publishing import roll_forward, sweep_abandoned_stages
 
 #: Seconds between passes over the remove folder.
 INTERVAL_SECONDS = 0.5
@@ -16,16 +24,20 @@ INTERVAL_SECONDS = 0.5
 
 #: Seconds between sweeps of expired de-duplication keys.
 DEDUP_SWEEP_SECONDS = 60.0
+#: Seconds between passes over stage/. Shorter than the other chores: a job whose driver died
+#: mid-commit is half visible until it is rolled forward, at most COMMIT_GRACE_SECONDS plus
+#: this after the driver's last sign; a pass lists stage/ and stats a few folders.
+STAGE_SWEEP_SECONDS = 10.0
 
 
 def reap_forever(source: str, interval: float, stopping: list, chores=(), disk: Disk | None = None) -> None:
     """Unlink everything in source every interval seconds until stopping is non-empty.
 
-    chores: (every_seconds, function) pairs run as often as they ask, between passes.
+    chores: (every_seconds, function) pairs run at the first pass, then as often as they ask.
     """
     log = logs.get()
     disk = disk or Disk("file")
-    last = [0.0] * len(chores)
+    last = [float("-inf")] * len(chores)
     while not stopping:
         try:
             count = reap_folder(source, disk)
@@ -41,7 +53,7 @@ def reap_forever(source: str, interval: float, stopping: list, chores=(), disk: 
 
 
 def run_actor(options) -> None:
-    """The reaper as an actor of the daemon's tree: remove/, then expired dedup keys."""
+    """The reaper as an actor of the daemon's tree: remove/, then its chores (module docstring)."""
     stopping: list = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -49,8 +61,12 @@ def run_actor(options) -> None:
     store = Store(options.root, options.sync)
     props = PropertyFiles(store)
 
+    def window(queue: str) -> float:
+        """Seconds a key of the queue is remembered, as its properties say now."""
+        return props.effective(queue)["dedup_window"]
+
     def sweep_keys():
-        swept = store.dedup_sweep(lambda queue: props.effective(queue)["dedup_window"])
+        swept = store.dedup_sweep(window)
         if swept:
             logs.get().info("reaper.dedup_swept", count=swept)
         leftovers = store.sweep_notice_temps()
@@ -58,7 +74,24 @@ def run_actor(options) -> None:
             logs.get().info("reaper.notice_temps_swept", count=leftovers)
 
     reap_forever(store.folder("remove"), INTERVAL_SECONDS, stopping,
-                 [(DEDUP_SWEEP_SECONDS, sweep_keys)], store.disk)
+                 [(DEDUP_SWEEP_SECONDS, sweep_keys),
+                  (STAGE_SWEEP_SECONDS, lambda: sweep_stages(store, window))], store.disk)
+
+
+def sweep_stages(store: Store, dedup_window) -> None:
+    """Roll forward the Spark jobs whose driver died mid-commit; remove abandoned stage folders."""
+    log = logs.get()
+
+    def failed(job: str, err: Exception) -> None:
+        """Log a job that could not be finished; the next pass tries again."""
+        log.error("reaper.roll_forward_failed", job=job, error=str(err))
+
+    # No ZeroMQ notification: the notices publishing posts reach every fetch actor within 0.5 s.
+    for job, report in roll_forward(store, dedup_window, on_error=failed).items():
+        log.info("reaper.rolled_forward", job=job, messages=report["messages"],
+                 duplicates=report["duplicates"], queues=report["queues"])
+    for job in sweep_abandoned_stages(store):
+        log.info("reaper.stage_removed", job=job)
 
 
 def main(argv: list[str] | None = None) -> int:

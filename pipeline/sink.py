@@ -8,8 +8,8 @@ Two-phase commit over the root (docs/PIPELINE.md):
    then renames each of their files into queues/{q}/ (or delay/), flushes the folders it
    touched, and removes stage/{job}. abort() removes stage/{job}.
 A failed job therefore leaves nothing visible, a failed or speculative task attempt is never
-published, and a driver killed during the renames leaves a COMMIT marker from which the next
-write on the root finishes the job (roll forward).
+published, and a driver killed during the renames leaves a COMMIT marker from which the
+daemon's reaper (or the next write on the root) finishes the job (roll forward).
 """
 
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter
@@ -71,6 +71,7 @@ class StreamWriter(DataSourceStreamArrowWriter):
             Publisher(self.options, job).commit([m for m in messages if m is not None and m.job == job])
 
     def abort(self, messages, batchId) -> None:
-        """Drop the micro-batch's files (those of tasks that reported none go with the stale sweep)."""
+        """Drop the micro-batch's files (those of tasks that reported none go with the reaper's
+        sweep of abandoned stage folders)."""
         for job in {m.job for m in messages if m is not None}:
             Publisher(self.options, job).abort()

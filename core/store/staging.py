@@ -70,6 +70,56 @@ class Staging:
                 continue
         return found
 
+    def stage_newest_mtime(self, folder: str) -> float | None:
+        """The newest mtime of a job's stage folder and its task folders; None when it is gone
+        or not a folder.
+
+        A running task keeps creating files in its own folder, which bumps that folder's mtime
+        and not the job folder's: only the newest of them all tells a job's last sign of life.
+        """
+        try:
+            newest = os.stat(folder).st_mtime
+            with os.scandir(folder) as it:
+                for entry in it:
+                    try:
+                        if entry.is_dir(follow_symlinks=False):
+                            newest = max(newest, entry.stat(follow_symlinks=False).st_mtime)
+                    except FileNotFoundError:
+                        continue  # Removed by its job's commit or abort meanwhile.
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        return newest
+
+    def commit_marker_mtime(self, folder: str) -> float | None:
+        """When a stage folder's COMMIT marker was written or last touched; None without one."""
+        try:
+            return os.stat(os.path.join(folder, COMMIT_MARKER)).st_mtime
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+
+    def touch_commit_marker(self, folder: str) -> None:
+        """Set a COMMIT marker's mtime to now: the committer's sign that it is still publishing.
+
+        Not through the disk and never flushed: a heartbeat lost in a crash only lets the
+        roll forward start sooner, which is what a crash calls for.
+        """
+        try:
+            os.utime(os.path.join(folder, COMMIT_MARKER))
+        except FileNotFoundError:
+            pass  # Another committer of the job finished and removed the folder.
+
+    def remove_stage(self, folder: str) -> None:
+        """Remove a job's stage folder; one already removed (by another committer) is fine."""
+        for _ in range(3):
+            try:
+                self.disk.remove_tree(folder)
+                return
+            except FileNotFoundError:
+                # Another committer removing it too took an entry first: go again for the rest.
+                if not os.path.lexists(folder):
+                    return
+        self.disk.remove_tree(folder)
+
     def mark_committing(self, job: str, tasks: list[str]) -> None:
         """Record durably that a job's tasks' staged files are to be published (roll forward
         after a crash). Failed attempts' folders in the same job folder are never published."""
@@ -99,7 +149,7 @@ def committing_tasks(folder: str) -> list[str] | None:
     try:
         with open(os.path.join(folder, COMMIT_MARKER), "rb") as f:
             return orjson.loads(f.read())
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return None
     except orjson.JSONDecodeError:
         return None  # Torn by a crash before its fsync: the job never decided to commit.

@@ -9,9 +9,11 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType
 
 from mq import store as fmt
-from mq.pipeline import publish, sink
+from mq.pipeline import sink
 from mq.pipeline.options import SourceOptions
+from mq.store import publishing
 from mq.store.listing import list_entries, read_entry
+from mq.store.staging import committing_tasks
 from support import body_is_whole, checked_body, poll_for
 
 pytestmark = pytest.mark.spark
@@ -219,10 +221,10 @@ def test_a_failed_job_leaves_nothing_visible(spark, start_mq):
     assert daemon.fetch("fail").status == 404
     # abort() removed the job's stage folder; a task Spark was still cancelling may have
     # staged files after that. Without a COMMIT marker they are never published, and the
-    # sweep of abandoned stages removes them.
+    # reaper's sweep of abandoned stages removes them.
     store = fmt.Store(str(daemon.root))
-    assert all(fmt.committing_tasks(folder) is None for _, folder, _ in fmt.list_stages(store))
-    publish.roll_forward(store, stale_after=0)
+    assert all(committing_tasks(folder) is None for _, folder, _ in store.list_stages())
+    publishing.sweep_abandoned_stages(store, min_age_seconds=0)
     assert not os.listdir(os.path.join(daemon.root, "stage"))
     assert read(spark, daemon.root, queues="fail").count() == 0
 
@@ -272,7 +274,7 @@ def test_a_retried_task_is_published_once(tmp_path):
     assert not os.path.exists(fmt.Store(root).stage_folder(writer.job))
 
 
-def test_a_commit_killed_midway_is_finished_by_the_next_write(tmp_path):
+def test_a_commit_killed_midway_is_finished_by_the_next_write_once_its_marker_is_quiet(tmp_path):
     root = str(tmp_path / "root")
     store = fmt.Store(root)
     store.init()
@@ -280,29 +282,42 @@ def test_a_commit_killed_midway_is_finished_by_the_next_write(tmp_path):
     killed = sink.BatchWriter(options, spark_schema("body binary"))
     task = killed.write(iter(Rows.of(b"1", b"2", b"3")))
     # The driver decided to commit, published one file, then died.
-    fmt.mark_committing(store, killed.job, [task.task])
-    folder = fmt.stage_folder(store, killed.job, task.task)
-    fmt.publish_staged(store, folder, sorted(os.listdir(folder))[0])
+    store.mark_committing(killed.job, [task.task])
+    folder = store.stage_folder(killed.job, task.task)
+    store.publish_staged(folder, sorted(os.listdir(folder))[0])
     assert len(bodies_of(root, "roll")) == 1
 
+    # A fresh marker may be a live driver's, still publishing: another commit leaves it.
     later = sink.BatchWriter(options, spark_schema("body binary"))
     later.commit([later.write(iter(Rows.of(b"4")))])
+    assert len(bodies_of(root, "roll")) == 2 and os.path.isdir(folder)
 
-    assert sorted(bodies_of(root, "roll")) == [b"1", b"2", b"3", b"4"]
+    quiet = time.time() - publishing.COMMIT_GRACE_SECONDS - 1
+    os.utime(os.path.join(store.stage_folder(killed.job), "COMMIT"), (quiet, quiet))
+    last = sink.BatchWriter(options, spark_schema("body binary"))
+    last.commit([last.write(iter(Rows.of(b"5")))])
+
+    assert sorted(bodies_of(root, "roll")) == [b"1", b"2", b"3", b"4", b"5"]
     assert not os.listdir(os.path.join(root, "stage"))
 
 
-def test_an_abandoned_stage_without_commit_marker_is_swept_never_published(tmp_path):
+def test_an_abandoned_stage_is_never_published_nor_removed_by_commits_and_swept_when_old(tmp_path):
     root = str(tmp_path / "root")
     store = fmt.Store(root)
     store.init()
     options = SourceOptions.parse({"root": root, "queue": "gone"})
     dead = sink.BatchWriter(options, spark_schema("body binary"))
-    dead.write(iter(Rows.of(b"never")))
-    assert publish.roll_forward(store, stale_after=3600) == 0
-    assert os.listdir(os.path.join(root, "stage"))  # Young: may be a job still running.
-    publish.roll_forward(store, stale_after=0)
-    assert not os.listdir(os.path.join(root, "stage")) and bodies_of(root, "gone") == []
+    task = dead.write(iter(Rows.of(b"never")))
+    assert publishing.sweep_abandoned_stages(store) == []  # Young: may be a job still running.
+    old = time.time() - publishing.ABANDONED_STAGE_SECONDS - 60
+    for path in (store.stage_folder(dead.job, task.task), store.stage_folder(dead.job)):
+        os.utime(path, (old, old))
+    other = sink.BatchWriter(options, spark_schema("body binary"))
+    other.commit([other.write(iter(Rows.of(b"kept")))])
+    assert os.listdir(os.path.join(root, "stage")) == [dead.job]  # A commit removes no other job.
+
+    assert publishing.sweep_abandoned_stages(store) == [dead.job]
+    assert not os.listdir(os.path.join(root, "stage")) and bodies_of(root, "gone") == [b"kept"]
 
 
 def spark_schema(ddl: str):
