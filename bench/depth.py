@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Cost against depth (issue 3, item 6): add and fetch+delete latency at 1k, 100k and 1M messages.
+"""Cost against depth: add and fetch+delete latency at 1k, 100k and 1M messages.
 
     .venv/bin/python bench/depth.py [--depths 1000,100000,1000000] [--samples 2000] [--workers 2]
 

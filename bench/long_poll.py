@@ -1,4 +1,4 @@
-"""A thousand parked long polls: what they cost, and how fast an add reaches one (issue 4, item 6).
+"""A thousand parked long polls: what they cost, and how fast an add reaches one.
 
     .venv/bin/python bench/long_poll.py                      # 1000 polls on 1 queue
     .venv/bin/python bench/long_poll.py --queues 10          # 100 polls on each of 10 queues

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """How soon a running daemon serves what a Spark job wrote when no notification reaches it
-(issue 5: "within a bound you document, 2 s at most"), with a deep queue.
+(the documented bound: 2 s at most), with a deep queue.
 
     .venv/bin/python bench/notice_latency.py [--depth 1000000] [--jobs 3] [--rows 10]
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The Spark pipeline's speed (issue 5, item 3): export and load of N 100-byte messages.
+"""The Spark pipeline's speed: export and load of N 100-byte messages.
 
     .venv/bin/python bench/pipeline.py [--count 1000000] [--record]
 
@@ -187,7 +187,7 @@ def record(f: dict, command: str) -> None:
     m = machine()
     section = f"""## Pipeline
 
-`.venv/bin/python {command}` (issue 5; Spark local[2], {f['partitions']} tasks, page cache warm,
+`.venv/bin/python {command}` (Spark local[2], {f['partitions']} tasks, page cache warm,
 {m['nproc']} cores, {m['memory']}, kernel {m['kernel']}, load average at the end {f['load']}).
 
 | job | messages | seconds | msg/s | ceiling in the same run | ratio | target |

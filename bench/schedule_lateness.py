@@ -1,4 +1,4 @@
-"""How late do scheduled messages become visible? (issue 4, item 1: target p99 < 1 s)
+"""How late do scheduled messages become visible? (target: p99 < 1 s)
 
     .venv/bin/python bench/schedule_lateness.py                        # 100k, store fill
     .venv/bin/python bench/schedule_lateness.py --fill http --messages 20000

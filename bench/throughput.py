@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Throughput (issue 3, item 7): durable adds and fetch+delete at N concurrent HTTP clients,
+"""Throughput: durable adds and fetch+delete at N concurrent HTTP clients,
 against two ceilings measured in the same run.
 
     .venv/bin/python bench/throughput.py [--clients 64] [--duration 10] [--workers 2]

@@ -5,51 +5,53 @@ Precedence: command-line flag, then MQ_* environment variable, then the TOML con
 """
 
 import argparse
+import dataclasses
 import json
 import math
 import os
+import textwrap
 import tomllib
 from dataclasses import asdict, dataclass, fields
 
 from mq.errors import Invalid
 
 
+def option(default, help: str, empty: str = ""):
+    """An Options field with its --help text; the text's "(default X)" is made from `default`."""
+    metadata = {"help": help}
+    if empty:
+        metadata["empty"] = empty  # What an empty string means, said in place of "".
+    return dataclasses.field(default=default, metadata=metadata)
+
+
 @dataclass
 class Options:
     """The daemon's settings; each field's unit is in its name or its help text."""
 
-    #: Directory holding the folder structure; must be writable.
-    root: str = "/tmp/mq"
-    #: Pairs of save and fetch actor processes.
-    workers: int = 8
-    #: Other daemons sharing the root, considered when fetching (0: strict FIFO).
-    peers: int = 0
-    #: Address the HTTP front listens on.
-    host: str = "127.0.0.1"
-    #: Port the HTTP front listens on.
-    port: int = 8080
-    #: Seconds a fetched message stays invisible before it is delivered again.
-    timeout: float = 30.0
-    #: "fs": one syncfs(2) per batch; "file": fsync every file and directory.
-    sync: str = "fs"
-    #: Create a queue on the first add to it; when off, adding to a missing queue is 404.
-    auto_create: bool = True
-    #: Largest message body accepted, in bytes.
-    max_body_bytes: int = 16 * 1024 * 1024
-    #: Adds in flight on one save actor before the front sends adds to the next (0: spread).
-    save_batch: int = 256
-    #: Adds waiting on the least busy save actor beyond which a new add gets 503 (overload).
-    max_waiting_adds: int = 4096
-    #: Seconds the front waits for an actor before answering 503.
-    actor_timeout: float = 10.0
-    #: File the JSON log lines go to (reopened on SIGHUP); empty: standard output.
-    log_file: str = ""
-    #: Lowest level logged: debug, info, warning, error.
-    log_level: str = "info"
-    #: One log line per HTTP request.
-    access_log: bool = True
-    #: Folder of the ZeroMQ sockets; empty: {root}/run/{host}-{pid}, or a temp dir if too long.
-    run_dir: str = ""
+    root: str = option("/tmp/mq", "directory in which the folder structure is created; must be "
+                       "writable")
+    workers: int = option(8, "pairs of save and fetch actor processes to start")
+    peers: int = option(0, "other daemons sharing the root to consider when fetching; 0 keeps "
+                        "strict FIFO")
+    host: str = option("127.0.0.1", "address to listen on")
+    port: int = option(8080, "port to listen on")
+    timeout: float = option(30.0, "seconds a fetched message stays invisible before redelivery")
+    sync: str = option("fs", "fs: one syncfs(2) per batch of messages; file: fsync each file and "
+                       "folder")
+    auto_create: bool = option(True, "create a queue on the first add to it; when off, adding to "
+                               "a missing queue is 404")
+    max_body_bytes: int = option(16 * 1024 * 1024, "largest message body in bytes")
+    save_batch: int = option(256, "adds waiting on one save actor before the front uses the next "
+                             "one: bigger batches share flushes; 0 sends each add to the least "
+                             "busy")
+    max_waiting_adds: int = option(4096, "adds waiting on every save actor beyond which a new add "
+                                   "is refused with 503 and Retry-After, rather than queued")
+    actor_timeout: float = option(10.0, "seconds to wait for an actor before answering 503")
+    log_file: str = option("", "write JSON log lines to this file, reopened on SIGHUP",
+                           empty="standard output")
+    log_level: str = option("info", "debug, info, warning or error")
+    access_log: bool = option(True, "log one line per HTTP request")
+    run_dir: str = option("", "folder for the ZeroMQ sockets", empty="{root}/run/{host}-{pid}")
 
     def to_json(self) -> str:
         """The options as JSON, the form children receive them in."""
@@ -85,28 +87,6 @@ class Options:
         return self
 
 
-HELP = {
-    "root": "directory in which the folder structure is created; must be writable (default /tmp/mq)",
-    "workers": "pairs of save and fetch actor processes to start (default 8)",
-    "peers": "other daemons sharing the root to consider when fetching; 0 keeps strict FIFO (default 0)",
-    "host": "address to listen on (default 127.0.0.1)",
-    "port": "port to listen on (default 8080)",
-    "timeout": "seconds a fetched message stays invisible before redelivery (default 30)",
-    "sync": "fs: one syncfs(2) per batch of messages; file: fsync each file and folder (default fs)",
-    "auto_create": "create a queue on the first add to it (default on; --no-auto-create for 404)",
-    "max_body_bytes": "largest message body in bytes (default 16777216)",
-    "save_batch": "adds waiting on one save actor before the front uses the next one: bigger "
-                  "batches share flushes; 0 sends each add to the least busy (default 256)",
-    "max_waiting_adds": "adds waiting on every save actor beyond which a new add is refused "
-                        "with 503 and Retry-After, rather than queued (default 4096)",
-    "actor_timeout": "seconds to wait for an actor before answering 503 (default 10)",
-    "log_file": "write JSON log lines to this file, reopened on SIGHUP (default standard output)",
-    "log_level": "debug, info, warning or error (default info)",
-    "access_log": "log one line per HTTP request (default on; --no-access-log turns it off)",
-    "run_dir": "folder for the ZeroMQ sockets (default {root}/run/{host}-{pid})",
-}
-
-
 def field_kind(field) -> type:
     """The Python type of an Options field."""
     return {"int": int, "float": float, "str": str, "bool": bool}.get(field.type, field.type)
@@ -129,8 +109,31 @@ def _convert(field, value):
         raise Invalid(f"{field.name}: expected {kind.__name__}, got {value!r}") from None
 
 
+def flag_name(field) -> str:
+    """The command-line flag of an Options field: --max-body-bytes for max_body_bytes."""
+    return "--" + field.name.replace("_", "-")
+
+
+def describe_default(field) -> str:
+    """An Options field's default as its help text shows it, after "default "."""
+    value = field.default
+    if field_kind(field) is bool:
+        negated = "--no-" + field.name.replace("_", "-")
+        return f"on; {negated} turns it off" if value else f"off; {flag_name(field)} turns it on"
+    if value == "":
+        return field.metadata["empty"]
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def help_text(field) -> str:
+    """An Options field's --help text, ending in its default."""
+    return f"{field.metadata['help']} (default {describe_default(field)})"
+
+
 def build_parser(prog: str = "mq") -> argparse.ArgumentParser:
-    """The mq command line: the seed's flags plus host, port and the others in Options."""
+    """The mq command line: --config, --print-config and a flag for each field of Options."""
     parser = argparse.ArgumentParser(
         prog=prog,
         description="mq: a durable HTTP message queue that stores each message as a file. "
@@ -138,20 +141,57 @@ def build_parser(prog: str = "mq") -> argparse.ArgumentParser:
         "(--config); flags win over both.",
     )
     parser.add_argument("--config", help="TOML file of options (keys as below, with _)")
+    parser.add_argument("--print-config", action="store_true",
+                        help="print the options these flags, MQ_* variables and --config give, "
+                        "as a TOML file with every option explained, and exit")
     for field in fields(Options):
-        flag = "--" + field.name.replace("_", "-")
         if field_kind(field) is bool:
-            parser.add_argument(flag, dest=field.name, action=argparse.BooleanOptionalAction,
-                                default=None, help=HELP[field.name])
+            parser.add_argument(flag_name(field), dest=field.name, default=None,
+                                action=argparse.BooleanOptionalAction, help=help_text(field))
         else:
-            kind = field_kind(field)
-            parser.add_argument(flag, dest=field.name, type=kind, default=None,
-                                help=HELP[field.name])
+            parser.add_argument(flag_name(field), dest=field.name, type=field_kind(field),
+                                default=None, help=help_text(field))
     return parser
 
 
-def load_options(argv: list[str] | None = None, environ: dict | None = None) -> Options:
-    """Resolve Options from flags, environment and config file, in that order of precedence."""
+SAMPLE_HEADER = """\
+# mq configuration: every option of the `mq` command, as read by core/config.py.
+# Written by `mq --print-config`; each comment is the option's --help text and default.
+#
+# Use it with `mq --config FILE` (or MQ_CONFIG=FILE). Precedence: command-line flag >
+# MQ_<NAME> environment variable > this file > default. Keys are the flag names with "_"
+# (or "-"); an unknown key stops mq with exit status 2. docs/OPERATIONS.md explains each."""
+
+
+def _toml_value(value) -> str:
+    """A value of Options as TOML."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        # JSON string escapes are TOML's, except that TOML also forbids a raw DEL.
+        return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
+    return repr(value)
+
+
+def sample_config(options: Options | None = None) -> str:
+    """A TOML config file setting every option to its value in options (the defaults if None)."""
+    options = options or Options()
+    parts = [SAMPLE_HEADER]
+    for field in fields(Options):
+        parts.append("")
+        parts += textwrap.wrap(help_text(field) + ".", width=93, initial_indent="# ",
+                               subsequent_indent="# ", break_on_hyphens=False)
+        flags = flag_name(field)
+        if field_kind(field) is bool:
+            flags += " / --no-" + field.name.replace("_", "-")
+        parts.append(f"# Flag {flags}, environment MQ_{field.name.upper()}.")
+        parts.append(f"{field.name} = {_toml_value(getattr(options, field.name))}")
+    return "\n".join(parts) + "\n"
+
+
+def read_command_line(argv: list[str] | None = None,
+                      environ: dict | None = None) -> tuple[Options, bool]:
+    """Options from flags, environment and config file, and whether --print-config was given."""
     environ = os.environ if environ is None else environ
     args = build_parser().parse_args(argv)
     values: dict = {}
@@ -175,4 +215,9 @@ def load_options(argv: list[str] | None = None, environ: dict | None = None) -> 
         flag_value = getattr(args, field.name)
         if flag_value is not None:
             values[field.name] = flag_value
-    return Options(**values).check()
+    return Options(**values).check(), args.print_config
+
+
+def load_options(argv: list[str] | None = None, environ: dict | None = None) -> Options:
+    """Resolve Options from flags, environment and config file, in that order of precedence."""
+    return read_command_line(argv, environ)[0]

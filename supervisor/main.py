@@ -7,7 +7,7 @@ import sys
 import setproctitle
 
 from mq import logs
-from mq.config import load_options
+from mq.config import read_command_line, sample_config
 from mq.errors import Invalid, MqError
 from mq.store import Store
 from mq.supervisor.tree import Tree, choose_run_dir, clean_stale_run_dirs, live_daemons
@@ -19,7 +19,10 @@ PEER_NEW_GRACE_SECONDS = 60.0
 def main(argv: list[str] | None = None) -> int:
     """Run mq until SIGTERM; exit 0 after a drain, 1 when the front keeps crashing, 2 on bad options."""
     try:
-        options = load_options(argv)
+        options, print_config = read_command_line(argv)
+        if print_config:
+            sys.stdout.write(sample_config(options))
+            return 0
         logs.configure("supervisor", options.log_level, options.log_file)
         store = Store(options.root, options.sync, options.auto_create)
         store.init()

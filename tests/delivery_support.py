@@ -1,4 +1,4 @@
-"""Helpers for the reliable-delivery tests (issue 4), on top of support.py's real daemon.
+"""Helpers for the reliable-delivery tests (docs/DELIVERY.md), on top of support.py's real daemon.
 
 `shared_mq` is one daemon per test module (each test uses its own queue names), so that the
 many short tests do not each pay for a start; tests that kill or reconfigure the daemon start

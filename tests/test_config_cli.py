@@ -3,46 +3,122 @@
 import os
 import re
 import subprocess
-from dataclasses import fields
+import tomllib
+from dataclasses import asdict, fields
+from pathlib import Path
 
 import pytest
 
-from mq.config import HELP, Options, load_options
+from mq.config import Options, field_kind, load_options, sample_config
 from mq.errors import Invalid
 from support import command, free_port, request
 
 
+#: The sample config file the repository ships.
+SAMPLE = Path(__file__).resolve().parents[1] / "etc" / "mq.toml"
+
+
 def run_mq(*args, env=None, timeout=30) -> subprocess.CompletedProcess:
-    """Run the real mq command to completion (for --help and refused options)."""
+    """Run the real mq command to completion (for --help and refused options).
+
+    MQ_* variables of the test run itself are left out: only `env` sets options.
+    """
+    base = {k: v for k, v in os.environ.items() if not k.startswith("MQ_")}
     return subprocess.run([command("mq"), *args], capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL)
+                          env={**base, **(env or {})}, stdin=subprocess.DEVNULL)
 
 
 def flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def test_help_documents_every_option_with_its_default():
+def help_entries(text: str) -> dict[str, str]:
+    """The help of each option in `mq --help` output, by its first flag, on one line."""
+    entries: dict[str, str] = {}
+    current = None
+    for line in text.split("\noptions:\n", 1)[1].splitlines():
+        if line.startswith("  -"):
+            # "  --root ROOT    directory ...": the help follows two spaces or the next line.
+            head, _, rest = line.strip().partition("  ")
+            current = head.split(",")[0].split()[0]
+            entries[current] = rest.strip()
+        elif current and line.strip():
+            entries[current] = (entries[current] + " " + line.strip()).strip()
+    return entries
+
+
+def shown_default(field, help_line: str):
+    """The value that "(default X)" at the end of an option's help means, as the field's type."""
+    match = re.fullmatch(r".+ \(default (.+)\)", help_line)
+    assert match, f"{flag(field.name)}: no (default ...) at the end of {help_line!r}"
+    shown = match.group(1)
+    kind = field_kind(field)
+    if kind is bool:
+        word, _, how = shown.partition("; ")
+        value = {"on": True, "off": False}[word]
+        other = "--no-" + field.name.replace("_", "-") if value else flag(field.name)
+        assert how == f"{other} turns it {'off' if value else 'on'}", help_line
+        return value
+    if kind is str and shown == field.metadata.get("empty"):
+        return ""
+    return kind(shown)
+
+
+def test_help_shows_each_options_default_as_the_dataclass_has_it():
     result = run_mq("--help", env={"COLUMNS": "500"})
     assert result.returncode == 0
-    text = " ".join(result.stdout.split())
-    assert "--config" in text and "MQ_" in text
+    assert "--config" in result.stdout and "--print-config" in result.stdout
+    assert "MQ_" in result.stdout
+    entries = help_entries(result.stdout)
+    assert set(entries) == {"-h", "--config", "--print-config"} | {
+        flag(f.name) for f in fields(Options)}
     for field in fields(Options):
-        assert flag(field.name) in text, field.name
-        if field.type == "bool":
-            assert "--no-" + field.name.replace("_", "-") in text
-    # The seed's flags with the seed's defaults, and a unit for every time and size.
-    for expected in ("default 8", "default 0", "default /tmp/mq", "default 127.0.0.1",
-                     "default 8080", "seconds", "bytes"):
-        assert expected in text, expected
+        value = shown_default(field, entries[flag(field.name)])
+        assert value == field.default and type(value) is type(field.default), (
+            f"{flag(field.name)}: --help says {value!r}, Options has {field.default!r}")
 
 
-def test_every_option_has_help_naming_its_default():
-    text = " ".join(run_mq("--help", env={"COLUMNS": "500"}).stdout.split())
-    for field in fields(Options):
-        help_text = " ".join(HELP[field.name].split())
-        assert "(default" in help_text, field.name
-        assert help_text in text, f"--help does not show the help of {flag(field.name)}"
+def test_help_gives_a_unit_for_every_time_and_size():
+    entries = help_entries(run_mq("--help", env={"COLUMNS": "500"}).stdout)
+    for name in ("--timeout", "--actor-timeout"):
+        assert "seconds" in entries[name], name
+    assert "bytes" in entries["--max-body-bytes"]
+
+
+def test_the_committed_sample_config_is_what_print_config_writes():
+    result = run_mq("--print-config")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == sample_config()
+    assert SAMPLE.read_text() == result.stdout, (
+        "etc/mq.toml is stale: regenerate it with `mq --print-config > etc/mq.toml`")
+
+
+def test_the_sample_config_sets_exactly_the_dataclass_defaults():
+    loaded = tomllib.loads(SAMPLE.read_text())
+    defaults = asdict(Options())
+    assert loaded == defaults
+    for name, value in loaded.items():
+        assert type(value) is type(defaults[name]), name
+    assert load_options([f"--config={SAMPLE}"], environ={}) == Options()
+
+
+def test_print_config_writes_the_resolved_options_as_a_file_mq_reads_back(tmp_path):
+    config = tmp_path / "in.toml"
+    config.write_text("workers = 3\n")
+    odd_path = 'a "quoted" \\ path \u00e9\x7f\t'  # characters TOML strings must escape
+    result = run_mq(f"--config={config}", "--print-config", "--no-access-log", "--timeout=1.5",
+                    f"--log-file={odd_path}", env={"MQ_HOST": "::1"})
+    assert result.returncode == 0, result.stderr
+    printed = tmp_path / "out.toml"
+    printed.write_text(result.stdout)
+    expected = Options(workers=3, log_file=odd_path, access_log=False, timeout=1.5, host="::1")
+    assert load_options([f"--config={printed}"], environ={}) == expected
+
+
+def test_print_config_refuses_bad_values_like_a_start():
+    result = run_mq("--print-config", "--workers=0")
+    assert result.returncode == 2
+    assert "--workers must be between 1 and 256" in result.stderr and not result.stdout
 
 
 @pytest.mark.parametrize("args, env, config, message", [
@@ -128,7 +204,7 @@ def test_precedence_is_flag_then_env_then_file_then_default(tmp_path):
     assert options.peers == 1              # file over default
     assert options.timeout == 5.0
     assert options.access_log is False
-    assert options.port == 8080 and options.root == "/tmp/mq"  # the seed's defaults
+    assert (options.port, options.root) == (Options().port, Options().root)  # nothing set them
     assert load_options(["--access-log"], environ=env).access_log is True
 
 

@@ -1,4 +1,4 @@
-"""De-duplication keys (B4): one message per key and window, across workers, restarts and crashes."""
+"""De-duplication keys: one message per key and window, across workers, restarts and crashes."""
 
 import os
 import threading

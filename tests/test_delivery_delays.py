@@ -1,4 +1,4 @@
-"""Delays and schedules (B1, B2) and revoke (B3): invisible until due, then fetchable; kill -9 safe."""
+"""Delays, schedules and revoke: invisible until due, then fetchable; kill -9 safe."""
 
 import os
 import time

@@ -1,4 +1,4 @@
-"""Queue properties and default rules (C4, C5), auto-create (C6), content type (C10)."""
+"""Queue properties and default rules, auto-create, content type."""
 
 import json
 

@@ -1,4 +1,4 @@
-"""Receipts (C2, C11, B5): each delivery has its own receipt; ack, nack, extend; stale ones refused."""
+"""Receipts: each delivery has its own receipt; ack, nack, extend; stale ones refused."""
 
 import os
 import time
@@ -149,7 +149,7 @@ def test_bad_replies_are_400_and_unknown_messages_404(shared_mq):
     assert names_of(shared_mq, message_id) == [f"delay/{queue}:{message_id}.1"]
 
 
-def test_seed_delete_still_removes_a_message_in_any_state(shared_mq):
+def test_a_delete_without_a_receipt_still_removes_a_message_in_any_state(shared_mq):
     queue = fresh_queue("del")
     set_props(shared_mq, queue, {"timeout": 60})
     in_flight = added(shared_mq, queue, b"in flight")

@@ -1,4 +1,4 @@
-"""Retries and dead letters (C3): past `retry` redeliveries a message moves, never vanishes."""
+"""Retries and dead letters: past `retry` redeliveries a message moves, never vanishes."""
 
 from delivery_support import (added, fetch, fetch_when_ready, fetched, fresh_queue, names_of,
                               reply, restart, set_props, shared_mq, start_killed)  # noqa: F401

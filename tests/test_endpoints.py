@@ -1,4 +1,4 @@
-"""The seed's six endpoints, exactly: statuses, headers, bodies, names, and JSON errors."""
+"""The six core endpoints, exactly: statuses, headers, bodies, names, and JSON errors."""
 
 import http.client
 import json

@@ -1,4 +1,4 @@
-"""mq-mover and mq-reaper run alone with the seed's flags and defaults."""
+"""mq-mover and mq-reaper run alone, with their own flags and defaults."""
 
 import os
 import signal
@@ -20,7 +20,7 @@ def aged(path, seconds: float) -> None:
     os.utime(path, (then, then))
 
 
-def test_mover_help_shows_the_seeds_flags_with_delay_in_seconds():
+def test_mover_help_shows_its_flags_with_delay_in_seconds():
     result = run("mq-mover", "--help")
     assert result.returncode == 0
     text = " ".join(result.stdout.split())
@@ -28,7 +28,7 @@ def test_mover_help_shows_the_seeds_flags_with_delay_in_seconds():
         assert expected in text
 
 
-def test_reaper_help_shows_the_seeds_default_source():
+def test_reaper_help_shows_its_default_source():
     result = run("mq-reaper", "--help")
     assert result.returncode == 0
     assert "--source" in result.stdout and "/tmp/mq/remove" in result.stdout
@@ -46,7 +46,7 @@ def test_mover_refuses_a_missing_folder(tmp_path):
     assert "not a directory" in result.stderr and "Traceback" not in result.stderr
 
 
-def test_mover_once_moves_files_older_than_the_delay_in_seconds_into_the_seeds_layout(tmp_path):
+def test_mover_once_moves_files_older_than_the_delay_in_seconds_into_their_queue_folders(tmp_path):
     source, destination = tmp_path / "delay", tmp_path / "queues"
     (destination / "jobs").mkdir(parents=True)
     source.mkdir()
@@ -63,7 +63,7 @@ def test_mover_once_moves_files_older_than_the_delay_in_seconds_into_the_seeds_l
     result = run("mq-mover", f"--source={source}", f"--destination={destination}",
                  "--delay=10", "--once")
     assert result.returncode == 0, result.stderr
-    # The seed: /delay/queue:id goes to /queues/queue/id; the delay is seconds, not ms.
+    # delay/queue:id goes to queues/queue/id; the delay is in seconds, not milliseconds.
     assert (destination / "jobs" / due).read_bytes() == b"due"
     assert files_in(source) == [f"jobs:{not_due}"]
     assert (destination / f"unknown:{other}").exists()
@@ -124,7 +124,7 @@ def test_reaper_refuses_a_missing_folder(tmp_path):
 
 
 def test_standalone_mover_redelivers_a_daemons_fetched_message(start_mq):
-    """The seed's split: mq-mover --source=ROOT/delay --destination=ROOT/queues."""
+    """Alone against a daemon's root: mq-mover --source=ROOT/delay --destination=ROOT/queues."""
     mq = start_mq(workers=1, timeout=3600)  # the daemon's own mover will not touch it
     message_id = mq.add("jobs", b"redeliver me")
     assert mq.fetch("jobs").header("X-Message-Id") == message_id
