@@ -87,11 +87,15 @@ def sweep_stages(store: Store, dedup_window) -> None:
         log.error("reaper.roll_forward_failed", job=job, error=str(err))
 
     # No ZeroMQ notification: the notices publishing posts reach every fetch actor within 0.5 s.
-    for job, report in roll_forward(store, dedup_window, on_error=failed).items():
+    finished = roll_forward(store, dedup_window, on_error=failed)
+    for job, report in finished.items():
         log.info("reaper.rolled_forward", job=job, messages=report["messages"],
                  duplicates=report["duplicates"], queues=report["queues"])
-    for job in sweep_abandoned_stages(store):
+    removed = sweep_abandoned_stages(store)
+    for job in removed:
         log.info("reaper.stage_removed", job=job)
+    # Once per pass, at debug: shows when a pass has looked at every stage folder.
+    log.debug("reaper.stage_pass", rolled_forward=len(finished), removed=len(removed))
 
 
 def main(argv: list[str] | None = None) -> int:
