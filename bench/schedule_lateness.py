@@ -436,7 +436,7 @@ def mover_cost(args):
                 store.flush = timed_flush
                 passes = []
                 for r in range(repeats):
-                    fmt.syncfs(store.root_fd())
+                    store.disk.syncfs(store.root)
                     flush_t.clear()
                     t = time.perf_counter()
                     moved = move_due(store, heap, groups[r] + 0.5)
