@@ -170,7 +170,7 @@ def _is_duplicate(store, dedup_window, task_dir, name, queue, message_id, now, d
     if earlier is None or earlier == message_id:
         return False
     try:
-        os.unlink(path)
+        store.disk.unlink(path)
     except FileNotFoundError:
         pass  # Dropped by another committer of the job.
     return True
