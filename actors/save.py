@@ -11,10 +11,16 @@ from dataclasses import dataclass, field
 from mq import properties
 from mq import store as fmt
 from mq.actors.base import Actor
-from mq.actors.batch import Batch, Request
+from mq.actors.batch import DEFERRED, Batch, Request
 from mq.adds import Add, check_add, with_properties
 from mq.errors import MqError, NotFound, Unavailable, from_os_error
 from mq.ids import new_id
+
+#: Longest time, in seconds, an add waits for an earlier add with its de-duplication key that
+#: is still being written (by this or another save actor) before it answers 503.
+PENDING_KEY_SECONDS = 5.0
+#: How often, in milliseconds, such waiting adds look again.
+PENDING_KEY_POLL_MS = 2
 
 
 @dataclass
@@ -44,6 +50,8 @@ class SaveActor(Actor):
     def __init__(self, options, index: int, run_dir: str, store=None):
         super().__init__(options, index, run_dir, store)
         self.props = properties.PropertyFiles(self.store, {"max_body_bytes": options.max_body_bytes})
+        self.pending_keys: list = []  # (request, deadline) of adds waiting for their key's add
+        self.deadlines: dict = {}
 
     def start(self) -> None:
         """Clean up a crashed predecessor's files, then connect to the mover and fetch actors."""
@@ -75,7 +83,7 @@ class SaveActor(Actor):
         if add.dedup_id:
             earlier = self.store.dedup_lookup(add.queue, add.dedup_id, props["dedup_window"], now)
             if earlier:
-                return self.duplicate(batch, add.queue, earlier)
+                return self.duplicate(batch, request, add.queue, earlier)
         message_id = new_id(int(now * 1000))
         data = fmt.encode_message(add.body, add.content_type, int(now * 1000), message_id,
                                   add.dedup_id, self.writer())
@@ -83,21 +91,47 @@ class SaveActor(Actor):
         batch.written.append(Written(len(batch.results), add, message_id, props["dedup_window"]))
         return None  # Answered by settle().
 
-    def duplicate(self, batch: AddBatch, queue: str, earlier: str) -> dict:
+    def duplicate(self, batch: AddBatch, request: Request, queue: str, earlier: str):
         """The answer to an add whose key names an earlier message, once that one is durable.
 
         An earlier add still in new/ is in progress (or its writer died, and its successor
-        cleans it up): answering with its id now could name a message that is never stored.
+        cleans it up): answering with its id now could name a message that is never stored,
+        so this add waits (DEFERRED) and is tried again until that one is delivered or gone.
         The batch flushes the folders the earlier message may have entered, so the reply never
         leaves before the earlier add's rename is durable.
         """
         if self.store.dedup_pending(queue, earlier):
-            raise Unavailable("an add with this de-duplication key is in progress; retry")
+            return self.defer(request)
         batch.dirs.update({self.store.queue_dir(queue), self.store.folder("delay"),
                            self.store.dedup_dir(queue)})
         return {"id": earlier, "queue": queue, "duplicate": True}
 
+    def defer(self, request: Request):
+        """Wait for the add holding this request's key; 503 once PENDING_KEY_SECONDS passed."""
+        deadline = self.deadlines.get(id(request), time.monotonic() + PENDING_KEY_SECONDS)
+        if time.monotonic() > deadline:
+            raise Unavailable("an add with this de-duplication key is still in progress; retry")
+        self.pending_keys.append((request, deadline))
+        return DEFERRED
+
     COMMANDS = {"add": add}
+
+    def tick(self) -> None:
+        """Try again the adds waiting for an earlier add with their key."""
+        if not self.pending_keys:
+            return
+        waiting, self.pending_keys = self.pending_keys, []
+        self.deadlines = {id(request): deadline for request, deadline in waiting}
+        requests = [request for request, _ in waiting]
+        batch = self.handle(requests)
+        self.deadlines = {}
+        for request, result in zip(requests, batch.results):
+            if result is not DEFERRED:
+                self.reply(request.peer, request.rid, result)
+
+    def poll_timeout_ms(self) -> int:
+        """Look again soon while adds wait for a key's earlier add."""
+        return PENDING_KEY_POLL_MS if self.pending_keys else 500
 
     def settle(self, batch: AddBatch) -> None:
         """Flush the data, record keys, rename each file into view, flush, fill in the results."""
@@ -172,7 +206,8 @@ class SaveActor(Actor):
                     batch.followers.append((item.pos, winner))
                 else:
                     try:
-                        batch.results[item.pos] = self.duplicate(batch, item.add.queue, earlier)
+                        batch.results[item.pos] = self.duplicate(
+                            batch, batch.requests[item.pos], item.add.queue, earlier)
                     except MqError as err:
                         batch.results[item.pos] = err
         return kept

@@ -10,6 +10,7 @@ import msgpack
 import pytest
 
 from actor_support import Actors, request
+from mq.actors.batch import DEFERRED
 from disks import FailingDisk
 from mq import store as fmt
 from mq.actors.mover import DueHeap
@@ -105,16 +106,35 @@ def test_a_key_left_by_a_killed_save_actor_never_answers_a_retry_and_its_success
     dying.record_keys(batch, batch.written)
     lost_id = batch.written[0].id
     assert files_in(actors.store.folder("new")) == [f"q:{lost_id}"]
-    # The client retries on save actor 1 while 0 restarts: no 200 with an id never stored.
-    retry = actors.add({"queue": "q", "body": b"lost", "dedup_id": "k"}, actor=actors.saver(1))[0]
-    assert isinstance(retry, Unavailable) and retry.retry_after == 1
+    # The client retries on save actor 1 while 0 restarts: no 200 with an id never stored;
+    # the retry waits for the add that holds its key.
+    sibling, answers = actors.saver(1), []
+    sibling.reply = lambda peer, rid, result: answers.append(result)
+    assert actors.add({"queue": "q", "body": b"lost", "dedup_id": "k"}, actor=sibling) == [DEFERRED]
+    sibling.tick()
+    assert answers == [] and len(sibling.pending_keys) == 1
     # Save actor 0's successor cleans its predecessor's file and key, and only those.
-    actors.add({"queue": "q", "body": b"other"}, actor=actors.saver(1))
+    actors.add({"queue": "q", "body": b"other"}, actor=sibling)
     assert actors.saver(0).clean_predecessor() == 1
     assert files_in(actors.store.folder("new")) == []
-    stored = ok(actors.add({"queue": "q", "body": b"lost", "dedup_id": "k"}, actor=actors.saver(1))[0])
+    sibling.tick()  # The waiting retry now records the key itself and is stored.
+    stored = ok(answers[0])
     assert stored["id"] != lost_id and not stored.get("duplicate")
     assert os.path.exists(actors.store.ready_path("q", stored["id"]))
+
+
+def test_an_add_waits_at_most_a_few_seconds_for_the_add_holding_its_key(tmp_path):
+    actors = Actors(tmp_path)
+    holder = new_id()
+    actors.store.write_new("q", holder, fmt.encode_message(b"x", "text/plain", 0, holder, "k"), None)
+    actors.store.dedup_record("q", "k", holder, 300, time.time())  # An add that never finishes.
+    answers = []
+    actors.save.reply = lambda peer, rid, result: answers.append(result)
+    assert actors.add({"queue": "q", "body": b"x", "dedup_id": "k"}) == [DEFERRED]
+    # Its deadline passes (PENDING_KEY_SECONDS after it first found the key held).
+    actors.save.pending_keys = [(r, time.monotonic() - 1) for r, _ in actors.save.pending_keys]
+    actors.save.tick()
+    assert len(answers) == 1 and isinstance(answers[0], Unavailable)
 
 
 def test_a_batch_of_duplicates_waits_for_a_flush_before_it_answers(tmp_path):
