@@ -31,7 +31,7 @@ class MqDataSource(DataSource):
         """
         options = SourceOptions.parse(self.options)
         store = fmt.Store(options.root)
-        if create or os.path.exists(os.path.join(store.root, "FORMAT")):
+        if create or os.path.exists(store.format_path()):
             store.init()  # Refuses a root of another format version.
         else:
             raise Invalid(f"{store.root} is not an mq root (it has no FORMAT file)")
