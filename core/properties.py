@@ -9,18 +9,20 @@ import re
 
 import orjson
 
+from mq.config import Options
 from mq.errors import Invalid
 from mq.store import MAX_QUEUE_NAME, validate_queue
 
-#: The system defaults; "timeout" and "max_body_bytes" follow the daemon's options.
+#: The system defaults; "timeout" and "max_body_bytes" are the daemon's options (their
+#: defaults here, the values the daemon runs with once it has started).
 SYSTEM = {
-    "timeout": 30.0,          # seconds a fetched message stays invisible
+    "timeout": Options.timeout,  # seconds a fetched message stays invisible
     "retry": 2,               # redeliveries before a message goes to its dead-letter queue
     "delay": 0.0,             # seconds every new message waits before it is visible
     "dedup_window": 300.0,    # seconds a de-duplication key is remembered
-    "max_body_bytes": 16 * 1024 * 1024,
+    "max_body_bytes": Options.max_body_bytes,
     "dead_letter_queue": "",  # empty: "{queue}.dead"
-    "accum": 0.0,             # seconds of accumulation (routing issue); 0 is off
+    "accum": 0.0,             # seconds of accumulation, reserved for routing; 0 is off
 }
 
 #: Largest retry count accepted; it bounds the names probed for a message (docs/FORMAT.md).
