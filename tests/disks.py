@@ -51,10 +51,10 @@ class FailingDisk(Disk):
         self.fail("set_mtime")
         super().set_mtime(fd, when)
 
-    def flush_data(self, anchor):
+    def flush_data(self, anchor, dirs=()):
         """Fail the flush before renames."""
         self.fail("flush_data")
-        super().flush_data(anchor)
+        super().flush_data(anchor, dirs)
 
     def flush(self, anchor, dirs):
         """Fail the flush after renames."""

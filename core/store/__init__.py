@@ -49,8 +49,9 @@ class Store(Root, MessageStates, Queues, DedupKeys, Notices, Recovery, Staging, 
         self.create(self.disk)
 
     def flush_data(self) -> None:
-        """Make written file contents durable before they are renamed into view."""
-        self.disk.flush_data(self.root)
+        """Make the files written into new/ durable (contents and names) before they are
+        renamed into view or a key names them."""
+        self.disk.flush_data(self.root, {self.folder("new")})
 
     def flush(self, dirs) -> None:
         """Make the given folders' entries (with sync=fs: every change) durable."""

@@ -117,11 +117,15 @@ class Disk:
 
     # -- flushes --------------------------------------------------------------------------
 
-    def flush_data(self, anchor: str) -> None:
-        """Make the contents of files written so far durable, before they are renamed into
-        view. With sync=file each file was fsynced as written: nothing is left to do."""
+    def flush_data(self, anchor: str, dirs=()) -> None:
+        """Make files written so far durable, contents and names, before they are renamed into
+        view or named by anything else (a de-duplication key). With sync=file each file was
+        fsynced as written: what is left is the names in the folders they were written in."""
         if self.sync == "fs":
             self.syncfs(anchor)
+        else:
+            for path in sorted(dirs):
+                self.fsync_dir(path)
 
     def flush(self, anchor: str, dirs) -> None:
         """Make the given folders' entries (with sync=fs: every change on the file system of
