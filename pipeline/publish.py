@@ -9,7 +9,6 @@ that is slow is not one that was abandoned (docs/PIPELINE.md, "Stage folders").
 """
 
 import os
-import shutil
 import sys
 import time
 
@@ -35,9 +34,7 @@ class Publisher:
         started = time.time()
         store = fmt.Store(self.options.root, self.options.sync)
         tasks = [m.task for m in messages if m is not None]
-        folder = store.stage_folder(self.job)
-        if not os.path.isdir(folder):
-            os.makedirs(folder)  # A job with no rows still commits (it publishes nothing).
+        folder = store.make_stage_folder(self.job)  # A job with no rows still commits.
         check_staged(store, self.job, tasks)
         store.mark_committing(self.job, tasks)
         window = dedup_window(store)
@@ -54,7 +51,7 @@ class Publisher:
     def abort(self) -> None:
         """Remove every file the job staged; none was ever visible."""
         store = fmt.Store(self.options.root, self.options.sync)
-        shutil.rmtree(store.stage_folder(self.job), ignore_errors=True)
+        store.remove_stage(store.stage_folder(self.job))
 
 
 def check_staged(store: fmt.Store, job: str, tasks: list[str]) -> None:

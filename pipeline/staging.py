@@ -65,8 +65,7 @@ class Stager:
         self.job = job
         self.store = fmt.Store(options.root, options.sync)
         self.task = new_id()
-        self.folder = self.store.stage_folder(job, self.task)
-        os.makedirs(self.folder)
+        self.folder = self.store.make_stage_folder(job, self.task)
         self.props = properties.PropertyFiles(self.store)
         self.checked: dict[str, dict] = {}
         self.count = 0

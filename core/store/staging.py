@@ -108,6 +108,14 @@ class Staging:
         except FileNotFoundError:
             pass  # Another committer of the job finished and removed the folder.
 
+    def make_stage_folder(self, job: str, task: str = "") -> str:
+        """Create stage/{job}[/{task}] (each new folder's name made durable); return its path."""
+        path = self.stage_folder(job, task)
+        for folder in (self.stage_dir(), self.stage_dir(job), path):
+            if not os.path.isdir(folder):
+                self.disk.mkdir(folder.rstrip("/"))
+        return path
+
     def remove_stage(self, folder: str) -> None:
         """Remove a job's stage folder; one already removed (by another committer) is fine."""
         for _ in range(3):
