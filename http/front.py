@@ -13,6 +13,7 @@ from mq import store as fmt
 from mq.adds import check_add
 from mq.errors import Invalid, MqError, NotFound, TooLarge, Unavailable
 from mq.http.actor_links import ActorPool
+from mq.numbers import parse_number
 from mq.schedule import due_time
 from mq.store.root import health_path
 
@@ -64,18 +65,6 @@ class ApiHandler(tornado.web.RequestHandler):
         """A request parameter from the query string, else from a header."""
         value = self.get_query_argument(query, None)
         return value if value is not None else self.request.headers.get(header)
-
-    def number(self, name: str, text: str | None, default):
-        """A numeric parameter, or Invalid naming it."""
-        if text is None:
-            return default
-        try:
-            value = float(text)
-        except ValueError:
-            raise Invalid(f"{name}={text!r}: expected a number") from None
-        if value != value or value < 0:
-            raise Invalid(f"{name} must be 0 or more")
-        return value
 
     def json_body(self):
         """The request body parsed as JSON, or Invalid."""
@@ -205,7 +194,7 @@ class MessagesHandler(ApiHandler):
     async def get(self, name: str) -> None:
         """Fetch the oldest ready message, waiting up to ?wait=N seconds; 204 when there is none."""
         queue = self.queue_name(name)
-        wait = self.number("wait", self.param("wait", "X-Wait"), 0.0)
+        wait = parse_number("wait", self.param("wait", "X-Wait"), 0.0)
         fetcher = self.pool.fetcher(queue)
         result = await fetcher.call("fetch", queue=queue, wait=wait,
                                     timeout=wait + self.options.actor_timeout)
@@ -246,7 +235,7 @@ class MessageHandler(ApiHandler):
         reply = self.get_query_argument("reply", None)
         if reply not in self.REPLIES:
             raise Invalid("reply must be one of ack, nack, ext")
-        seconds = self.number("seconds", self.get_query_argument("seconds", None), None)
+        seconds = parse_number("seconds", self.get_query_argument("seconds", None), None)
         result = await self.pool.fetcher(queue).call(
             self.REPLIES[reply], queue=queue, id=message_id,
             receipt=self.param("receipt", "X-Receipt"), seconds=seconds)

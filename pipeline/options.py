@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 from mq import store as fmt
 from mq.errors import Invalid
+from mq.numbers import parse_number
 
 #: Partitions a batch read is split into when numPartitions is not given.
 DEFAULT_READ_PARTITIONS = 4
@@ -26,16 +27,7 @@ def _flag(options, name: str, default: bool) -> bool:
 
 
 def _number(options, name: str, default, kind=float, low=0):
-    raw = options.get(name)
-    if raw is None:
-        return default
-    try:
-        value = kind(raw)
-    except ValueError:
-        raise Invalid(f"option {name}: expected a {kind.__name__}, got {raw!r}") from None
-    if value < low:
-        raise Invalid(f"option {name}: must be at least {low}, got {raw!r}")
-    return value
+    return parse_number(f"option {name}", options.get(name), default, kind, low)
 
 
 @dataclass(frozen=True)

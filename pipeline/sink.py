@@ -21,15 +21,15 @@ from mq.pipeline.publish import Publisher
 from mq.pipeline.staging import StagedTask, Stager, check_schema
 
 
-class BatchWriter(DataSourceArrowWriter):
-    """df.write.format("mq"): stage on executors, publish in commit, drop in abort."""
+class StagingWriter:
+    """What both writers do on the executors: check the schema, stage a task's rows."""
 
     def __init__(self, options: SourceOptions, schema):
         check_schema(schema)
         if options.queues is not None:
             raise Invalid("writes take option queue (a default queue), not queues")
         self.options = options
-        self.job = new_id()
+        self.job = new_id()  # The job's (a micro-batch's) stage folder, shared by its tasks.
 
     def write(self, iterator) -> StagedTask:
         """Stage this task's rows; flush once."""
@@ -37,6 +37,10 @@ class BatchWriter(DataSourceArrowWriter):
         for batch in iterator:
             stager.stage_batch(batch)
         return stager.finish()
+
+
+class BatchWriter(StagingWriter, DataSourceArrowWriter):
+    """df.write.format("mq"): stage on executors, publish in commit, drop in abort."""
 
     def commit(self, messages) -> None:
         """Publish the job's files (Spark calls this once, after every task succeeded)."""
@@ -47,22 +51,9 @@ class BatchWriter(DataSourceArrowWriter):
         Publisher(self.options, self.job).abort()
 
 
-class StreamWriter(DataSourceStreamArrowWriter):
-    """df.writeStream.format("mq"): each micro-batch is one job, staged then published whole."""
-
-    def __init__(self, options: SourceOptions, schema):
-        check_schema(schema)
-        if options.queues is not None:
-            raise Invalid("writes take option queue (a default queue), not queues")
-        self.options = options
-        self.job = new_id()  # The micro-batch's stage folder, shared by its tasks.
-
-    def write(self, iterator) -> StagedTask:
-        """Stage this task's rows of the current micro-batch (Spark makes one writer per batch)."""
-        stager = Stager(self.options, self.job)
-        for batch in iterator:
-            stager.stage_batch(batch)
-        return stager.finish()
+class StreamWriter(StagingWriter, DataSourceStreamArrowWriter):
+    """df.writeStream.format("mq"): each micro-batch is one job, staged then published whole
+    (Spark makes one writer per micro-batch)."""
 
     def commit(self, messages, batchId) -> None:
         """Publish the micro-batch's files (this writer is a new instance: the job comes from the tasks)."""
