@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import psutil
 
 from mq import logs
-from mq.store.root import (Root, actor_endpoint, health_path, mover_endpoint,
+from mq.store.root import (Root, actor_endpoint, health_path, ipc_dir_of, mover_endpoint,
                            point_to_ipc_dir, socket_path)
 
 #: First wait before restarting a dead process, in seconds; doubled per quick crash.
@@ -35,6 +35,9 @@ ACTORS_READY_SECONDS = 10.0
 LIVE_HEALTH_SECONDS = 10.0
 #: Longest ipc:// socket path the kernel accepts, less room for the socket's own name.
 MAX_RUN_DIR = 90
+
+#: Prefix of the socket folders mq makes under $TMPDIR when the root's path is too long.
+TEMP_RUN_PREFIX = "mq-run-"
 
 PR_SET_PDEATHSIG = 1
 
@@ -78,7 +81,7 @@ def choose_run_dir(options) -> tuple[str, str]:
         os.makedirs(options.run_dir, exist_ok=True)
         ipc_dir = options.run_dir
     elif len(daemon_dir) > MAX_RUN_DIR:
-        ipc_dir = tempfile.mkdtemp(prefix="mq-run-")
+        ipc_dir = tempfile.mkdtemp(prefix=TEMP_RUN_PREFIX)
     else:
         return daemon_dir, daemon_dir
     point_to_ipc_dir(daemon_dir, ipc_dir)
@@ -112,6 +115,10 @@ def clean_stale_run_dirs(root: str) -> None:
     for folder in Root(root).daemon_dirs():
         owner, _, pid = os.path.basename(folder).rpartition("-")
         if owner == host and pid.isdigit() and not _supervisor_running_here(int(pid)):
+            sockets = ipc_dir_of(folder)
+            # A socket folder mq made itself under $TMPDIR goes too; --run-dir's is the operator's.
+            if sockets != folder and os.path.basename(sockets).startswith(TEMP_RUN_PREFIX):
+                shutil.rmtree(sockets, ignore_errors=True)
             shutil.rmtree(folder, ignore_errors=True)
 
 

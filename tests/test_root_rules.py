@@ -2,7 +2,9 @@
 the check that keeps a second daemon off a root it would damage."""
 
 import os
+import socket
 import subprocess
+import tempfile
 
 import pytest
 
@@ -90,3 +92,16 @@ def test_a_second_daemon_sees_the_first_whose_sockets_are_outside_the_root(start
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and "in use" in result.stderr
     assert poll_for(lambda: first.request("GET", "/_mq/health").status == 200)
+
+
+def test_a_dead_daemons_folder_goes_with_the_socket_folder_mq_made_for_it(start_mq, tmp_path):
+    root = tmp_path / "root"
+    Store(str(root)).init()
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # Its pid is nobody's now, as a supervisor killed with -9 leaves it.
+    folder = root / "run" / f"{socket.gethostname()}-{dead.pid}"
+    folder.mkdir()
+    sockets = tempfile.mkdtemp(prefix="mq-run-")
+    (folder / "ipc").write_text(sockets)
+    start_mq(root=root, workers=1)
+    assert not folder.exists() and not os.path.exists(sockets)
