@@ -1,7 +1,6 @@
 """mq-pipeline logstats: mq's JSON log lines to per-queue, per-minute request counts and latency."""
 
 import datetime
-import os
 import time
 
 from pyspark.sql import functions as F

@@ -11,7 +11,6 @@ offset after it, since by then the batch is in the sink's commit log (docs/PIPEL
 import os
 import time
 
-import orjson
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadMaxRows,
                                               SupportsTriggerAvailableNow)

@@ -1,6 +1,5 @@
 """The mq command: check options, prepare the root, run the supervised tree."""
 
-import os
 import shutil
 import sys
 

@@ -8,7 +8,7 @@ import pytest
 
 from delivery_support import (add, added, assert_json_error, fetch, fetch_when_ready, fresh_queue,
                               names_of, restart, set_props, shared_mq, start_killed, wait_until)  # noqa: F401
-from support import files_in, poll_for
+from support import files_in
 
 
 def assert_hidden(mq, queue: str, message_id: str) -> None:

@@ -4,7 +4,6 @@ import http.client
 import json
 import uuid
 
-import pytest
 
 from support import files_in, poll_for
 
