@@ -1,0 +1,1 @@
+"""The HTTP client of mq: Client (sync) and AsyncClient (asyncio), Producer and Consumer."""

@@ -1,0 +1,1 @@
+"""The broker-less library: put, get, ack, nack, extend and revoke straight on a root, no daemon."""
