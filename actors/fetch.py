@@ -120,6 +120,7 @@ class FetchActor(Actor):
         "ack": replies.ack, "nack": replies.nack, "extend": replies.extend, "delete": replies.delete,
         "queue_get": queue_admin.queue_get, "queue_put": queue_admin.queue_put,
         "queue_delete": queue_admin.queue_delete, "redrive": queue_admin.redrive,
+        "peek": queue_admin.peek, "purge": queue_admin.purge,
         "props_get": queue_admin.props, "props_put": queue_admin.props,
         "props_patch": queue_admin.props, "props_delete": queue_admin.props,
         "rules_get": queue_admin.rules, "rules_put": queue_admin.rules,

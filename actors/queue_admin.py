@@ -4,9 +4,14 @@ properties, and the default property rules.
 Each is a command of FetchActor: function(actor, batch, request) -> result.
 """
 
+import heapq
+
 from mq import properties
 from mq import store as fmt
-from mq.errors import NotFound
+from mq.errors import Invalid, NotFound
+
+#: Most messages one peek returns.
+MAX_PEEK = 1000
 
 
 def queue_get(actor, batch, request) -> dict:
@@ -14,7 +19,43 @@ def queue_get(actor, batch, request) -> dict:
     queue = fmt.validate_queue(request.payload.get("queue"))
     if not actor.store.queue_exists(queue):
         raise NotFound(f"queue {queue!r} does not exist")
-    return {"queue": queue, "properties": actor.props.effective(queue)}
+    return {"queue": queue, "properties": actor.props.effective(queue),
+            "ready": len(actor.ready_index(queue))}
+
+
+def peek(actor, batch, request) -> dict:
+    """Up to `max` of the oldest ready messages (ids after `after`, if given); none is claimed."""
+    queue = fmt.validate_queue(request.payload.get("queue"))
+    count = request.payload.get("max") or 10
+    after = request.payload.get("after")
+    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_PEEK:
+        raise Invalid(f"max must be a whole number from 1 to {MAX_PEEK}")
+    if after is not None:
+        fmt.validate_id(after)
+    if not actor.store.queue_exists(queue):
+        actor.forget_queue(queue)
+        raise NotFound(f"queue {queue!r} does not exist")
+    index = actor.ready_index(queue)
+    messages = []
+    for message_id in heapq.nsmallest(count, (i for i in index.members if after is None or i > after)):
+        attempts = index.members[message_id]
+        try:
+            with open(actor.store.ready_path(queue, message_id, attempts), "rb") as f:
+                message = fmt.decode_message(queue, message_id, f.read())
+        except (FileNotFoundError, fmt.CorruptMessage):
+            continue  # Taken meanwhile by a peer, or not a message: a fetch deals with it.
+        messages.append({"id": message_id, "content_type": message.content_type,
+                         "attempts": attempts, "created_ms": message.created_ms,
+                         "body": message.body})
+    return {"queue": queue, "messages": messages}
+
+
+def purge(actor, batch, request) -> dict:
+    """Remove every message of the queue, in every state; the queue and its settings stay."""
+    queue = fmt.validate_queue(request.payload.get("queue"))
+    purged = actor.store.purge_queue(queue)
+    actor.forget_queue(queue)
+    return {"queue": queue, "purged": purged}
 
 
 def queue_put(actor, batch, request) -> dict:

@@ -1,6 +1,7 @@
 """The HTTP front: routes, each request sent to the actor that owns it, and the status table."""
 
 import asyncio
+import base64
 import signal
 import time
 
@@ -259,6 +260,29 @@ class RedriveHandler(ApiHandler):
         self.write_json(200, await self.pool.fetcher(queue).call("redrive", queue=queue))
 
 
+class PeekHandler(ApiHandler):
+    """GET /{queue}/peek?max=N&after=ID: the oldest ready messages, none claimed."""
+
+    async def get(self, name: str) -> None:
+        """Up to max (default 10) messages, bodies in base64, oldest first."""
+        queue = self.queue_name(name)
+        count = parse_number("max", self.get_query_argument("max", None), 10, int, 1)
+        after = self.get_query_argument("after", None)
+        result = await self.pool.fetcher(queue).call("peek", queue=queue, max=count, after=after)
+        for message in result["messages"]:
+            message["body"] = base64.b64encode(message["body"]).decode()
+        self.write_json(200, {"queue": queue, "messages": result["messages"]})
+
+
+class PurgeHandler(ApiHandler):
+    """POST /{queue}/purge: remove every message of the queue, keep the queue."""
+
+    async def post(self, name: str) -> None:
+        """Answer how many messages went."""
+        queue = self.queue_name(name)
+        self.write_json(200, await self.pool.fetcher(queue).call("purge", queue=queue))
+
+
 class PropertiesHandler(ApiHandler):
     """GET|PUT|PATCH|DELETE /{queue}/properties."""
 
@@ -355,6 +379,8 @@ def make_app(pool: ActorPool, options, run_dir: str = "") -> tornado.web.Applica
             (rf"/{name}/messages/{name}", MessageHandler, args),
             (rf"/{name}/properties", PropertiesHandler, args),
             (rf"/{name}/redrive", RedriveHandler, args),
+            (rf"/{name}/peek", PeekHandler, args),
+            (rf"/{name}/purge", PurgeHandler, args),
         ],
         default_handler_class=NotFoundHandler,
         default_handler_args=args,

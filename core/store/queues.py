@@ -40,9 +40,32 @@ class Queues:
             self.disk.rename(self.queue_dir(queue), self.trash_path(queue, "queue"))
         except FileNotFoundError:
             raise NotFound(f"queue {queue!r} does not exist") from None
+        moved = self.remove_entries(queue, ("new", "delay"))
+        self.flush({self.folder(name) for name in
+                    ("queues", "remove", "new", "delay", "props", "dedup", "notices")})
+        return moved
+
+    def purge_queue(self, queue: str) -> int:
+        """Remove every message of a queue, ready, delayed or in flight; keep the queue, its
+        properties and keys. Returns how many messages went (the ready ones are counted)."""
+        if not self.queue_exists(queue):
+            raise NotFound(f"queue {queue!r} does not exist")
+        ready = len(os.listdir(self.queue_dir(queue)))
+        try:
+            # One rename takes every ready message at once, however deep the queue.
+            self.disk.rename(self.queue_dir(queue), self.trash_path(queue, "queue"))
+        except FileNotFoundError:
+            raise NotFound(f"queue {queue!r} does not exist") from None
+        self.create_queue(queue)
+        moved = self.remove_entries(queue, ("delay",))
+        self.flush({self.folder("queues"), self.folder("remove"), self.folder("delay")})
+        return ready + moved
+
+    def remove_entries(self, queue: str, folders) -> int:
+        """Move a queue's entries in shared folders (new/, delay/) to remove/; return how many."""
         moved = 0
         prefix = queue + ":"
-        for folder in ("new", "delay"):
+        for folder in folders:
             for name in os.listdir(self.folder(folder)):
                 if name.startswith(prefix) and (parts := split_name(name)) and parts[0] == queue:
                     try:
@@ -51,6 +74,4 @@ class Queues:
                         moved += 1
                     except FileNotFoundError:
                         pass
-        self.flush({self.folder(name) for name in
-                    ("queues", "remove", "new", "delay", "props", "dedup", "notices")})
         return moved

@@ -1,0 +1,46 @@
+"""Peek and purge on a real daemon: reading the oldest ready messages without claiming them,
+and emptying a queue in every state while it keeps its settings."""
+
+import base64
+
+from support import files_in, poll_for
+
+
+def test_peek_shows_the_oldest_ready_messages_and_claims_nothing(mq):
+    ids = [mq.add("peeked", b"body %d" % n) for n in range(5)]
+    page = mq.request("GET", "/peeked/peek?max=3").json()
+    assert [m["id"] for m in page["messages"]] == ids[:3]
+    assert base64.b64decode(page["messages"][0]["body"]) == b"body 0"
+    assert page["messages"][0]["attempts"] == 0 and page["messages"][0]["created_ms"] > 0
+    after = mq.request("GET", f"/peeked/peek?max=10&after={ids[2]}").json()["messages"]
+    assert [m["id"] for m in after] == ids[3:]
+    # Nothing was hidden: a fetch still gets the oldest.
+    assert mq.fetch("peeked").header("X-Message-Id") == ids[0]
+    assert [m["id"] for m in mq.request("GET", "/peeked/peek").json()["messages"]] == ids[1:]
+    assert mq.request("GET", "/peeked").json()["ready"] == 4
+
+
+def test_peek_refuses_bad_parameters_and_missing_queues(mq):
+    mq.add("peek-args", b"x")
+    for query in ("max=0", "max=1001", "max=two", "after=not-an-id"):
+        resp = mq.request("GET", f"/peek-args/peek?{query}")
+        assert resp.status == 400 and resp.json()["error"] == "invalid", query
+    assert mq.request("GET", "/no-such-queue/peek").status == 404
+
+
+def test_purge_removes_ready_delayed_and_in_flight_and_keeps_the_queues_settings(mq):
+    assert mq.request("PATCH", "/purged/properties", b'{"retry": 7}').status == 200
+    for n in range(3):
+        mq.add("purged", b"ready %d" % n)
+    assert mq.request("POST", "/purged/messages?delay=60", b"later").status == 201
+    assert mq.fetch("purged").status == 200  # One in flight.
+    assert mq.request("POST", "/purged/purge").json() == {"queue": "purged", "purged": 4}
+    assert mq.fetch("purged").status == 204
+    assert files_in(mq.root / "queues" / "purged") == []
+    assert not [n for n in files_in(mq.root / "delay") if n.startswith("purged:")]
+    assert mq.request("GET", "/purged/properties").json()["own"] == {"retry": 7}
+    # The queue goes on working: a new message is served.
+    new = mq.add("purged", b"after")
+    assert mq.fetch("purged").header("X-Message-Id") == new
+    poll_for(lambda: files_in(mq.root / "remove") == [], 5, what="the reaper to unlink the purged")
+    assert mq.request("POST", "/no-such-queue/purge").status == 404
