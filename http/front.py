@@ -40,7 +40,8 @@ class ApiHandler(tornado.web.RequestHandler):
     def initialize(self, pool: ActorPool, options) -> None:
         """Take the pool of actor links and the daemon's options."""
         self.pool = pool
-        self.options = options
+        # Not self.options: that is the handler of the HTTP method OPTIONS.
+        self.config = options
         self.log_fields: dict = {}
 
     def prepare(self) -> None:
@@ -142,11 +143,11 @@ class MessagesHandler(ApiHandler):
         self.chunks: list[bytes] = []
         self.received = 0
         length = self.request.headers.get("Content-Length", "")
-        if length.isdigit() and int(length) > self.options.max_body_bytes:
+        if length.isdigit() and int(length) > self.config.max_body_bytes:
             # Let the connection take in (and drop) the rest, then close after the 413.
             self.request.connection.set_max_body_size(int(length))
             raise TooLarge(f"body of {length} bytes is over the limit of "
-                           f"{self.options.max_body_bytes} bytes")
+                           f"{self.config.max_body_bytes} bytes")
         if not length:
             # A chunked body declares no length: data_received counts it, so that one over
             # the limit gets this JSON 413, not the bare 400 of the connection's own limit.
@@ -157,9 +158,9 @@ class MessagesHandler(ApiHandler):
         if self._finished:
             return
         self.received += len(chunk)
-        if self.received > self.options.max_body_bytes:
+        if self.received > self.config.max_body_bytes:
             self.chunks = []
-            error = TooLarge(f"chunked body over the limit of {self.options.max_body_bytes} bytes")
+            error = TooLarge(f"chunked body over the limit of {self.config.max_body_bytes} bytes")
             # Tornado stops passing the body on once the reply is finished, and closes the
             # connection after it.
             self.send_error(413, exc_info=(TooLarge, error, None))
@@ -170,9 +171,9 @@ class MessagesHandler(ApiHandler):
         """Add a message: 201 with X-Message-Id once durable; 200 for a duplicate's first id."""
         queue = self.queue_name(name)
         body = b"".join(self.chunks)
-        if len(body) > self.options.max_body_bytes:
+        if len(body) > self.config.max_body_bytes:
             raise TooLarge(f"body of {len(body)} bytes is over the limit of "
-                           f"{self.options.max_body_bytes} bytes")
+                           f"{self.config.max_body_bytes} bytes")
         now = time.time()
         add = check_add(queue, body, self.request.headers.get("Content-Type"),
                         due_time(self.param("delay", "X-Delay"), self.param("at", "X-At"), now),
@@ -198,7 +199,7 @@ class MessagesHandler(ApiHandler):
         wait = parse_number("wait", self.param("wait", "X-Wait"), 0.0)
         fetcher = self.pool.fetcher(queue)
         result = await fetcher.call("fetch", queue=queue, wait=wait,
-                                    timeout=wait + self.options.actor_timeout)
+                                    timeout=wait + self.config.actor_timeout)
         if result.get("empty"):
             self.set_status(204)
             self.finish()
