@@ -1,0 +1,171 @@
+"""LocalClient: the HTTP client's methods, straight on a root folder through mq.store, no daemon."""
+
+import math
+import time
+
+from mq import properties
+from mq.client.message import Message
+from mq.errors import Invalid, NotFound
+from mq.local import consume, produce, receipts
+from mq.local.errors import translated
+from mq.store import CorruptMessage, Store, validate_id, validate_queue
+from mq.store.listing import Entry, read_entry
+
+#: Seconds between looks at an empty queue while get(wait=...) waits.
+POLL_SECONDS = 0.02
+#: Most messages one peek returns, as over HTTP.
+MAX_PEEK = 1000
+
+
+class LocalClient:
+    """Producer and consumer of the queues under one root, safe beside other processes and
+    daemons started with --peers >= 1 on the same root (README.md, "Broker-less library").
+
+    sync: the flush policy, "fs" (syncfs) or "file" (fsync each file and folder), as mq --sync.
+    timeout: seconds a message stays hidden after get, for queues without a timeout property.
+    strict_fifo: every get takes the oldest ready message of a fresh listing (Taker).
+    """
+
+    @translated
+    def __init__(self, root, *, sync: str = "fs", timeout: float = 30.0,
+                 strict_fifo: bool = False):
+        if sync not in ("fs", "file"):
+            raise Invalid(f"sync must be 'fs' or 'file', not {sync!r}")
+        system = properties.validate({"timeout": timeout})
+        self.store = Store(str(root), sync=sync)
+        self.store.init()
+        self.props = properties.PropertyFiles(self.store, system)
+        self.taker = consume.Taker(self.store, self.props, strict_fifo)
+
+    # -- queues ---------------------------------------------------------------------------
+
+    @translated
+    def create_queue(self, queue: str) -> bool:
+        """Create a queue durably; True when it was created, False when it existed."""
+        return self.store.create_queue(validate_queue(queue))
+
+    @translated
+    def delete_queue(self, queue: str) -> None:
+        """Delete a queue with its messages in every state, its keys and properties."""
+        self.store.delete_queue(validate_queue(queue))
+        self.taker.forget(queue)
+
+    @translated
+    def queue_exists(self, queue: str) -> bool:
+        """True when the queue exists."""
+        return self.store.queue_exists(validate_queue(queue))
+
+    @translated
+    def stat(self, queue: str) -> dict:
+        """{"queue", "ready", "properties"}: how many messages are ready, and the settings."""
+        self.must_exist(queue)
+        return {"queue": queue, "ready": len(self.store.list_ready(queue)),
+                "properties": self.props.effective(queue)}
+
+    @translated
+    def properties(self, queue: str) -> dict:
+        """The queue's effective properties (its own, the first matching rule, the system's)."""
+        return self.props.effective(validate_queue(queue))
+
+    @translated
+    def set_properties(self, queue: str, **props) -> dict:
+        """Patch the queue's own properties durably; return the effective ones."""
+        changes = properties.validate(props)
+        self.store.write_json(self.store.props_path(validate_queue(queue)),
+                              {**self.props.own(queue), **changes})
+        return self.props.effective(queue)
+
+    @translated
+    def peek(self, queue: str, max: int = 10, after: str | None = None) -> list[Message]:
+        """Up to `max` of the oldest ready messages (ids after `after`), none claimed."""
+        if isinstance(max, bool) or not isinstance(max, int) or not 1 <= max <= MAX_PEEK:
+            raise Invalid(f"max must be a whole number from 1 to {MAX_PEEK}")
+        if after is not None:
+            validate_id(after)
+        self.must_exist(queue)
+        out = []
+        for message_id, attempts in sorted(self.store.list_ready(queue)):
+            if after is not None and message_id <= after:
+                continue
+            path = self.store.ready_path(queue, message_id, attempts)
+            try:
+                read = read_entry(Entry("ready", queue, message_id, attempts, path))
+            except CorruptMessage:
+                continue  # A get moves it to corrupt/.
+            if read is not None:  # None: taken or removed since the listing.
+                message = read[0]
+                out.append(Message(queue, message_id, message.body, message.content_type, None,
+                                   attempts, message.created_ms))
+                if len(out) == max:
+                    break
+        return out
+
+    @translated
+    def purge(self, queue: str) -> int:
+        """Remove every message of the queue in every state; keep the queue and its settings."""
+        purged = self.store.purge_queue(validate_queue(queue))
+        self.taker.forget(queue)
+        return purged
+
+    def must_exist(self, queue: str) -> None:
+        """Raise NotFound unless the queue exists (the name checked first)."""
+        if not self.store.queue_exists(validate_queue(queue)):
+            raise NotFound(f"queue {queue!r} does not exist")
+
+    # -- messages -------------------------------------------------------------------------
+
+    @translated
+    def put(self, queue: str, body: bytes | str, *, delay=None, at=None, dedup_id=None,
+            content_type=None) -> str:
+        """Add a message durably and return its id (a str body is stored as UTF-8)."""
+        return produce.put(self.store, self.props, queue, body, delay, at, dedup_id,
+                           content_type)
+
+    @translated
+    def get(self, queue: str, *, wait: float = 0.0) -> Message | None:
+        """Claim the oldest ready message, waiting up to `wait` seconds for one; None if none."""
+        validate_queue(queue)
+        if isinstance(wait, bool) or not isinstance(wait, (int, float)) or \
+                not (math.isfinite(wait) and wait >= 0):
+            raise Invalid("wait must be a finite number of seconds, at least 0")
+        deadline = time.monotonic() + wait
+        while (message := self.taker.take(queue)) is None:
+            self.must_exist(queue)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            time.sleep(min(POLL_SECONDS, left))
+        return message
+
+    @translated
+    def ack(self, message: Message) -> None:
+        """Remove the delivered message (its receipt must be current: else ConflictError)."""
+        receipts.ack(self.store, message)
+
+    @translated
+    def nack(self, message: Message) -> None:
+        """Make the message ready again now (a dead letter once its retries are used up)."""
+        receipts.nack(self.store, self.props, message)
+        self.taker.forget(message.queue)  # Its next get lists it again, in its place.
+
+    @translated
+    def extend(self, message: Message, seconds: float | None = None) -> float:
+        """Keep the message hidden `seconds` more (default: its queue's timeout); return the due time."""
+        return receipts.extend(self.store, self.props, message, seconds)
+
+    @translated
+    def revoke(self, queue: str, message_id: str) -> None:
+        """Remove a message from any state (ready, delayed, in flight) by its id."""
+        receipts.revoke(self.store, queue, message_id)
+
+    # -- life -----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Drop the listings this client keeps; it holds no descriptor between calls."""
+        self.taker.listings.clear()
+
+    def __enter__(self) -> "LocalClient":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
