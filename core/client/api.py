@@ -1,0 +1,102 @@
+"""The methods Client and AsyncClient share: each one describes its call (calls.py) and hands
+it to the client's _perform, which sends it (blocking, or as a coroutine)."""
+
+import math
+from abc import ABC, abstractmethod
+
+from mq.client import calls
+from mq.client.message import Message
+from mq.client.retry import RetryPolicy
+
+#: Where `mq` listens unless told otherwise (`make run`).
+DEFAULT_URL = "http://127.0.0.1:8080"
+
+
+class Operations(ABC):
+    """The API of the daemon as methods; a subclass supplies _http_class and _perform."""
+
+    _http_class: type
+
+    def __init__(self, url: str = DEFAULT_URL, *, timeout: float = 30.0, retries: int = 5,
+                 backoff: float = 0.1, max_backoff: float = 5.0):
+        """Talk to the daemon at url, over kept-alive connections."""
+        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+            raise ValueError(f"url must start with http:// or https://, not {url!r}")
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) \
+                or not 0 < timeout < math.inf:
+            raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
+        self.url = url.rstrip("/")
+        self.timeout = float(timeout)
+        self.policy = RetryPolicy(retries, backoff, max_backoff)
+        self._http = self._http_class(base_url=self.url)
+
+    def __repr__(self) -> str:
+        """The class and the daemon's URL."""
+        return f"{type(self).__name__}({self.url!r})"
+
+    def create_queue(self, queue: str) -> bool:
+        """Create a queue; True when it was created, False when it already existed."""
+        return self._perform(calls.create_queue(queue))
+
+    def delete_queue(self, queue: str) -> None:
+        """Delete a queue with all its messages in every state."""
+        return self._perform(calls.delete_queue(queue))
+
+    def queue_exists(self, queue: str) -> bool:
+        """True when the queue exists."""
+        return self._perform(calls.queue_exists(queue))
+
+    def stat(self, queue: str) -> dict:
+        """{"queue", "ready", "properties"}: how many messages are ready, and the settings."""
+        return self._perform(calls.stat(queue))
+
+    def properties(self, queue: str) -> dict:
+        """The queue's effective properties (its own, else the default rules', else the system's)."""
+        return self._perform(calls.properties(queue))
+
+    def set_properties(self, queue: str, **props) -> dict:
+        """Change some of the queue's own properties; return the effective ones."""
+        return self._perform(calls.set_properties(queue, props))
+
+    def put(self, queue: str, body: bytes | str, *, delay: float | None = None, at=None,
+            dedup_id: str | None = None, content_type: str | None = None) -> str:
+        """Add a message (hidden for delay seconds or until at); return its id."""
+        return self._perform(calls.put(queue, body, delay=delay, at=at, dedup_id=dedup_id,
+                                       content_type=content_type))
+
+    def get(self, queue: str, *, wait: float = 0.0) -> Message | None:
+        """The oldest ready message, waiting up to wait seconds for one; None when none came."""
+        return self._perform(calls.get(queue, wait))
+
+    def ack(self, message: Message) -> None:
+        """Delete a fetched message: its work is done."""
+        return self._perform(calls.reply(message, "ack"))
+
+    def nack(self, message: Message) -> None:
+        """Give a fetched message back now, for another delivery (or its dead-letter queue)."""
+        return self._perform(calls.reply(message, "nack"))
+
+    def extend(self, message: Message, seconds: float | None = None) -> float:
+        """Keep a fetched message hidden seconds more (default: the queue's timeout); the new due time."""
+        return self._perform(calls.reply(message, "ext", seconds))
+
+    def revoke(self, queue: str, message_id: str) -> None:
+        """Delete a message in whatever state it is (ready, delayed, in flight)."""
+        return self._perform(calls.revoke(queue, message_id))
+
+    def peek(self, queue: str, max: int = 10, after: str | None = None) -> list[Message]:
+        """Up to max of the oldest ready messages (ids after `after`), without claiming them."""
+        return self._perform(calls.peek(queue, max, after))
+
+    def purge(self, queue: str) -> int:
+        """Remove every message of the queue, in every state; return how many went."""
+        return self._perform(calls.purge(queue))
+
+    @abstractmethod
+    def _perform(self, call: calls.Call):
+        """Send the call, retrying as the policy says, and return its result."""
+
+
+#: The names of the methods above that talk to the daemon (AsyncClient makes them coroutines).
+OPERATIONS = tuple(name for name, value in vars(Operations).items()
+                   if callable(value) and not name.startswith("_"))
