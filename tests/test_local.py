@@ -206,7 +206,8 @@ def test_a_message_claimed_by_a_killed_local_consumer_comes_back_after_its_timer
                         20, what="the message to come back through the daemon")
         back_id, attempts, body = resp.header("X-Message-Id"), int(resp.header("X-Attempts")), resp.body
     else:
-        assert client.get(queue) is None, "handed out again before its timer ran out"
+        if time.time() < float(due) - 0.3:  # A slow machine may be past the timer already.
+            assert client.get(queue) is None, "handed out again before its timer ran out"
         back = poll_for(lambda: client.get(queue, wait=1), 20, what="the message to come back")
         back_id, attempts, body = back.id, back.attempts, back.body
     assert time.time() >= float(due) - 0.1, "handed out again before its timer ran out"
@@ -234,10 +235,10 @@ def test_notices_tell_a_daemons_mover_of_local_claims_and_delays(start_mq, tmp_p
 @pytest.mark.parametrize("sync", ["fs", "file"])
 def test_receipts_stale_and_missing_answers(sync, tmp_path):
     client, queue = LocalClient(tmp_path / "root", sync=sync, timeout=30), "answers"
-    message_id = client.put(queue, "text body", content_type="text/plain")
+    message_id = client.put(queue, "text body")
     first = client.get(queue)
     assert (first.id, first.body, first.content_type, first.attempts) == \
-        (message_id, b"text body", "text/plain", 1)
+        (message_id, b"text body", "text/plain; charset=utf-8", 1)
     due = client.extend(first, 60)
     assert 59 < due - time.time() <= 60
     client.nack(first)

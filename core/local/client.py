@@ -117,7 +117,7 @@ class LocalClient:
     @translated
     def put(self, queue: str, body: bytes | str, *, delay=None, at=None, dedup_id=None,
             content_type=None) -> str:
-        """Add a message durably and return its id (a str body is stored as UTF-8)."""
+        """Add a message durably and return its id (a str body is stored as UTF-8 text)."""
         return produce.put(self.store, self.props, queue, body, delay, at, dedup_id,
                            content_type)
 

@@ -19,6 +19,8 @@ from mq.store import dedup_digest, encode_message
 PENDING_KEY_SECONDS = 5.0
 #: Seconds between looks at such an earlier add.
 PENDING_KEY_POLL = 0.002
+#: The content type of a str body when none is given, as the HTTP client sends it.
+TEXT_CONTENT_TYPE = "text/plain; charset=utf-8"
 
 
 def writer_name() -> str:
@@ -31,7 +33,7 @@ def put(store, props, queue, body, delay=None, at=None, dedup_id=None,
     """Add a message durably and return its id (the first one's id for a duplicate key)."""
     now = time.time()
     if isinstance(body, str):
-        body = body.encode()
+        body, content_type = body.encode(), content_type or TEXT_CONTENT_TYPE
     add = check_add(queue, body, content_type, due_time(delay, at, now), dedup_id, now)
     effective = props.effective(add.queue)
     with_properties(add, effective, effective["max_body_bytes"], now)
