@@ -1,7 +1,7 @@
 """The reaper: unlinks what reaches remove/, runs the root's chores; also the standalone mq-reaper.
 
-Chores of the daemon's reaper: expired de-duplication keys and stale notice temporaries every
-DEDUP_SWEEP_SECONDS; Spark stage folders every STAGE_SWEEP_SECONDS (jobs whose driver died
+Chores of the daemon's reaper: files in new/ whose writer died, expired de-duplication keys
+and stale notice temporaries every DEDUP_SWEEP_SECONDS; Spark stage folders every STAGE_SWEEP_SECONDS (jobs whose driver died
 mid-commit are rolled forward, abandoned ones removed: docs/PIPELINE.md, "Stage folders").
 Every chore also runs at the reaper's first pass, so a daemon's start finishes at once what
 a crash left.
@@ -14,6 +14,7 @@ import sys
 import time
 
 from mq import logs
+from mq.liveness import writer_is_dead
 from mq.properties import PropertyFiles
 from mq.store import Disk, Store, reap_folder
 from mq.store.publishing import roll_forward, sweep_abandoned_stages
@@ -66,6 +67,11 @@ def run_actor(options) -> None:
         return props.effective(queue)["dedup_window"]
 
     def sweep_keys():
+        # First the files of writers that died mid-add (a broker-less process, a whole daemon
+        # killed with -9): their keys go with them, so a retry is stored, not kept waiting.
+        cleaned = store.clean_new(dead=writer_is_dead)
+        if cleaned:
+            logs.get().info("reaper.cleaned_new", count=cleaned)
         swept = store.dedup_sweep(window)
         if swept:
             logs.get().info("reaper.dedup_swept", count=swept)

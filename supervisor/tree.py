@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import psutil
 
 from mq import logs
+from mq.liveness import supervisor_running_here
 from mq.store.root import (Root, actor_endpoint, health_path, ipc_dir_of, mover_endpoint,
                            point_to_ipc_dir, socket_path)
 
@@ -88,33 +89,13 @@ def choose_run_dir(options) -> tuple[str, str]:
     return daemon_dir, ipc_dir
 
 
-def _supervisor_running_here(pid: int) -> bool:
-    """Whether an mq supervisor of this host runs under pid.
-
-    A zombie (killed, not yet reaped) does not count, nor another program that got the pid of
-    a supervisor gone with a reboot: its run folder would otherwise block the root for good.
-    """
-    try:
-        proc = psutil.Process(pid)
-        if proc.status() == psutil.STATUS_ZOMBIE:
-            return False
-        words = proc.cmdline()
-    except psutil.AccessDenied:
-        return True  # Someone else's process (hidepid): cannot tell, so keep its folder.
-    except psutil.Error:
-        return False
-    # Its title once started ("mq: supervisor [root] host:port"), or its command line before.
-    return (" ".join(words).startswith("mq: supervisor") or "mq.supervisor.main" in words
-            or any(os.path.basename(word) == "mq" for word in words[:2]))
-
-
 def clean_stale_run_dirs(root: str) -> None:
     """Remove run folders of daemons on this host whose supervisor is gone (killed by -9, or
     before a reboot)."""
     host = socket.gethostname()
     for folder in Root(root).daemon_dirs():
         owner, _, pid = os.path.basename(folder).rpartition("-")
-        if owner == host and pid.isdigit() and not _supervisor_running_here(int(pid)):
+        if owner == host and pid.isdigit() and not supervisor_running_here(int(pid)):
             sockets = ipc_dir_of(folder)
             # A socket folder mq made itself under $TMPDIR goes too; --run-dir's is the operator's.
             if sockets != folder and os.path.basename(sockets).startswith(TEMP_RUN_PREFIX):
@@ -136,7 +117,7 @@ def live_daemons(root: str) -> list[str]:
         if not pid.isdigit():
             continue
         if owner == host:
-            running = int(pid) != os.getpid() and _supervisor_running_here(int(pid))
+            running = int(pid) != os.getpid() and supervisor_running_here(int(pid))
         else:
             try:
                 age = time.time() - os.stat(health_path(folder)).st_mtime

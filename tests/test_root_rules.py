@@ -5,6 +5,7 @@ import os
 import socket
 import subprocess
 import tempfile
+import time
 
 import pytest
 
@@ -105,3 +106,26 @@ def test_a_dead_daemons_folder_goes_with_the_socket_folder_mq_made_for_it(start_
     (folder / "ipc").write_text(sockets)
     start_mq(root=root, workers=1)
     assert not folder.exists() and not os.path.exists(sockets)
+
+
+def test_the_reaper_cleans_new_files_whose_writer_died_and_frees_their_keys(start_mq, tmp_path):
+    root = tmp_path / "root"
+    store = Store(str(root))
+    store.init()
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    left = {}
+    for name, pid in (("dead", dead.pid), ("alive", os.getpid())):
+        message_id = new_id()
+        writer = f"local/{socket.gethostname()}-{pid}"
+        store.write_new("q", message_id, fmt.encode_message(b"x", "text/plain", 0, message_id,
+                                                            name, writer), None)
+        store.dedup_record("q", name, message_id, 300, time.time())
+        left[name] = message_id
+    # --peers: the start-up clean-up leaves young files alone, so only the reaper can act.
+    daemon = start_mq(root=root, workers=1, args=("--peers=1",))
+    poll_for(lambda: not os.path.exists(store.new_path("q", left["dead"])), 10,
+             what="the reaper to clean the dead writer's file")
+    assert store.dedup_lookup("q", "dead", 300, time.time()) is None
+    assert os.path.exists(store.new_path("q", left["alive"]))
+    assert daemon.events("reaper.cleaned_new")[0]["count"] == 1

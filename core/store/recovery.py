@@ -13,13 +13,14 @@ HEADER_BYTES = 65536
 class Recovery:
     """Crash clean-up and reaping (a part of Store)."""
 
-    def clean_new(self, min_age: float = 0.0, writer: str = "") -> int:
+    def clean_new(self, min_age: float = 0.0, writer: str = "", dead=None) -> int:
         """Move files left in new/ by a crash to remove/; return how many.
 
         min_age: only files older than that many seconds (another daemon's adds in progress
         are younger). writer: only files that save actor wrote (its predecessor's, when it
-        restarts). They were never acknowledged; a de-duplication key recorded for one is
-        dropped so that a retry of that add is stored.
+        restarts). dead: only files whose writer dead(writer) says is gone. They were never
+        acknowledged; a de-duplication key recorded for one is dropped so that a retry of
+        that add is stored.
         """
         moved, dirs = 0, {self.folder("new"), self.folder("remove")}
         cutoff = time.time() - min_age
@@ -31,6 +32,8 @@ class Recovery:
                     parts = split_name(entry.name)
                     header = self.new_header(entry.path, parts) if parts else {}
                     if writer and header.get("w") != writer:
+                        continue
+                    if dead is not None and not dead(header.get("w", "")):
                         continue
                     if header.get("dk"):
                         self.dedup_forget(parts[0], header["dk"], parts[1])
