@@ -1,0 +1,56 @@
+"""mqctl's exit statuses, and the one line it prints for a failure."""
+
+import httpx
+
+OK, NOTHING, USAGE, NOT_FOUND, UNAVAILABLE, FAILED = 0, 1, 2, 3, 4, 5
+#: The reader of standard output went away (`mqctl tail -f q | head`): the shell's 128 + SIGPIPE.
+READER_GONE = 141
+INTERRUPTED = 130
+
+#: The end of `mqctl --help`; README.md, "mqctl", repeats it.
+EPILOG = """\
+exit status:
+  0  done
+  1  nothing: get or peek found no message
+  2  usage or invalid input (an option, a queue name, a record, a body over the limit)
+  3  not found: no such queue, message or root folder
+  4  unavailable: the daemon or the root could not take the request, after retries
+  5  any other error the daemon or the root reported (a stale receipt, a storage failure)
+"""
+
+#: The error kinds of mq.client.errors and mq.errors (both carry `.kind`), by exit status.
+BY_KIND = {"invalid": USAGE, "too_large": USAGE, "not_found": NOT_FOUND,
+           "unavailable": UNAVAILABLE}
+
+
+class CtlError(Exception):
+    """A failure mqctl finds itself (an unreadable input, a bad record), with its exit status."""
+
+    def __init__(self, message: str, status: int = USAGE):
+        super().__init__(message)
+        self.message = message
+        self.status = status
+
+
+def status_of(err: BaseException) -> int:
+    """The exit status for a failure."""
+    if isinstance(err, CtlError):
+        return err.status
+    if isinstance(err, httpx.TransportError):  # Refused or cut connections, once retries are spent.
+        return UNAVAILABLE
+    return BY_KIND.get(getattr(err, "kind", None), FAILED)
+
+
+def describe(err: BaseException) -> str:
+    """A failure as one line of text, without the `mqctl: ` prefix."""
+    if isinstance(err, OSError) and err.strerror:
+        where = err.filename if err.filename is not None else ""
+        return f"{where}: {err.strerror}" if where else err.strerror
+    message = getattr(err, "message", None)
+    if isinstance(message, str) and message:
+        text = message
+    elif isinstance(err, httpx.TransportError):
+        text = f"cannot reach the daemon: {err or type(err).__name__}"
+    else:
+        text = f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
+    return " ".join(text.split())  # One line, whatever the server's message held.
