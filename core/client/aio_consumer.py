@@ -4,8 +4,8 @@ async handler."""
 import asyncio
 import inspect
 
-from mq.client.consuming import (FETCH_ERROR_PAUSE, ConsumeOptions, half_timer,
-                                  handler_failed, log, reply_for)
+from mq.client.consuming import (FETCH_ERROR_PAUSE, ConsumeOptions, checked_queue,
+                                  half_timer, handler_failed, log, reply_for)
 from mq.client.errors import ClientError, ConflictError, NotFoundError
 from mq.client.signals import stop_on_signals
 
@@ -15,10 +15,8 @@ class AsyncConsumer:
 
     def __init__(self, client, queue: str):
         """Consume `queue` through an AsyncClient."""
-        if not isinstance(queue, str) or not queue:
-            raise ValueError(f"queue must be a non-empty str, not {queue!r}")
         self.client = client
-        self.queue = queue
+        self.queue = checked_queue(queue)
         self._stopping: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop_early = False

@@ -3,8 +3,8 @@ handler, ack what succeeded, and keep slow handlers' messages hidden."""
 
 import threading
 
-from mq.client.consuming import (FETCH_ERROR_PAUSE, ConsumeOptions, handler_failed, log,
-                                  reply_for)
+from mq.client.consuming import (FETCH_ERROR_PAUSE, ConsumeOptions, checked_queue,
+                                  handler_failed, log, reply_for)
 from mq.client.errors import ClientError
 from mq.client.leases import LeaseKeeper
 from mq.client.signals import stop_on_signals
@@ -15,10 +15,8 @@ class Consumer:
 
     def __init__(self, client, queue: str):
         """Consume `queue` through a blocking client (Client, or mq.local's LocalClient)."""
-        if not isinstance(queue, str) or not queue:
-            raise ValueError(f"queue must be a non-empty str, not {queue!r}")
         self.client = client
-        self.queue = queue
+        self.queue = checked_queue(queue)
         self._stopping = threading.Event()
 
     def __repr__(self) -> str:

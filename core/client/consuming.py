@@ -38,6 +38,13 @@ class ConsumeOptions:
             raise ValueError(f"wait must be between 0 and {MAX_WAIT:g} seconds, not {self.wait!r}")
 
 
+def checked_queue(queue) -> str:
+    """The queue a consumer is made for; ValueError unless it is a non-empty str."""
+    if not isinstance(queue, str) or not queue:
+        raise ValueError(f"queue must be a non-empty str, not {queue!r}")
+    return queue
+
+
 def reply_for(failed: bool, on_error: str) -> str | None:
     """The client method that settles a handled message: ack, nack, or None (its timer runs)."""
     if not failed:
