@@ -4,6 +4,7 @@ the check that keeps a second daemon off a root it would damage."""
 import os
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -129,3 +130,14 @@ def test_the_reaper_cleans_new_files_whose_writer_died_and_frees_their_keys(star
     assert store.dedup_lookup("q", "dead", 300, time.time()) is None
     assert os.path.exists(store.new_path("q", left["alive"]))
     assert daemon.events("reaper.cleaned_new")[0]["count"] == 1
+
+
+def test_processes_creating_one_new_root_at_once_all_accept_it(tmp_path):
+    root = tmp_path / "root"
+    script = ("import sys; from mq.store import Store; Store(sys.argv[1]).init()")
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(root)], stderr=subprocess.PIPE)
+             for _ in range(12)]
+    errors = [p.communicate(timeout=60)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0] * len(procs), errors
+    assert (root / "FORMAT").read_text() == f"mq-format {fmt.FORMAT_VERSION}\n"
+    assert [n for n in os.listdir(root) if n.endswith(".tmp")] == []

@@ -54,6 +54,17 @@ class Disk:
         if self.sync == "file":
             os.fsync(fd)
 
+    def publish(self, path: str, data: bytes) -> None:
+        """Create a file that must not exist and appears whole: written under a temporary
+        name, then linked into place (FileExistsError when it exists), so that a reader never
+        sees it empty or half written."""
+        temp = f"{os.path.dirname(path)}/.{new_id()}.tmp"
+        self.create(temp, data)
+        try:
+            os.link(temp, path)
+        finally:
+            self.discard(temp)
+
     def replace(self, path: str, data: bytes) -> None:
         """Replace a small file durably: temp file, fsync, rename over, fsync the folder.
 

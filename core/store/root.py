@@ -140,7 +140,8 @@ class Root:
             raise Unavailable(f"cannot create root {self.root}: {err.strerror}") from err
         self.check_one_file_system()
         try:
-            disk.create(self.format_path(), f"mq-format {FORMAT_VERSION}\n".encode())
+            # Linked into place whole: processes opening a new root at once never read it empty.
+            disk.publish(self.format_path(), f"mq-format {FORMAT_VERSION}\n".encode())
             disk.flush(self.root, {self.root})
         except FileExistsError:
             with open(self.format_path()) as f:
