@@ -115,8 +115,21 @@ class FetchActor(Actor):
         self.log.debug("fetch.wait", queue=queue, seconds=wait)
         return DEFERRED
 
+    def cancel(self, batch: Batch, request: Request) -> dict:
+        """Notification: the client of a long poll went away; drop its waiter."""
+        rid = request.payload.get("request")
+        for queue, waiting in list(self.waiters.items()):
+            kept = deque(w for w in waiting if (w[0], w[1]) != (request.peer, rid))
+            if len(kept) != len(waiting):
+                self.log.debug("fetch.cancelled", queue=queue)
+                if kept:
+                    self.waiters[queue] = kept
+                else:
+                    del self.waiters[queue]
+        return {}
+
     COMMANDS = {
-        "fetch": fetch, "ready": ready, "relist": relist_all,
+        "fetch": fetch, "ready": ready, "relist": relist_all, "cancel": cancel,
         "ack": replies.ack, "nack": replies.nack, "extend": replies.extend, "delete": replies.delete,
         "queue_get": queue_admin.queue_get, "queue_put": queue_admin.queue_put,
         "queue_delete": queue_admin.queue_delete, "redrive": queue_admin.redrive,

@@ -39,8 +39,11 @@ class ActorLink:
         self.sock.connect(endpoint)
         self.tasks = [asyncio.ensure_future(self._read()), asyncio.ensure_future(self._watch())]
 
-    async def call(self, op: str, timeout: float | None = None, **fields) -> dict:
-        """Send a request and return the actor's result; raise its error, or Unavailable."""
+    async def call(self, op: str, timeout: float | None = None, on_sent=None, **fields) -> dict:
+        """Send a request and return the actor's result; raise its error, or Unavailable.
+
+        on_sent(request_id) is called once the request is on its way (to cancel it later).
+        """
         timeout = self.timeout if timeout is None else timeout
         rid = protocol.request_id(next(self.numbers))
         loop = asyncio.get_running_loop()
@@ -52,6 +55,8 @@ class ActorLink:
         except zmq.Again:
             self.pending.pop(rid, None)
             raise Unavailable(f"{self.name} is not running; it is being restarted") from None
+        if on_sent is not None:
+            on_sent(rid)
         # A timer on the future itself: cheaper than asyncio.wait_for, which wraps every call
         # in a second future and callbacks (this runs once per request).
         timer = loop.call_later(timeout, _expire, future, self.name, timeout)
@@ -65,6 +70,18 @@ class ActorLink:
         result.pop("v", None)
         result.pop("ok", None)
         return result
+
+    def cancel(self, rid: bytes) -> None:
+        """Give up on a request (its client went away): the actor drops it if it still waits
+        (a long poll), and the caller's await ends now with an empty result."""
+        try:
+            self.sock.send_multipart(protocol.encode_notification("cancel", request=rid),
+                                     flags=zmq.NOBLOCK)
+        except zmq.Again:
+            pass  # The actor is gone: its waiters went with it.
+        future = self.pending.get(rid)
+        if future is not None and not future.done():
+            future.set_result({"empty": True, "cancelled": True})
 
     @property
     def load(self) -> int:

@@ -2,6 +2,9 @@
 
 import asyncio
 import base64
+import socket
+import functools
+import importlib.resources
 import signal
 import time
 
@@ -29,6 +32,9 @@ STATUS = {
     "unavailable": 503,
 }
 
+
+#: Seconds between checks that the client of a waiting long poll is still connected.
+CLIENT_CHECK_SECONDS = 0.5
 
 #: The connection's own body limit for a chunked add: MessagesHandler enforces the real one.
 UNLIMITED_CHUNKED_BODY = 1 << 62
@@ -198,8 +204,17 @@ class MessagesHandler(ApiHandler):
         queue = self.queue_name(name)
         wait = parse_number("wait", self.param("wait", "X-Wait"), 0.0)
         fetcher = self.pool.fetcher(queue)
-        result = await fetcher.call("fetch", queue=queue, wait=wait,
-                                    timeout=wait + self.config.actor_timeout)
+        self.poll = None
+        watch = asyncio.ensure_future(self.watch_client(wait)) if wait > 0 else None
+        try:
+            result = await fetcher.call("fetch", queue=queue, wait=wait,
+                                        timeout=wait + self.config.actor_timeout,
+                                        on_sent=lambda rid: setattr(self, "poll", (fetcher, rid)))
+        finally:
+            if watch is not None:
+                watch.cancel()
+        if result.get("cancelled"):
+            return  # The client went away while waiting: there is no one to answer.
         if result.get("empty"):
             self.set_status(204)
             self.finish()
@@ -211,6 +226,25 @@ class MessagesHandler(ApiHandler):
         self.set_header("Content-Type", result["content_type"])
         self.set_header("Cache-Control", "no-store")
         self.finish(result["body"])
+
+
+    async def watch_client(self, wait: float) -> None:
+        """While a long poll waits, look every CLIENT_CHECK_SECONDS whether its client hung up
+        (Tornado reads nothing during a request, so it would not notice), and cancel the poll:
+        its fetch actor then claims no message for nobody (hidden for a whole timer)."""
+        sock = self.request.connection.stream.socket
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            await asyncio.sleep(CLIENT_CHECK_SECONDS)
+            try:
+                closed = sock is None or sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+            except BlockingIOError:
+                closed = False  # Open, nothing sent: still waiting.
+            except OSError:
+                closed = True
+            if closed and self.poll is not None:
+                self.poll[0].cancel(self.poll[1])
+                return
 
 
 class MessageHandler(ApiHandler):
@@ -346,6 +380,21 @@ class HealthHandler(ApiHandler):
         self.write_json(503 if down else 200, health)
 
 
+@functools.cache
+def openapi_document() -> bytes:
+    """core/openapi.yaml as installed with the package, read once: the API of this very code."""
+    return importlib.resources.files("mq").joinpath("openapi.yaml").read_bytes()
+
+
+class OpenApiHandler(ApiHandler):
+    """GET /_mq/openapi.yaml: the OpenAPI document of this API."""
+
+    def get(self) -> None:
+        """The document, as YAML."""
+        self.set_header("Content-Type", "application/yaml")
+        self.finish(openapi_document())
+
+
 class NotFoundHandler(ApiHandler):
     """Any other path: a JSON 404."""
 
@@ -375,6 +424,7 @@ def make_app(pool: ActorPool, options, run_dir: str = "") -> tornado.web.Applica
         [
             (r"/_mq/properties", DefaultRulesHandler, args),
             (r"/_mq/health", HealthHandler, {**args, "run_dir": run_dir}),
+            (r"/_mq/openapi\.yaml", OpenApiHandler, args),
             (rf"/{name}", QueueHandler, args),
             (rf"/{name}/messages", MessagesHandler, args),
             (rf"/{name}/messages/{name}", MessageHandler, args),

@@ -4,6 +4,7 @@ The daemon runs with --log-level=debug: its fetch actor logs "fetch.wait" when a
 starts waiting, so a test adds only once the poll is known to wait, never after a sleep.
 """
 
+import socket
 import threading
 import time
 
@@ -130,3 +131,17 @@ def test_long_poll_on_a_missing_queue_is_404_at_once(shared_mq):
     assert_json_error(fetch(shared_mq, queue, wait=5), 404, "not_found")
     assert time.monotonic() - started < 1
     assert not [line for line in shared_mq.events("fetch.wait") if line["queue"] == queue]
+
+
+def test_a_long_poll_whose_client_went_away_claims_nothing(shared_mq):
+    queue = fresh_queue("gone")
+    assert shared_mq.request("PUT", f"/{queue}").status == 201
+    with socket.create_connection(("127.0.0.1", shared_mq.port)) as sock:
+        sock.sendall(f"GET /{queue}/messages?wait=15 HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        waiting_polls(shared_mq, queue, 1)
+    # The client hung up: its fetch actor drops the waiter before anything arrives.
+    shared_mq.wait_for_events("fetch.cancelled", 1, queue=queue)
+    message_id = added(shared_mq, queue, b"for a live consumer")
+    got = fetch(shared_mq, queue)
+    assert got.status == 200 and got.header("X-Message-Id") == message_id
+    assert not shared_mq.events("front.error")
