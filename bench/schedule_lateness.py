@@ -238,7 +238,7 @@ def schedule_run(args):
         lead = args.lead if args.lead is not None else (
             40.0 if args.fill == "store" else 20.0 + args.messages / 800.0)
         base = time.time() + lead
-        rng = random.Random(args.seed)
+        rng = random.Random(args.rng_state)
         dues = [base + rng.uniform(0, args.spread) for _ in range(args.messages)]
         t0 = time.time()
         if args.fill == "store":
@@ -467,7 +467,8 @@ def main():
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--grace", type=float, default=30.0,
                    help="seconds after the last due time to wait for stragglers")
-    p.add_argument("--seed", type=int, default=4)
+    p.add_argument("--rng-state", type=int, default=4,
+                   help="starting state of the random due times, so runs are repeatable")
     p.add_argument("--tmp", default=None, help="folder for the scratch root (default $TMPDIR)")
     p.add_argument("--keep", action="store_true", help="keep the root and log")
     p.add_argument("--waiting", type=int, nargs="+", default=[0, 100_000],

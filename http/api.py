@@ -1,0 +1,96 @@
+"""ApiHandler: what every route shares (JSON errors through the one status table, the access
+log's fields, the actor pool), and the table itself."""
+
+import orjson
+import tornado.web
+
+from mq import logs
+from mq import store as fmt
+from mq.errors import Invalid, MqError
+from mq.http.actor_links import ActorPool
+
+
+#: The one table from error kind to HTTP status.
+STATUS = {
+    "invalid": 400,
+    "not_found": 404,
+    "conflict": 409,
+    "too_large": 413,
+    "internal": 500,
+    "storage": 500,
+    "unavailable": 503,
+}
+
+
+
+
+class ApiHandler(tornado.web.RequestHandler):
+    """Shared by every route: JSON error bodies, the access log fields, the actor pool."""
+
+    def initialize(self, pool: ActorPool, options) -> None:
+        """Take the pool of actor links and the daemon's options."""
+        self.pool = pool
+        # Not self.options: that is the handler of the HTTP method OPTIONS.
+        self.config = options
+        self.log_fields: dict = {}
+
+    def prepare(self) -> None:
+        """Count the request as in flight so a drain can wait for it."""
+        self.application.in_flight += 1
+        self._counted = True
+
+    def on_finish(self) -> None:
+        """Uncount the request."""
+        if getattr(self, "_counted", False):
+            self.application.in_flight -= 1
+
+    def compute_etag(self) -> None:
+        """No ETag: a fetch is a state change, never a cacheable representation."""
+        return None
+
+    def queue_name(self, name: str) -> str:
+        """The validated queue name from the path."""
+        self.log_fields["queue"] = name
+        return fmt.validate_queue(name)
+
+    def param(self, query: str, header: str) -> str | None:
+        """A request parameter from the query string, else from a header."""
+        value = self.get_query_argument(query, None)
+        return value if value is not None else self.request.headers.get(header)
+
+    def json_body(self):
+        """The request body parsed as JSON, or Invalid."""
+        try:
+            return orjson.loads(self.request.body)
+        except orjson.JSONDecodeError as err:
+            raise Invalid(f"body is not valid JSON: {err}") from None
+
+    def write_json(self, status: int, value) -> None:
+        """Answer with a JSON body."""
+        self.set_status(status)
+        self.set_header("Content-Type", "application/json")
+        self.finish(orjson.dumps(value))
+
+    def write_error(self, status_code: int, **kwargs) -> None:
+        """Every error reply has a JSON body: {"error": kind, "message": why}."""
+        error = kwargs.get("exc_info", (None, None, None))[1]
+        if isinstance(error, MqError):
+            status_code = STATUS.get(error.kind, 500)
+            if error.retry_after is not None or status_code == 503:
+                self.set_header("Retry-After", str(error.retry_after or 1))
+            body = {"error": error.kind, "message": error.message}
+        elif isinstance(error, tornado.web.HTTPError):
+            body = {"error": "invalid" if status_code < 500 else "internal",
+                    "message": error.log_message or self._reason}
+        else:
+            body = {"error": "internal", "message": "internal error"}
+        self.clear_header("X-Message-Id")
+        self.set_status(status_code)
+        self.set_header("Content-Type", "application/json")
+        self.finish(orjson.dumps(body))
+
+    def log_exception(self, typ, value, tb) -> None:
+        """Expected errors are answers, not crashes: only log what was not an MqError."""
+        if isinstance(value, (MqError, tornado.web.HTTPError)):
+            return
+        logs.get().error("front.error", path=self.request.path, exc_info=(typ, value, tb))

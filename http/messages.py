@@ -1,0 +1,171 @@
+"""The routes of messages: add and fetch (with long polls), and the replies to a delivery."""
+
+import asyncio
+import socket
+import time
+
+import tornado.web
+
+from mq import store as fmt
+from mq.adds import check_add
+from mq.errors import Invalid, TooLarge
+from mq.http.api import ApiHandler
+from mq.numbers import parse_number
+from mq.schedule import due_time
+
+#: Seconds between checks that the client of a waiting long poll is still connected.
+CLIENT_CHECK_SECONDS = 0.5
+
+#: The connection's own body limit for a chunked add: MessagesHandler enforces the real one.
+UNLIMITED_CHUNKED_BODY = 1 << 62
+
+
+@tornado.web.stream_request_body
+class MessagesHandler(ApiHandler):
+    """GET and POST /{queue}/messages.
+
+    The body is streamed in, so that one over --max-body-bytes gets a JSON 413 from here
+    rather than the bare 400 Tornado's connection gives a body over its own limit.
+    """
+
+    def prepare(self) -> None:
+        """Refuse a declared Content-Length over the limit before reading the body."""
+        super().prepare()
+        self.chunks: list[bytes] = []
+        self.received = 0
+        length = self.request.headers.get("Content-Length", "")
+        if length.isdigit() and int(length) > self.config.max_body_bytes:
+            # Let the connection take in (and drop) the rest, then close after the 413.
+            self.request.connection.set_max_body_size(int(length))
+            raise TooLarge(f"body of {length} bytes is over the limit of "
+                           f"{self.config.max_body_bytes} bytes")
+        if not length:
+            # A chunked body declares no length: data_received counts it, so that one over
+            # the limit gets this JSON 413, not the bare 400 of the connection's own limit.
+            self.request.connection.set_max_body_size(UNLIMITED_CHUNKED_BODY)
+
+    def data_received(self, chunk: bytes) -> None:
+        """Collect the body; answer 413 as soon as a chunked one passes the limit."""
+        if self._finished:
+            return
+        self.received += len(chunk)
+        if self.received > self.config.max_body_bytes:
+            self.chunks = []
+            error = TooLarge(f"chunked body over the limit of {self.config.max_body_bytes} bytes")
+            # Tornado stops passing the body on once the reply is finished, and closes the
+            # connection after it.
+            self.send_error(413, exc_info=(TooLarge, error, None))
+            return
+        self.chunks.append(chunk)
+
+    async def post(self, name: str) -> None:
+        """Add a message: 201 with X-Message-Id once durable; 200 for a duplicate's first id."""
+        queue = self.queue_name(name)
+        body = b"".join(self.chunks)
+        if len(body) > self.config.max_body_bytes:
+            raise TooLarge(f"body of {len(body)} bytes is over the limit of "
+                           f"{self.config.max_body_bytes} bytes")
+        now = time.time()
+        add = check_add(queue, body, self.request.headers.get("Content-Type"),
+                        due_time(self.param("delay", "X-Delay"), self.param("at", "X-At"), now),
+                        self.param("dedup_id", "X-Dedup-Id"), now)
+        result = await self.pool.saver().call("add", queue=add.queue, body=add.body,
+                                              content_type=add.content_type, due=add.due,
+                                              dedup_id=add.dedup_id or None)
+        message_id = result["id"]
+        self.log_fields["id"] = message_id
+        self.set_header("X-Message-Id", message_id)
+        self.set_header("Location", f"/{queue}/messages/{message_id}")
+        reply = {"id": message_id, "queue": queue}
+        if result.get("due"):
+            reply["due"] = result["due"]
+        if result.get("duplicate"):
+            self.set_header("X-Duplicate", "true")
+            reply["duplicate"] = True
+        self.write_json(200 if result.get("duplicate") else 201, reply)
+
+    async def get(self, name: str) -> None:
+        """Fetch the oldest ready message, waiting up to ?wait=N seconds; 204 when there is none."""
+        queue = self.queue_name(name)
+        wait = parse_number("wait", self.param("wait", "X-Wait"), 0.0)
+        fetcher = self.pool.fetcher(queue)
+        self.poll = None
+        watch = asyncio.ensure_future(self.watch_client(wait)) if wait > 0 else None
+        try:
+            result = await fetcher.call("fetch", queue=queue, wait=wait,
+                                        timeout=wait + self.config.actor_timeout,
+                                        on_sent=lambda rid: setattr(self, "poll", (fetcher, rid)))
+        finally:
+            if watch is not None:
+                watch.cancel()
+        if result.get("cancelled"):
+            return  # The client went away while waiting: there is no one to answer.
+        if result.get("empty"):
+            self.set_status(204)
+            self.finish()
+            return
+        self.log_fields["id"] = result["id"]
+        self.set_header("X-Message-Id", result["id"])
+        self.set_header("X-Receipt", result["receipt"])
+        self.set_header("X-Attempts", str(result["attempts"]))
+        self.set_header("Content-Type", result["content_type"])
+        self.set_header("Cache-Control", "no-store")
+        self.finish(result["body"])
+
+
+    async def watch_client(self, wait: float) -> None:
+        """While a long poll waits, look every CLIENT_CHECK_SECONDS whether its client hung up
+        (Tornado reads nothing during a request, so it would not notice), and cancel the poll:
+        its fetch actor then claims no message for nobody (hidden for a whole timer)."""
+        sock = self.request.connection.stream.socket
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            await asyncio.sleep(CLIENT_CHECK_SECONDS)
+            try:
+                closed = sock is None or sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+            except BlockingIOError:
+                closed = False  # Open, nothing sent: still waiting.
+            except OSError:
+                closed = True
+            if closed and self.poll is not None:
+                self.poll[0].cancel(self.poll[1])
+                return
+
+
+class MessageHandler(ApiHandler):
+    """DELETE /{queue}/messages/{id}, and POST /{queue}/messages/{id}?reply=ack|nack|ext."""
+
+    REPLIES = {"ack": "ack", "nack": "nack", "ext": "extend", "extend": "extend"}
+
+    async def delete(self, name: str, message_id: str) -> None:
+        """Remove the message from whatever state it is in: 204; 404 unknown; 409 stale receipt."""
+        queue = self.queue_name(name)
+        self.log_fields["id"] = message_id
+        fmt.validate_id(message_id)
+        receipt = self.param("receipt", "X-Receipt")
+        op = "ack" if receipt else "delete"
+        await self.pool.fetcher(queue).call(op, queue=queue, id=message_id, receipt=receipt)
+        self.set_status(204)
+        self.finish()
+
+    async def post(self, name: str, message_id: str) -> None:
+        """Reply to a delivery: ack deletes, nack makes it ready now, ext extends its timer."""
+        queue = self.queue_name(name)
+        self.log_fields["id"] = message_id
+        fmt.validate_id(message_id)
+        reply = self.get_query_argument("reply", None)
+        if reply not in self.REPLIES:
+            raise Invalid("reply must be one of ack, nack, ext")
+        seconds = parse_number("seconds", self.get_query_argument("seconds", None), None)
+        result = await self.pool.fetcher(queue).call(
+            self.REPLIES[reply], queue=queue, id=message_id,
+            receipt=self.param("receipt", "X-Receipt"), seconds=seconds)
+        if reply in ("ext", "extend"):
+            self.set_header("X-Receipt", result["receipt"])
+            self.write_json(200, {"id": message_id, "due": result["due"]})
+            return
+        if result.get("dead_letter"):
+            self.write_json(200, {"id": message_id, "dead_letter_queue": result["dead_letter"]})
+            return
+        self.set_status(204)
+        self.finish()

@@ -1,0 +1,103 @@
+"""The routes of queues: create, inspect, delete, peek, purge, redrive, properties and the
+default property rules."""
+
+import base64
+
+from mq.http.api import ApiHandler
+from mq.numbers import parse_number
+
+
+class QueueHandler(ApiHandler):
+    """GET, PUT and DELETE /{queue}."""
+
+    async def get(self, name: str) -> None:
+        """200 when the queue exists, 404 when not."""
+        queue = self.queue_name(name)
+        result = await self.pool.fetcher(queue).call("queue_get", queue=queue)
+        self.write_json(200, result)
+
+    async def put(self, name: str) -> None:
+        """Create the queue: 201 when created, 200 when it already existed."""
+        queue = self.queue_name(name)
+        result = await self.pool.fetcher(queue).call("queue_put", queue=queue)
+        self.write_json(201 if result["created"] else 200, {"queue": queue, "created": result["created"]})
+
+    async def delete(self, name: str) -> None:
+        """Delete the queue and all its messages, in every state: 204."""
+        queue = self.queue_name(name)
+        await self.pool.fetcher(queue).call("queue_delete", queue=queue)
+        self.set_status(204)
+        self.finish()
+
+
+class RedriveHandler(ApiHandler):
+    """POST /{queue}/redrive: move the queue's dead letters back into it."""
+
+    async def post(self, name: str) -> None:
+        """Answer how many messages came back."""
+        queue = self.queue_name(name)
+        self.write_json(200, await self.pool.fetcher(queue).call("redrive", queue=queue))
+
+
+class PeekHandler(ApiHandler):
+    """GET /{queue}/peek?max=N&after=ID: the oldest ready messages, none claimed."""
+
+    async def get(self, name: str) -> None:
+        """Up to max (default 10) messages, bodies in base64, oldest first."""
+        queue = self.queue_name(name)
+        count = parse_number("max", self.get_query_argument("max", None), 10, int, 1)
+        after = self.get_query_argument("after", None)
+        result = await self.pool.fetcher(queue).call("peek", queue=queue, max=count, after=after)
+        for message in result["messages"]:
+            message["body"] = base64.b64encode(message["body"]).decode()
+        self.write_json(200, {"queue": queue, "messages": result["messages"]})
+
+
+class PurgeHandler(ApiHandler):
+    """POST /{queue}/purge: remove every message of the queue, keep the queue."""
+
+    async def post(self, name: str) -> None:
+        """Answer how many messages went."""
+        queue = self.queue_name(name)
+        self.write_json(200, await self.pool.fetcher(queue).call("purge", queue=queue))
+
+
+class PropertiesHandler(ApiHandler):
+    """GET|PUT|PATCH|DELETE /{queue}/properties."""
+
+    async def props(self, name: str, op: str, value=None) -> None:
+        queue = self.queue_name(name)
+        result = await self.pool.fetcher(queue).call(op, queue=queue, properties=value)
+        self.write_json(200, {"queue": queue, "properties": result["effective"], "own": result["own"]})
+
+    async def get(self, name: str) -> None:
+        """The queue's effective properties and the ones set on it."""
+        await self.props(name, "props_get")
+
+    async def put(self, name: str) -> None:
+        """Replace the queue's own properties."""
+        await self.props(name, "props_put", self.json_body())
+
+    async def patch(self, name: str) -> None:
+        """Change some of the queue's own properties."""
+        await self.props(name, "props_patch", self.json_body())
+
+    async def delete(self, name: str) -> None:
+        """Reset the queue's own properties (rules and system defaults apply again)."""
+        await self.props(name, "props_delete")
+
+
+class DefaultRulesHandler(ApiHandler):
+    """GET|PUT|DELETE /_mq/properties: the ordered [regex, properties] default rules."""
+
+    async def get(self) -> None:
+        """The rules."""
+        self.write_json(200, (await self.pool.fetchers[0].call("rules_get"))["rules"])
+
+    async def put(self) -> None:
+        """Replace the rules."""
+        self.write_json(200, (await self.pool.fetchers[0].call("rules_put", rules=self.json_body()))["rules"])
+
+    async def delete(self) -> None:
+        """Remove every rule."""
+        self.write_json(200, (await self.pool.fetchers[0].call("rules_delete"))["rules"])
