@@ -4,7 +4,6 @@ Each task attempt writes its rows as finished message files (the save actor's by
 stage/{job}/{task}/ with exclusive creates and flushes once at its end (docs/PIPELINE.md).
 """
 
-import os
 import time
 from dataclasses import dataclass, field
 
@@ -120,7 +119,7 @@ class Stager:
         """Make every staged file durable with one flush; return the commit message."""
         # sync=fs: one syncfs covers the files and their names; sync=file: the files were
         # fsynced as written, so the folders' entries are what is left.
-        self.store.flush({self.folder, os.path.dirname(self.folder)})
+        self.store.flush({self.folder, self.store.stage_folder(self.job)})
         return StagedTask(self.job, self.task, self.count, sorted(self.queues))
 
 

@@ -166,7 +166,7 @@ def _is_duplicate(store, dedup_window, task_dir, name, queue, message_id, now, d
     if not digest:
         return False
     earlier = store.dedup_record_digest(queue, digest, message_id, dedup_window(queue), now)
-    dirs.add(os.path.dirname(store.dedup_digest_path(queue, digest)))
+    dirs.add(store.dedup_dir(queue))
     if earlier is None or earlier == message_id:
         return False
     try:

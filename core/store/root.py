@@ -114,7 +114,7 @@ class Root:
 
     def stage_dir(self, job: str = "", task: str = "") -> str:
         """{root}/stage[/{job}[/{task}]]: where a Spark write job's tasks stage their files."""
-        return os.path.join(self.root, "stage", job, task) if job else os.path.join(self.root, "stage")
+        return os.path.join(self.root, "stage", *(part for part in (job, task) if part))
 
     def stream_dir(self, consumer: str) -> str:
         """{root}/streams/{consumer}: the batch manifests of one streaming consumer."""

@@ -113,7 +113,7 @@ class Staging:
         path = self.stage_folder(job, task)
         for folder in (self.stage_dir(), self.stage_dir(job), path):
             if not os.path.isdir(folder):
-                self.disk.mkdir(folder.rstrip("/"))
+                self.disk.mkdir(folder)
         return path
 
     def remove_stage(self, folder: str) -> None:
