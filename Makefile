@@ -34,7 +34,7 @@ check-java:
 
 test: install-test check-java
 	$(BIN)/pip install --quiet --no-deps --force-reinstall .
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --dist loadgroup
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -5,6 +5,13 @@ import pytest
 from support import Daemon, become_subreaper, reap_orphans
 
 
+def pytest_collection_modifyitems(items):
+    """Run every Spark test on one xdist worker, so a parallel run starts one Spark session."""
+    for item in items:
+        if item.get_closest_marker("spark"):
+            item.add_marker(pytest.mark.xdist_group("spark"))
+
+
 @pytest.fixture(scope="session", autouse=True)
 def adopt_orphans():
     """Orphans of killed trees become this process's children and are reaped after each test."""
