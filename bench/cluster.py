@@ -44,6 +44,18 @@ def mq_command() -> str:
     return path if os.path.exists(path) else ""
 
 
+def process_name(cmdline: list[str]) -> str:
+    """"fetch actor 0", "front"...: from the process title, or, for a child that has not set
+    it yet, from its command line (python -m mq.supervisor.child fetch 0 ...)."""
+    title = " ".join(cmdline)
+    if title.startswith("mq: "):
+        return title.split(" [")[0].removeprefix("mq: ")
+    if "mq.supervisor.child" in cmdline:
+        kind, index = (cmdline[cmdline.index("mq.supervisor.child") + 1:] + ["", ""])[:2]
+        return "front" if kind == "front" else f"{kind} actor {index}"
+    return title
+
+
 class Node:
     """One daemon of the cluster: its port, its log file, its process group."""
 
@@ -98,9 +110,7 @@ class Node:
             top = psutil.Process(self.proc.pid)
             out = {"supervisor": top}
             for child in top.children(recursive=True):
-                title = " ".join(child.cmdline()).split(" [")[0].removeprefix("mq: ")
-                if title:
-                    out[title] = child
+                out[process_name(child.cmdline())] = child
             return out
         except psutil.Error:
             return {}

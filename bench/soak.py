@@ -69,7 +69,7 @@ def verdicts(samples: list) -> list[dict]:
     quarter = max(1, len(warm) // 4)
     first, last = warm[:quarter], warm[-quarter:]
     rows = []
-    for title in sorted(samples[-1][1]):
+    for title in sorted(set(samples[-1][1]) & {t for _, s in first for t in s}):
         def series(part, i, title=title):
             return [s[title][i] for _, s in part if title in s]
         pids = {s[title][0] for _, s in warm if title in s}
