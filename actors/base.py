@@ -94,6 +94,15 @@ class Actor:
             self.send(self.mover, "delayed", queue=queue, id=message_id, attempts=attempts, due=due)
         for queue, ids in batch.ready.items():
             self.tell_ready(queue, ids)
+        self.post_notices(batch.ready)
+
+    def post_notices(self, queues) -> None:
+        """With --peers, replace the notice file of each queue that gained ready messages: the
+        other daemons' fetch actors hear no notification from this one, they read the notices
+        (docs/CLUSTER.md, "Visibility")."""
+        if self.options.peers:
+            for queue in queues:
+                self.store.post_notice(queue)
 
     def tell_ready(self, queue: str, ids: list) -> None:
         """Tell the queue's fetch actor about ready [id, deliveries] pairs."""

@@ -142,8 +142,10 @@ class MoverActor(Actor):
             if token is not None and token != self.notice:
                 self.log.debug("mover.noticed")
                 self.rescan(only_new=True)
-        for queue, ids in move_due(self.store, self.timers, time.time(), self.props).items():
+        moved = move_due(self.store, self.timers, time.time(), self.props)
+        for queue, ids in moved.items():
             self.tell_ready(queue, ids)
+        self.post_notices(moved)
 
 
 def move_due(store, timers: DueHeap, now: float, props=None) -> dict[str, list]:

@@ -36,8 +36,9 @@ class Options:
     host: str = option("127.0.0.1", "address to listen on")
     port: int = option(8080, "port to listen on")
     timeout: float = option(30.0, "seconds a fetched message stays invisible before redelivery")
-    sync: str = option("fs", "fs: one syncfs(2) per batch of messages; file: fsync each file and "
-                       "folder")
+    sync: str = option("auto", "fs: one syncfs(2) per batch of messages; file: fsync each file "
+                       "and folder; auto: file on FUSE, NFS, CephFS, SMB, 9p and Lustre (where "
+                       "syncfs may not reach stable storage), else fs")
     auto_create: bool = option(True, "create a queue on the first add to it; when off, adding to "
                                "a missing queue is 404")
     max_body_bytes: int = option(16 * 1024 * 1024, "largest message body in bytes")
@@ -78,8 +79,8 @@ class Options:
             raise Invalid("--max-waiting-adds must be 1 or more")
         if self.max_body_bytes < 0:
             raise Invalid("--max-body-bytes must be 0 or more")
-        if self.sync not in ("fs", "file"):
-            raise Invalid("--sync must be 'fs' or 'file'")
+        if self.sync not in ("auto", "fs", "file"):
+            raise Invalid("--sync must be 'auto', 'fs' or 'file'")
         if self.log_level not in ("debug", "info", "warning", "error"):
             raise Invalid("--log-level must be debug, info, warning or error")
         if not 1 <= self.port <= 65535:

@@ -24,6 +24,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         logs.configure("supervisor", options.log_level, options.log_file)
         store = Store(options.root, options.sync, options.auto_create)
+        chosen_by = options.sync
+        options.sync = store.sync  # Children are given the mode chosen, not "auto".
         store.init()
         clean_stale_run_dirs(store.root)
         others = live_daemons(store.root)
@@ -44,6 +46,10 @@ def main(argv: list[str] | None = None) -> int:
     setproctitle.setproctitle(f"mq: supervisor [{options.root}] {options.host}:{options.port}")
     logs.get().info("supervisor.start", root=store.root, workers=options.workers, peers=options.peers,
                     cleaned_new=cleaned, run_dir=run_dir, daemon_dir=daemon_dir)
+    if chosen_by == "auto":
+        logs.get().info("supervisor.sync_chosen", sync=store.sync, filesystem=store.filesystem,
+                        why="per-file fsync: syncfs may not reach stable storage here"
+                        if store.sync == "file" else "syncfs reaches stable storage here")
     try:
         return Tree(options, run_dir, daemon_dir).run()
     finally:

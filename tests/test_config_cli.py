@@ -132,7 +132,7 @@ def test_print_config_refuses_bad_values_like_a_start():
     (["--max-waiting-adds=0"], {}, None, "--max-waiting-adds must be"),
     (["--max-body-bytes=-5"], {}, None, "--max-body-bytes must be 0 or more"),
     (["--peers=-1"], {}, None, "--peers must be 0 or more"),
-    (["--sync=sometimes"], {}, None, "--sync must be 'fs' or 'file'"),
+    (["--sync=sometimes"], {}, None, "--sync must be 'auto', 'fs' or 'file'"),
     (["--log-level=loud"], {}, None, "--log-level must be"),
     (["--bogus"], {}, None, "unrecognized arguments: --bogus"),
     ([], {"MQ_WORKERS": "many"}, None, "workers: expected int, got 'many'"),

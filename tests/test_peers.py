@@ -111,3 +111,32 @@ def test_a_run_folder_whose_pid_now_belongs_to_another_program_does_not_block_th
     finally:
         other.kill()
         other.wait()
+
+
+#: Longest time, in seconds, before a daemon's index holds a message added through a peer:
+#: the notice is read every 0.5 s, after a batch or a 0.5 s poll timeout (docs/CLUSTER.md).
+VISIBILITY_BOUND_SECONDS = 1.0
+
+
+def test_a_daemon_sees_messages_added_through_a_peer_within_the_bound(tmp_path):
+    import time
+
+    a = start_peer(tmp_path, "a", timeout=60)
+    b = start_peer(tmp_path, "b", timeout=60)
+    try:
+        b.add("seen", b"through b")
+        # b has indexed the queue and it is not empty, so b lists the folder again only when
+        # told to: nothing but a's notice can bring a's adds into b's index.
+        assert b.request("GET", "/seen").json()["ready"] == 1
+        worst = 0.0
+        for n in range(2, 7):
+            a.add("seen", b"through a %d" % n)
+            added = time.monotonic()
+            poll_for(lambda: b.request("GET", "/seen").json()["ready"] == n, 5,
+                     what=f"b to index a's add number {n}")
+            worst = max(worst, time.monotonic() - added)
+        # Twice the bound: the machine running the suite is shared and loaded.
+        assert worst <= 2 * VISIBILITY_BOUND_SECONDS, f"slowest add seen after {worst:.2f} s"
+    finally:
+        a.cleanup()
+        b.cleanup()

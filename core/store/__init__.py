@@ -8,7 +8,7 @@ streams (the Spark pipeline's files), listing (reading without claiming).
 import orjson
 
 from mq.store.dedup import DedupKeys
-from mq.store.disk import Disk
+from mq.store.disk import Disk, choose_sync
 from mq.store.message import (DEFAULT_CONTENT_TYPE, MAGIC, CorruptMessage, Message,
                               decode_message, dedup_digest, encode_message)
 from mq.store.names import (MAX_QUEUE_NAME, QUEUE_PATTERN, RESERVED_NAMES, entry_name,
@@ -34,12 +34,17 @@ class Store(Root, MessageStates, Queues, DedupKeys, Notices, Recovery, Staging, 
 
     sync: "fs" flushes a batch with one syncfs(2) of the root's file system; "file" fsyncs
     each file and each directory touched. Both flush before any reply (docs/FORMAT.md).
+    "auto" picks "file" where syncfs may not reach stable storage (FUSE, NFS, CephFS...).
     disk: the Disk every change goes through (by default, a real one of that sync mode).
     """
 
-    def __init__(self, root: str, sync: str = "fs", auto_create: bool = True,
+    def __init__(self, root: str, sync: str = "auto", auto_create: bool = True,
                  disk: Disk | None = None):
         super().__init__(root)
+        #: The file system kind --sync=auto looked at ("" when a mode was given).
+        self.filesystem = ""
+        if sync == "auto" and disk is None:
+            sync, self.filesystem = choose_sync(root)
         self.disk = disk if disk is not None else Disk(sync)
         self.sync = self.disk.sync
         self.auto_create = auto_create

@@ -14,7 +14,41 @@ from mq.ids import new_id
 #: fsync of every file written and every folder changed.
 SYNC_MODES = ("fs", "file")
 
+#: What --sync accepts: "auto" picks "file" on the file systems below, else "fs".
+SYNC_OPTIONS = ("auto",) + SYNC_MODES
+#: statfs(2) f_type of file systems on which syncfs(2) may not reach stable storage: on FUSE
+#: (GlusterFS, CephFS's ceph-fuse, virtiofs...) it never reaches the file system's daemon; on
+#: network file systems it may not reach the server. Only per-file fsync is sure there
+#: (docs/CLUSTER.md, "The flush").
+PER_FILE_FLUSH = {0x65735546: "fuse", 0x6969: "nfs", 0x00C36400: "ceph", 0xFF534D42: "cifs",
+                  0xFE534D42: "smb2", 0x01021997: "9p", 0x0BD00BD0: "lustre"}
+
 _libc = ctypes.CDLL(None, use_errno=True)
+
+
+def filesystem_type(path: str) -> int:
+    """statfs(2) f_type of the file system holding path (or its nearest existing parent)."""
+    path = os.path.abspath(path)
+    while not os.path.exists(path) and path != os.path.dirname(path):
+        path = os.path.dirname(path)
+    buf = ctypes.create_string_buffer(256)  # struct statfs; f_type is its first word.
+    if _libc.statfs(os.fsencode(path), buf) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err), path)
+    return ctypes.c_long.from_buffer(buf).value & 0xFFFFFFFF
+
+
+def choose_sync(path: str) -> tuple[str, str]:
+    """The flush policy --sync=auto picks for a root, and the name of its file system kind
+    ("file" on the kinds in PER_FILE_FLUSH, else "fs"; "fs" when statfs fails)."""
+    try:
+        kind = filesystem_type(path)
+    except OSError:
+        return "fs", "unknown"
+    if kind in PER_FILE_FLUSH:
+        return "file", PER_FILE_FLUSH[kind]
+    return "fs", f"0x{kind:x}"
+
 
 class Disk:
     """The write primitives and flushes of one flush policy (docs/FORMAT.md, Durability).

@@ -133,7 +133,13 @@ class Root:
         would flush another file system than the one holding them.
         """
         try:
-            os.makedirs(self.root, exist_ok=True)
+            missing, path = [], self.root
+            while not os.path.isdir(path) and path != os.path.dirname(path):
+                missing.append(path)
+                path = os.path.dirname(path)
+            # Each new folder's name made durable too: else a power cut can take the new root.
+            for path in reversed(missing):
+                disk.mkdir(path)
             for name in FOLDERS:
                 disk.mkdir(self.folder(name))
         except OSError as err:

@@ -1,0 +1,30 @@
+"""Three daemons on one root under producers and consumers while actors and daemons are
+killed with kill -9, paused with SIGSTOP and restarted: after a drain through every daemon,
+nothing acknowledged is lost, nothing unexpected or corrupted arrives, and every duplicate
+delivery follows a timer (bench/total_queue.py; bench/chaos.py runs the same for longer)."""
+
+import os
+import sys
+
+import pytest
+
+BENCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench")
+sys.path.insert(0, os.path.abspath(BENCH))
+
+from chaos import run  # noqa: E402
+from total_queue import MUST_BE_ZERO, table  # noqa: E402
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(150)
+def test_a_cluster_under_kills_and_pauses_loses_nothing_acknowledged(tmp_path):
+    counts = run(seconds=25, workdir=str(tmp_path), daemons=3, timeout=2.0, fault_interval=1.5,
+                 adds_per_second=30, say=lambda line: None)
+    faults = counts.pop("faults")
+    counts.pop("client errors")
+    shown = f"faults {faults}\n{table(counts)}"
+    assert counts.pop("drained"), f"the cluster did not drain\n{shown}"
+    assert counts["acknowledged adds"] > 100, shown
+    assert sum(faults.values()) >= 8, shown
+    for name in MUST_BE_ZERO:
+        assert counts[name] == 0, f"{name}\n{shown}"

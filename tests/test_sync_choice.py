@@ -1,0 +1,23 @@
+"""--sync=auto: the flush is chosen from the root's file system type (docs/CLUSTER.md, "The
+flush"); a FUSE root is tested in tests/powercut/, where it also has to survive a power cut."""
+
+from mq.store import Store
+from mq.store.disk import PER_FILE_FLUSH, choose_sync, filesystem_type
+
+
+def test_auto_keeps_syncfs_on_a_local_file_system_and_names_its_type(tmp_path):
+    kind = filesystem_type(str(tmp_path))
+    assert kind not in PER_FILE_FLUSH, "the test folder is on a network or FUSE file system"
+    store = Store(str(tmp_path / "not" / "yet" / "made"), "auto")
+    assert (store.sync, store.filesystem) == ("fs", f"0x{kind:x}")
+
+
+def test_a_mode_given_is_used_whatever_the_file_system(tmp_path):
+    store = Store(str(tmp_path), "file")
+    assert (store.sync, store.filesystem) == ("file", "")
+
+
+def test_procfs_type_is_read_from_statfs():
+    # /proc has a fixed, well-known type: PROC_SUPER_MAGIC.
+    assert filesystem_type("/proc") == 0x9FA0
+    assert choose_sync("/proc") == ("fs", "0x9fa0")
