@@ -14,14 +14,17 @@ def main() -> None:
     kind, index, run_dir, options_json = sys.argv[1:5]
     index = int(index)
     options = Options.from_json(options_json)
-    title = "front" if kind == "front" else f"{kind} actor {index}"
+    if kind == "front":
+        title = "front" if options.fronts == 1 else f"front {index}"
+    else:
+        title = f"{kind} actor {index}"
     setproctitle.setproctitle(f"mq: {title} [{options.root}]")
     logs.configure(f"{kind}-{index}", options.log_level, options.log_file)
     if kind == "front":
         from mq.http.front import serve
 
         try:
-            asyncio.run(serve(options, run_dir))
+            asyncio.run(serve(options, run_dir, index=index))
         finally:
             logs.flush()  # Lines of the loop's last turn.
     elif kind == "reaper":

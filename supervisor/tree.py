@@ -143,7 +143,8 @@ class Tree:
         self.children = [Child("mover", 0), Child("reaper", 0)]
         self.children += [Child("fetch", i) for i in range(options.workers)]
         self.children += [Child("save", i) for i in range(options.workers)]
-        self.children.append(Child("front", 0, critical=True))
+        # Every front is critical: each one's crash loop is the whole daemon's (see check).
+        self.children += [Child("front", i, critical=True) for i in range(options.fronts)]
 
     def spawn(self, child: Child) -> None:
         """Start a child process running mq.supervisor.child."""
