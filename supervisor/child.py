@@ -1,4 +1,5 @@
-"""Entry point of every supervised process: python -m mq.supervisor.child KIND INDEX RUN_DIR OPTIONS."""
+"""What every supervised process runs: run() in a child forked from the supervisor
+(supervisor/forking.py), or python -m mq.supervisor.child KIND INDEX RUN_DIR OPTIONS."""
 
 import asyncio
 import sys
@@ -12,8 +13,11 @@ from mq.config import Options
 def main() -> None:
     """Run one front or actor process with the options the supervisor passed as JSON."""
     kind, index, run_dir, options_json = sys.argv[1:5]
-    index = int(index)
-    options = Options.from_json(options_json)
+    run(kind, int(index), run_dir, Options.from_json(options_json))
+
+
+def run(kind: str, index: int, run_dir: str, options: Options) -> None:
+    """Be the front or actor number index until told to stop."""
     if kind == "front":
         title = "front" if options.fronts == 1 else f"front {index}"
     else:
