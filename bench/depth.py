@@ -103,7 +103,8 @@ def memory(args, base: str, say) -> int:
     store = Store(root, sync="fs")
     store.init()
     queues = [f"m{i:03d}" for i in range(args.queues)]
-    say(f"filling {args.messages:,} messages over {args.queues} queues (fast fill, no daemon running)")
+    say(f"filling {args.messages:,} messages over {args.queues} queues "
+        "(fast fill, no daemon running)")
     say(f"  filled at {fill_queues(store, args.messages, queues, say):,.0f} messages/s")
     with Daemon(root, args.workers, args.sync,
                 extra=["--actor-timeout", "300", *args.daemon_args.split()]) as daemon:
@@ -127,7 +128,8 @@ def memory(args, base: str, say) -> int:
     say(full_row)
     say("")
     say(f"idle {idle:.0f} MB (target < 150): {'met' if idle < 150 else 'MISSED'}; "
-        f"{args.messages:,} messages {full:.0f} MB (target < 400): {'met' if full < 400 else 'MISSED'}")
+        f"{args.messages:,} messages {full:.0f} MB (target < 400): "
+        f"{'met' if full < 400 else 'MISSED'}")
     return 0 if idle < 150 and full < 400 else 1
 
 
@@ -204,9 +206,12 @@ def main(argv=None) -> int:
         try:
             return memory(args, base, say)
         finally:
-            cleaning = time.monotonic()
-            shutil.rmtree(base, ignore_errors=True)
-            say(f"removed {base} in {time.monotonic() - cleaning:.0f} s")
+            if args.keep:
+                say(f"kept {base}")
+            else:
+                cleaning = time.monotonic()
+                shutil.rmtree(base, ignore_errors=True)
+                say(f"removed {base} in {time.monotonic() - cleaning:.0f} s")
     say(f"roots under {base}; samples per depth: {args.samples}; workers: {args.workers}; "
         f"sync: {args.sync}")
     daemons: list[Daemon] = []

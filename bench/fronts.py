@@ -89,7 +89,8 @@ def main(argv=None) -> int:
             for n, workload in runs[shift:] + runs[:shift]:
                 procs = daemons[n].processes()
                 before = cpu_snapshot(procs)
-                rate = run_wrk(daemons[n].port, *WORKLOADS[workload], args.connections, args.seconds)
+                rate = run_wrk(daemons[n].port, *WORKLOADS[workload], args.connections,
+                               args.seconds)
                 after = cpu_snapshot(procs)
                 used = {name: after[name] - before[name] for name in procs}
                 cpu[n]["front"] += sum(v for k, v in used.items() if k.startswith("front"))

@@ -184,7 +184,8 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="rounds (default 3)")
     parser.add_argument("--seconds", type=float, default=5.0,
                         help="seconds of each put workload, wrk run and ceiling (default 5)")
-    parser.add_argument("--connections", default="1,64", help="numbers of connections (default 1,64)")
+    parser.add_argument("--connections", default="1,64",
+                        help="numbers of connections (default 1,64)")
     parser.add_argument("--mq-args", default="--workers 2 --no-access-log",
                         help="mq's options (default '--workers 2 --no-access-log')")
     parser.add_argument("--tmp", default=tempfile.gettempdir(),

@@ -136,7 +136,8 @@ class Mq:
         if status != 200:
             raise RuntimeError(f"mq fetch: {status} {body[:200]!r}")
         receipt = headers.get("x-receipt")
-        target = f"{self.path}/{headers['x-message-id']}" + (f"?receipt={receipt}" if receipt else "")
+        target = f"{self.path}/{headers['x-message-id']}"
+        target += f"?receipt={receipt}" if receipt else ""
         status, _, body = await self.http.request("DELETE", target)
         if status != 204:
             raise RuntimeError(f"mq delete: {status} {body[:200]!r}")

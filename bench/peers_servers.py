@@ -73,7 +73,8 @@ class Server:
 def beanstalkd(folder: str) -> Server:
     """beanstalkd with its binlog in folder, fsync after every write."""
     return Server("beanstalkd", folder,
-                  lambda port: ["beanstalkd", "-l", "127.0.0.1", "-p", str(port), "-b", folder, "-f0"])
+                  lambda port: ["beanstalkd", "-l", "127.0.0.1", "-p", str(port),
+                                "-b", folder, "-f0"])
 
 
 def redis(folder: str) -> Server:
@@ -142,7 +143,7 @@ def redis_benchmark(port: int, test: str, connections: int, requests: int) -> di
     for line in out.splitlines():
         cells = [c.strip('"') for c in line.split(",")]
         if cells[0].lower().startswith(test):
-            # "test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms","p95..","p99..","max.."
+            # "test", "rps", then latencies in ms: avg, min, p50, p95, p99, max.
             return {"per_s": float(cells[1]), "p50": float(cells[4]) / 1000,
                     "p99": float(cells[6]) / 1000}
     raise RuntimeError(f"redis-benchmark printed no {test} line:\n{out}")

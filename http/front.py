@@ -24,7 +24,8 @@ from mq.store.root import health_path
 class HealthHandler(ApiHandler):
     """GET /_mq/health: the supervisor's view of every process (pid, alive, restarts, memory)."""
 
-    def initialize(self, pool: ActorPool, options, run_dir: str = "", front: str = "front-0") -> None:
+    def initialize(self, pool: ActorPool, options, run_dir: str = "",
+                   front: str = "front-0") -> None:
         """Also take the run folder, where the supervisor publishes health.json, and the name
         of the front answering."""
         super().initialize(pool, options)
@@ -81,14 +82,16 @@ def log_request(handler: tornado.web.RequestHandler) -> None:
         ms=round(request.request_time() * 1000, 2), **getattr(handler, "log_fields", {}))
 
 
-def make_app(pool: ActorPool, options, run_dir: str = "", index: int = 0) -> tornado.web.Application:
+def make_app(pool: ActorPool, options, run_dir: str = "",
+             index: int = 0) -> tornado.web.Application:
     """The Tornado application with every route, for front number index."""
     args = {"pool": pool, "options": options}
     name = r"([^/]+)"
     app = tornado.web.Application(
         [
             (r"/_mq/properties", DefaultRulesHandler, args),
-            (r"/_mq/health", HealthHandler, {**args, "run_dir": run_dir, "front": f"front-{index}"}),
+            (r"/_mq/health", HealthHandler,
+             {**args, "run_dir": run_dir, "front": f"front-{index}"}),
             (r"/_mq/openapi\.yaml", OpenApiHandler, args),
             (rf"/{name}", QueueHandler, args),
             (rf"/{name}/messages", MessagesHandler, args),
