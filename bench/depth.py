@@ -1,7 +1,14 @@
 #!/usr/bin/env python3
-"""Cost against depth: add and fetch+delete latency at 1k, 100k and 1M messages.
+"""Cost against depth: add and fetch+delete latency at 1k, 100k and 1M messages; and memory.
 
     .venv/bin/python bench/depth.py [--depths 1000,100000,1000000] [--samples 2000] [--workers 2]
+    .venv/bin/python bench/depth.py --memory [--messages 1000000] [--queues 100]
+
+With --memory it measures instead how much memory the whole tree takes, as the sum of every
+process's PSS (proportional set size: a page shared by n processes counts 1/n in each), with
+mq's default options (`--workers 8`): idle on an empty root, then on a root filled with
+--messages messages spread over --queues queues (fast fill, below), after one fetch from every
+queue has made the fetch actors build their indexes of them.
 
 For each depth, one queue in its own fresh temporary root is filled to that depth, and a real
 daemon (`mq`, the whole supervised tree) on a free port of 127.0.0.1 is started on it. One
@@ -55,6 +62,77 @@ def fill(store: Store, count: int, say) -> float:
     return count / max(time.monotonic() - started, 1e-9)
 
 
+def fill_queues(store: Store, count: int, queues: list[str], say) -> float:
+    """fill() spread round-robin over queues; return messages per second."""
+    started = time.monotonic()
+    for queue in queues:
+        store.create_queue(queue)
+    for done in range(count):
+        now_ms = int(time.time() * 1000)
+        message_id = new_id(now_ms)
+        queue = queues[done % len(queues)]
+        store.write_new(queue, message_id, encode_message(BODY, "text/plain", now_ms), None)
+        store.deliver_new(queue, message_id, False)
+        if done and done % 200_000 == 0:
+            say(f"    {done} written")
+    store.flush_data()
+    return count / max(time.monotonic() - started, 1e-9)
+
+
+def pss_row(title: str, daemon: Daemon) -> tuple[str, float]:
+    """A table row of the tree's PSS, in total and by kind of process; and the total in MB."""
+    pss = daemon.pss()
+    kinds: dict[str, int] = {}
+    for name, size in pss.items():
+        kinds[name.split("-")[0]] = kinds.get(name.split("-")[0], 0) + size
+    total = sum(pss.values()) / 2**20
+    by_kind = " | ".join(f"{kinds.get(k, 0) / 2**20:.0f}"
+                         for k in ("supervisor", "front", "fetch", "save", "mover", "reaper"))
+    return f"| {title} | {len(pss)} | **{total:.0f}** | {by_kind} |", total
+
+
+def memory(args, base: str, say) -> int:
+    """Idle, then with args.messages over args.queues: the tree's PSS with the default options."""
+    empty = os.path.join(base, "empty", "root")
+    os.makedirs(empty)
+    with Daemon(empty, args.workers, args.sync, extra=args.daemon_args.split()) as daemon:
+        say(f"idle: {daemon.command}")
+        time.sleep(args.settle)
+        idle_row, idle = pss_row("idle, empty root", daemon)
+    root = os.path.join(base, "full", "root")
+    store = Store(root, sync="fs")
+    store.init()
+    queues = [f"m{i:03d}" for i in range(args.queues)]
+    say(f"filling {args.messages:,} messages over {args.queues} queues "
+        "(fast fill, no daemon running)")
+    say(f"  filled at {fill_queues(store, args.messages, queues, say):,.0f} messages/s")
+    with Daemon(root, args.workers, args.sync,
+                extra=["--actor-timeout", "300", *args.daemon_args.split()]) as daemon:
+        say(f"full: {daemon.command}")
+        client = Client(daemon.port, timeout=300)
+        started = time.monotonic()
+        for queue in queues:  # The first fetch of a queue builds its index.
+            status, _, _ = client.request("GET", f"/{queue}/messages")
+            if status != 200:
+                raise RuntimeError(f"fetch from {queue} answered {status}")
+        say(f"  first fetch of every queue (the index builds): {time.monotonic() - started:.1f} s")
+        client.close()
+        time.sleep(args.settle)
+        full_row, full = pss_row(f"{args.messages:,} messages in {args.queues} queues, indexed",
+                                 daemon)
+    say("")
+    say("| state | processes | PSS total MB | supervisor | front | fetch actors | save actors "
+        "| mover | reaper |")
+    say("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    say(idle_row)
+    say(full_row)
+    say("")
+    say(f"idle {idle:.0f} MB (target < 150): {'met' if idle < 150 else 'MISSED'}; "
+        f"{args.messages:,} messages {full:.0f} MB (target < 400): "
+        f"{'met' if full < 400 else 'MISSED'}")
+    return 0 if idle < 150 and full < 400 else 1
+
+
 def round_trip(client: Client, path: str) -> tuple[float, float]:
     """One add, then one fetch+delete of the oldest message; their latencies in seconds."""
     t0 = time.perf_counter()
@@ -98,13 +176,24 @@ def main(argv=None) -> int:
                         help="measured rounds (add + fetch + delete) at each depth (default 2000)")
     parser.add_argument("--warmup", type=int, default=200,
                         help="unmeasured rounds at each depth first (default 200)")
-    parser.add_argument("--workers", type=int, default=2, help="mq --workers (default 2)")
+    parser.add_argument("--workers", type=int, default=None,
+                        help="mq --workers (default 2; with --memory mq's own default, 8)")
+    parser.add_argument("--memory", action="store_true",
+                        help="measure the tree's memory (PSS) instead of latencies")
+    parser.add_argument("--messages", type=int, default=1_000_000,
+                        help="with --memory: messages to fill (default 1000000)")
+    parser.add_argument("--queues", type=int, default=100,
+                        help="with --memory: queues they are spread over (default 100)")
+    parser.add_argument("--settle", type=float, default=3.0,
+                        help="with --memory: seconds to let the tree settle before measuring")
     parser.add_argument("--sync", default="fs", choices=("fs", "file"), help="mq --sync")
     parser.add_argument("--daemon-args", default="",
                         help="more mq options, e.g. '--no-access-log' (one string)")
     add_calm_options(parser, "roots")
     parser.add_argument("--keep", action="store_true", help="keep the temporary roots")
     args = parser.parse_args(argv)
+    if args.workers is None:
+        args.workers = 8 if args.memory else 2
     depths = sorted(int(d) for d in args.depths.split(","))
 
     def say(text: str) -> None:
@@ -113,6 +202,16 @@ def main(argv=None) -> int:
     base = tempfile.mkdtemp(prefix="mq-bench-depth-", dir=args.tmp)
     say(f"machine: {machine()}, file system: {filesystem(base)}")
     say(f"mq: {code_under_test()}")
+    if args.memory:
+        try:
+            return memory(args, base, say)
+        finally:
+            if args.keep:
+                say(f"kept {base}")
+            else:
+                cleaning = time.monotonic()
+                shutil.rmtree(base, ignore_errors=True)
+                say(f"removed {base} in {time.monotonic() - cleaning:.0f} s")
     say(f"roots under {base}; samples per depth: {args.samples}; workers: {args.workers}; "
         f"sync: {args.sync}")
     daemons: list[Daemon] = []

@@ -255,7 +255,23 @@ class Daemon:
                 continue
             if len(words) >= 2 and words[0] == "mq:":
                 kind = words[1]
+                if kind == "front" and len(words) == 3:  # "mq: front 1 [root]" (--fronts 2 or more)
+                    out[f"front-{words[2]}"] = child
+                    continue
                 out[kind if len(words) < 4 or kind in ("mover", "reaper") else f"{kind}-{words[3]}"] = child
+        return out
+
+    def pss(self) -> dict:
+        """{name: proportional set size in bytes} of every process of the tree (see processes):
+        a page shared by n processes counts 1/n in each, so the values add up to the tree's."""
+        import psutil
+
+        out = {}
+        for name, proc in self.processes().items():
+            try:
+                out[name] = proc.memory_full_info().pss
+            except psutil.Error:
+                pass
         return out
 
     def stop(self, timeout: float = 60.0) -> None:

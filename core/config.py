@@ -31,6 +31,8 @@ class Options:
     root: str = option("/tmp/mq", "directory in which the folder structure is created; must be "
                        "writable")
     workers: int = option(8, "pairs of save and fetch actor processes to start")
+    fronts: int = option(1, "HTTP front processes sharing the port (SO_REUSEPORT); the kernel "
+                         "spreads connections over them")
     peers: int = option(0, "other daemons sharing the root to consider when fetching; 0 keeps "
                         "strict FIFO")
     host: str = option("127.0.0.1", "address to listen on")
@@ -67,6 +69,8 @@ class Options:
         """Raise Invalid when a value is out of range."""
         if self.workers < 1 or self.workers > 256:
             raise Invalid("--workers must be between 1 and 256")
+        if self.fronts < 1 or self.fronts > 64:
+            raise Invalid("--fronts must be between 1 and 64")
         if self.peers < 0:
             raise Invalid("--peers must be 0 or more")
         if not (self.timeout > 0 and math.isfinite(self.timeout)):

@@ -120,6 +120,17 @@ def configure(process: str, level: str = "info", log_file: str = "") -> LineSink
     return _sink
 
 
+def forget_inherited() -> None:
+    """In a forked child: close the parent's log file, before configure() opens this one's."""
+    global _sink
+    if _sink is not None and _sink.path:
+        try:
+            os.close(_sink.fd)
+        except OSError:
+            pass
+    _sink = None
+
+
 def batch_lines(loop) -> None:
     """Write this process's log lines once per turn of an asyncio loop (see LineSink.batch_in)."""
     if _sink is not None:

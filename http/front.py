@@ -24,10 +24,13 @@ from mq.store.root import health_path
 class HealthHandler(ApiHandler):
     """GET /_mq/health: the supervisor's view of every process (pid, alive, restarts, memory)."""
 
-    def initialize(self, pool: ActorPool, options, run_dir: str = "") -> None:
-        """Also take the run folder, where the supervisor publishes health.json."""
+    def initialize(self, pool: ActorPool, options, run_dir: str = "",
+                   front: str = "front-0") -> None:
+        """Also take the run folder, where the supervisor publishes health.json, and the name
+        of the front answering."""
         super().initialize(pool, options)
         self.run_dir = run_dir
+        self.front = front
 
     def get(self) -> None:
         """200 when every process is alive, 503 when one is down (being restarted)."""
@@ -36,7 +39,8 @@ class HealthHandler(ApiHandler):
                 health = orjson.loads(f.read())
         except (OSError, orjson.JSONDecodeError):
             raise Unavailable("health not published yet") from None
-        down = [c["name"] for c in health["children"] if not c["alive"] and c["name"] != "front-0"]
+        # The front answering is alive, whatever a health.json up to a second old says.
+        down = [c["name"] for c in health["children"] if not c["alive"] and c["name"] != self.front]
         health["status"] = "degraded" if down else "ok"
         health["down"] = down
         self.write_json(503 if down else 200, health)
@@ -78,14 +82,16 @@ def log_request(handler: tornado.web.RequestHandler) -> None:
         ms=round(request.request_time() * 1000, 2), **getattr(handler, "log_fields", {}))
 
 
-def make_app(pool: ActorPool, options, run_dir: str = "") -> tornado.web.Application:
-    """The Tornado application with every route."""
+def make_app(pool: ActorPool, options, run_dir: str = "",
+             index: int = 0) -> tornado.web.Application:
+    """The Tornado application with every route, for front number index."""
     args = {"pool": pool, "options": options}
     name = r"([^/]+)"
     app = tornado.web.Application(
         [
             (r"/_mq/properties", DefaultRulesHandler, args),
-            (r"/_mq/health", HealthHandler, {**args, "run_dir": run_dir}),
+            (r"/_mq/health", HealthHandler,
+             {**args, "run_dir": run_dir, "front": f"front-{index}"}),
             (r"/_mq/openapi\.yaml", OpenApiHandler, args),
             (rf"/{name}", QueueHandler, args),
             (rf"/{name}/messages", MessagesHandler, args),
@@ -103,20 +109,23 @@ def make_app(pool: ActorPool, options, run_dir: str = "") -> tornado.web.Applica
     return app
 
 
-async def serve(options, run_dir: str, drain_seconds: float = 10.0) -> None:
-    """Run the front until SIGTERM, then stop accepting, finish what is in flight and return."""
+async def serve(options, run_dir: str, drain_seconds: float = 10.0, index: int = 0) -> None:
+    """Run front number index until SIGTERM, then stop accepting, finish what is in flight and
+    return."""
     pool = ActorPool(options, run_dir)
-    app = make_app(pool, options, run_dir)
+    app = make_app(pool, options, run_dir, index)
     server = tornado.httpserver.HTTPServer(
         app, max_body_size=options.max_body_bytes + 1, idle_connection_timeout=60)
-    server.listen(options.port, options.host)
+    # With several fronts each has its own listening socket on the port (SO_REUSEPORT), so the
+    # kernel spreads new connections over them and no front wakes for another's.
+    server.listen(options.port, options.host, reuse_port=options.fronts > 1)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     # SIGINT (Ctrl-C reaches the whole group) is the supervisor's to turn into a SIGTERM.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     logs.batch_lines(loop)
-    logs.get().info("front.start", host=options.host, port=options.port)
+    logs.get().info("front.start", host=options.host, port=options.port, front=index)
     await stop.wait()
     server.stop()
     deadline = time.monotonic() + drain_seconds

@@ -1,4 +1,5 @@
-"""Entry point of every supervised process: python -m mq.supervisor.child KIND INDEX RUN_DIR OPTIONS."""
+"""What every supervised process runs: run() in a child forked from the supervisor
+(supervisor/forking.py), or python -m mq.supervisor.child KIND INDEX RUN_DIR OPTIONS."""
 
 import asyncio
 import sys
@@ -12,16 +13,22 @@ from mq.config import Options
 def main() -> None:
     """Run one front or actor process with the options the supervisor passed as JSON."""
     kind, index, run_dir, options_json = sys.argv[1:5]
-    index = int(index)
-    options = Options.from_json(options_json)
-    title = "front" if kind == "front" else f"{kind} actor {index}"
+    run(kind, int(index), run_dir, Options.from_json(options_json))
+
+
+def run(kind: str, index: int, run_dir: str, options: Options) -> None:
+    """Be the front or actor number index until told to stop."""
+    if kind == "front":
+        title = "front" if options.fronts == 1 else f"front {index}"
+    else:
+        title = f"{kind} actor {index}"
     setproctitle.setproctitle(f"mq: {title} [{options.root}]")
     logs.configure(f"{kind}-{index}", options.log_level, options.log_file)
     if kind == "front":
         from mq.http.front import serve
 
         try:
-            asyncio.run(serve(options, run_dir))
+            asyncio.run(serve(options, run_dir, index=index))
         finally:
             logs.flush()  # Lines of the loop's last turn.
     elif kind == "reaper":

@@ -1,6 +1,8 @@
 """The mq command: check options, prepare the root, run the supervised tree."""
 
+import errno
 import shutil
+import socket
 import sys
 
 import setproctitle
@@ -13,6 +15,24 @@ from mq.supervisor.tree import Tree, choose_run_dir, clean_stale_run_dirs, live_
 
 #: With peers, files in new/ younger than this (seconds) may be another daemon's work in progress.
 PEER_NEW_GRACE_SECONDS = 60.0
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Raise Invalid when something listens on host:port already.
+
+    Fronts sharing a port (--fronts above 1) bind it with SO_REUSEPORT, which would let them
+    join another daemon of the same user on it instead of failing: a bind without it fails.
+    """
+    try:
+        for family, kind, proto, _, address in socket.getaddrinfo(
+                host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE):
+            with socket.socket(family, kind, proto) as probe:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                probe.bind(address)
+    except OSError as err:
+        if err.errno == errno.EADDRINUSE:
+            raise Invalid(f"port {port} on {host} is in use") from None
+        raise Invalid(f"cannot listen on {host}:{port}: {err.strerror or err}") from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
             raise Invalid(f"root {store.root} is in use by {len(others)} other daemon(s) "
                           f"({', '.join(others)}); start every daemon of a shared root with "
                           f"--peers=N, N the number of other daemons")
+        if options.fronts > 1:
+            check_port_free(options.host, options.port)
         cleaned = store.clean_new(PEER_NEW_GRACE_SECONDS if options.peers else 0.0)
         daemon_dir, run_dir = choose_run_dir(options)
     except MqError as err:

@@ -1,13 +1,11 @@
 """Tree: spawn the front and the actors, watch them with psutil, restart with backoff."""
 
-import ctypes
 import json
 import os
 import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -18,6 +16,7 @@ from mq import logs
 from mq.liveness import supervisor_running_here
 from mq.store.root import (Root, actor_endpoint, health_path, ipc_dir_of, mover_endpoint,
                            point_to_ipc_dir, socket_path)
+from mq.supervisor.forking import ForkedChild, fork_child, preload
 
 #: First wait before restarting a dead process, in seconds; doubled per quick crash.
 MIN_BACKOFF_SECONDS = 0.1
@@ -40,14 +39,6 @@ MAX_RUN_DIR = 90
 #: Prefix of the socket folders mq makes under $TMPDIR when the root's path is too long.
 TEMP_RUN_PREFIX = "mq-run-"
 
-PR_SET_PDEATHSIG = 1
-
-
-def die_with_parent() -> None:
-    """In a child, before exec: get SIGTERM when the supervisor dies, even by kill -9."""
-    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
 @dataclass
 class Child:
     """One supervised process and its restart bookkeeping."""
@@ -55,7 +46,7 @@ class Child:
     kind: str
     index: int
     critical: bool = False
-    proc: subprocess.Popen | None = None
+    proc: ForkedChild | subprocess.Popen | None = None
     started: float = 0.0
     restarts: int = 0
     backoff: float = MIN_BACKOFF_SECONDS
@@ -143,14 +134,12 @@ class Tree:
         self.children = [Child("mover", 0), Child("reaper", 0)]
         self.children += [Child("fetch", i) for i in range(options.workers)]
         self.children += [Child("save", i) for i in range(options.workers)]
-        self.children.append(Child("front", 0, critical=True))
+        # Every front is critical: each one's crash loop is the whole daemon's (see check).
+        self.children += [Child("front", i, critical=True) for i in range(options.fronts)]
 
     def spawn(self, child: Child) -> None:
-        """Start a child process running mq.supervisor.child."""
-        child.proc = subprocess.Popen(
-            [sys.executable, "-m", "mq.supervisor.child", child.kind, str(child.index),
-             self.run_dir, self.options.to_json()],
-            preexec_fn=die_with_parent, stdin=subprocess.DEVNULL)
+        """Fork a child process running mq.supervisor.child.run (supervisor/forking.py)."""
+        child.proc = fork_child(child.kind, child.index, self.run_dir, self.options)
         child.started = time.monotonic()
         child.restart_at = None
         self.log.info("supervisor.spawn", child=child.name, child_pid=child.proc.pid)
@@ -216,6 +205,7 @@ class Tree:
         signal.signal(signal.SIGTERM, self._stop)
         signal.signal(signal.SIGINT, self._stop)
         signal.signal(signal.SIGHUP, self._forward_hup)
+        preload()
         for child in self.children:
             if not child.critical:
                 self.spawn(child)

@@ -28,7 +28,7 @@ BIN = Path(sys.executable).parent
 #: The queue wait_ready() adds to and deletes, so that every save actor is known to answer.
 PROBE_QUEUE = "mq-test-probe"
 #: "mq: save actor 0 [/root]" -> ("save", "0"); "mq: front [/root]" -> front.
-TITLE = re.compile(r"^mq: (?:(front)|(\w+) actor (\d+)) \[")
+TITLE = re.compile(r"^mq: (?:(front)(?: (\d+))?|(\w+) actor (\d+)) \[")
 
 
 def command(name: str) -> str:
@@ -352,8 +352,8 @@ class Daemon:
                 continue
             match = TITLE.match(title)
             if match:
-                front, kind, index = match.groups()
-                out["front-0" if front else f"{kind}-{index}"] = proc
+                front, front_index, kind, index = match.groups()
+                out[f"front-{front_index or 0}" if front else f"{kind}-{index}"] = proc
         return out
 
     def titles(self) -> list[str]:
