@@ -1,5 +1,5 @@
 """Access control of the HTTP front: which requests a bearer token lets through (docs/OPERATIONS.md,
-"Access control"). ApiHandler.prepare calls `authorize` for every route.
+"Access control"). ApiHandler.prepare calls `authenticate` and `permit` for every route.
 
 A route says what each method needs with `scope = {"GET": "read", ...}`; a method it does not
 name needs "admin". OPEN instead of a scope lets a method through without a token (health).
@@ -71,16 +71,10 @@ def authenticate(tokens: TokenFile | None, header: str | None) -> Token | None:
     return token
 
 
-def authorize(tokens: TokenFile | None, header: str | None, scope: str,
-              queue: str | None) -> Token | None:
-    """The request's token once it may use `scope` on `queue`; Unauthorized or Forbidden
-    otherwise. queue None: a route about no single queue, which needs a token limited to no
-    queues; IN_HANDLER: the handler checks each queue it names (allow_queue)."""
-    if scope == OPEN:
-        return None
-    token = authenticate(tokens, header)
-    if token is None:
-        return None
+def permit(token: Token, scope: str, queue: str | None) -> None:
+    """Forbidden unless the token may use `scope` on `queue`. queue None: a route about no
+    single queue, which needs a token limited to no queues; IN_HANDLER: the handler checks
+    each queue it names (allow_queue)."""
     if not token.allows(scope):
         raise denied(Forbidden, f"token {token.name!r} lacks the {scope} scope",
                      "insufficient_scope")
@@ -89,7 +83,6 @@ def authorize(tokens: TokenFile | None, header: str | None, scope: str,
                      "needs one for every queue", "insufficient_scope")
     if queue is not None and queue != IN_HANDLER:
         allow_queue(token, queue)
-    return token
 
 
 def allow_queue(token: Token | None, queue: str) -> None:

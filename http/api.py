@@ -61,14 +61,18 @@ class ApiHandler(tornado.web.RequestHandler):
 
     def authorize(self) -> None:
         """Check the request's bearer token against the route's scope and queue."""
+        scope = self.scope.get(self.request.method, "admin")
+        if scope == access.OPEN:
+            return
+        self.token = access.authenticate(self.application.tokens,
+                                         self.request.headers.get("Authorization"))
+        if self.token is None:
+            return  # Access control is off.
+        self.log_fields["token"] = self.token.name
         queue = self.queue_arg
         if isinstance(queue, int):
             queue = self.path_args[queue] if len(self.path_args) > queue else None
-        self.token = access.authorize(self.application.tokens,
-                                      self.request.headers.get("Authorization"),
-                                      self.scope.get(self.request.method, "admin"), queue)
-        if self.token is not None:
-            self.log_fields["token"] = self.token.name
+        access.permit(self.token, scope, queue)
 
     def on_finish(self) -> None:
         """Uncount the request."""
