@@ -55,6 +55,16 @@ class Options:
     log_level: str = option("info", "debug, info, warning or error")
     access_log: bool = option(True, "log one line per HTTP request")
     run_dir: str = option("", "folder for the ZeroMQ sockets", empty="{root}/run/{host}-{pid}")
+    token_file: str = option("", "TOML file of bearer tokens with their scopes and queues; "
+                             "every request then needs one", empty="none: access control off")
+    max_url_bytes: int = option(8192, "longest request URL in bytes (path and query); longer is "
+                                "414")
+    max_header_bytes: int = option(65536, "largest request line and headers in bytes; the "
+                                   "connection of a larger one is closed")
+    idle_timeout: float = option(60.0, "seconds a connection may wait between requests, or take "
+                                 "to send a request's line and headers, before it is closed")
+    body_timeout: float = option(300.0, "seconds a client may take to send a request body "
+                                 "before its connection is closed")
 
     def to_json(self) -> str:
         """The options as JSON, the form children receive them in."""
@@ -89,6 +99,14 @@ class Options:
             raise Invalid("--log-level must be debug, info, warning or error")
         if not 1 <= self.port <= 65535:
             raise Invalid("--port must be between 1 and 65535")
+        if self.max_url_bytes < 16:
+            raise Invalid("--max-url-bytes must be 16 or more")
+        if self.max_header_bytes < self.max_url_bytes:
+            raise Invalid("--max-header-bytes must be at least --max-url-bytes")
+        for name in ("idle_timeout", "body_timeout"):
+            if not (getattr(self, name) > 0 and math.isfinite(getattr(self, name))):
+                raise Invalid(f"--{name.replace('_', '-')} must be a finite number of seconds "
+                              "more than 0")
         return self
 
 

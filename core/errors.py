@@ -55,6 +55,24 @@ class TooLarge(MqError):
     kind = "too_large"
 
 
+class Unauthorized(MqError):
+    """Raised when a request carries no bearer token, or one the token file does not hold."""
+
+    kind = "unauthorized"
+
+
+class Forbidden(MqError):
+    """Raised when a request's token lacks the scope or the queue the request needs."""
+
+    kind = "forbidden"
+
+
+class TooLong(MqError):
+    """Raised when a request's URL is over the length limit."""
+
+    kind = "too_long"
+
+
 class StorageFailure(MqError):
     """Raised when the disk refuses a change for a reason waiting will not cure (EACCES,
     EPERM, ENOTDIR, ENAMETOOLONG, ...): an operator must look (it is logged)."""
@@ -63,7 +81,7 @@ class StorageFailure(MqError):
 
 
 KINDS = {cls.kind: cls for cls in (MqError, NotFound, Invalid, Unavailable, Conflict, TooLarge,
-                                   StorageFailure)}
+                                   StorageFailure, Unauthorized, Forbidden, TooLong)}
 
 #: errnos that mean "cannot be stored now, try later" rather than "something is broken".
 RETRYABLE_ERRNOS = frozenset({errno.ENOSPC, errno.EIO, errno.EDQUOT, errno.EROFS, errno.EAGAIN,

@@ -1,21 +1,25 @@
 """ApiHandler: what every route shares (JSON errors through the one status table, the access
-log's fields, the actor pool), and the table itself."""
+log's fields, the actor pool, the access check and the URL limit), and the table itself."""
 
 import orjson
 import tornado.web
 
 from mq import logs
 from mq import store as fmt
-from mq.errors import Invalid, MqError
+from mq.errors import Invalid, MqError, TooLong
+from mq.http import access
 from mq.http.actor_links import ActorPool
 
 
 #: The one table from error kind to HTTP status.
 STATUS = {
     "invalid": 400,
+    "unauthorized": 401,
+    "forbidden": 403,
     "not_found": 404,
     "conflict": 409,
     "too_large": 413,
+    "too_long": 414,
     "internal": 500,
     "storage": 500,
     "unavailable": 503,
@@ -25,7 +29,18 @@ STATUS = {
 
 
 class ApiHandler(tornado.web.RequestHandler):
-    """Shared by every route: JSON error bodies, the access log fields, the actor pool."""
+    """Shared by every route: JSON error bodies, the access log fields, the actor pool, the
+    access check (http/access.py) and the URL limit."""
+
+    #: What each HTTP method of the route needs: "read", "write", "admin" or access.OPEN; a
+    #: method not named here needs "admin".
+    scope: dict = {}
+    #: Which path argument names the route's queue; None: the route is about no single queue
+    #: (a token limited to some queues may not use it); access.IN_HANDLER: the handler names
+    #: each queue it touches through queue_name().
+    queue_arg: int | str | None = None
+    #: The request's token once checked (None while access control is off).
+    token = None
 
     def initialize(self, pool: ActorPool, options) -> None:
         """Take the pool of actor links and the daemon's options."""
@@ -35,9 +50,29 @@ class ApiHandler(tornado.web.RequestHandler):
         self.log_fields: dict = {}
 
     def prepare(self) -> None:
-        """Count the request as in flight so a drain can wait for it."""
+        """Count the request as in flight so a drain can wait for it; refuse a URL over the
+        limit (414) and a request its token does not allow (401, 403)."""
         self.application.in_flight += 1
         self._counted = True
+        if len(self.request.uri) > self.config.max_url_bytes:
+            raise TooLong(f"URL of {len(self.request.uri)} bytes is over the limit of "
+                          f"{self.config.max_url_bytes} bytes")
+        self.authorize()
+
+    def authorize(self) -> None:
+        """Check the request's bearer token against the route's scope and queue."""
+        scope = self.scope.get(self.request.method, "admin")
+        if scope == access.OPEN:
+            return
+        self.token = access.authenticate(self.application.tokens,
+                                         self.request.headers.get("Authorization"))
+        if self.token is None:
+            return  # Access control is off.
+        self.log_fields["token"] = self.token.name
+        queue = self.queue_arg
+        if isinstance(queue, int):
+            queue = self.path_args[queue] if len(self.path_args) > queue else None
+        access.permit(self.token, scope, queue)
 
     def on_finish(self) -> None:
         """Uncount the request."""
@@ -51,6 +86,7 @@ class ApiHandler(tornado.web.RequestHandler):
     def queue_name(self, name: str) -> str:
         """The validated queue name from the path."""
         self.log_fields["queue"] = name
+        access.allow_queue(self.token, name)
         return fmt.validate_queue(name)
 
     def param(self, query: str, header: str) -> str | None:
@@ -79,6 +115,8 @@ class ApiHandler(tornado.web.RequestHandler):
             if error.retry_after is not None or status_code == 503:
                 self.set_header("Retry-After", str(error.retry_after or 1))
             body = {"error": error.kind, "message": error.message}
+            if getattr(error, "challenge", None):
+                self.set_header("WWW-Authenticate", error.challenge)
         elif isinstance(error, tornado.web.HTTPError):
             body = {"error": "invalid" if status_code < 500 else "internal",
                     "message": error.log_message or self._reason}

@@ -13,6 +13,7 @@ import tornado.web
 
 from mq import logs
 from mq.errors import NotFound, Unavailable
+from mq.http import access
 from mq.http.actor_links import ActorPool
 from mq.http.api import ApiHandler
 from mq.http.messages import MessageHandler, MessagesHandler
@@ -23,6 +24,9 @@ from mq.store.root import health_path
 
 class HealthHandler(ApiHandler):
     """GET /_mq/health: the supervisor's view of every process (pid, alive, restarts, memory)."""
+
+    # Open: a load balancer probes it without a token, and it holds no message or queue name.
+    scope = {"GET": access.OPEN}
 
     def initialize(self, pool: ActorPool, options, run_dir: str = "",
                    front: str = "front-0") -> None:
@@ -55,6 +59,9 @@ def openapi_document() -> bytes:
 class OpenApiHandler(ApiHandler):
     """GET /_mq/openapi.yaml: the OpenAPI document of this API."""
 
+    # Open: the same document for every daemon of this version; it holds no data.
+    scope = {"GET": access.OPEN}
+
     def get(self) -> None:
         """The document, as YAML."""
         self.set_header("Content-Type", "application/yaml")
@@ -63,6 +70,10 @@ class OpenApiHandler(ApiHandler):
 
 class NotFoundHandler(ApiHandler):
     """Any other path: a JSON 404."""
+
+    def authorize(self) -> None:
+        """Any valid token (or none with access control off) may learn that a path is unknown."""
+        access.authenticate(self.application.tokens, self.request.headers.get("Authorization"))
 
     def prepare(self) -> None:
         """Answer every method with 404."""
@@ -106,6 +117,7 @@ def make_app(pool: ActorPool, options, run_dir: str = "",
         log_function=log_request if options.access_log else (lambda handler: None),
     )
     app.in_flight = 0
+    app.tokens = access.open_token_file(options.token_file)
     return app
 
 
@@ -115,7 +127,8 @@ async def serve(options, run_dir: str, drain_seconds: float = 10.0, index: int =
     pool = ActorPool(options, run_dir)
     app = make_app(pool, options, run_dir, index)
     server = tornado.httpserver.HTTPServer(
-        app, max_body_size=options.max_body_bytes + 1, idle_connection_timeout=60)
+        app, max_body_size=options.max_body_bytes + 1, max_header_size=options.max_header_bytes,
+        idle_connection_timeout=options.idle_timeout, body_timeout=options.body_timeout)
     # With several fronts each has its own listening socket on the port (SO_REUSEPORT), so the
     # kernel spreads new connections over them and no front wakes for another's.
     server.listen(options.port, options.host, reuse_port=options.fronts > 1)
@@ -125,7 +138,10 @@ async def serve(options, run_dir: str, drain_seconds: float = 10.0, index: int =
     # SIGINT (Ctrl-C reaches the whole group) is the supervisor's to turn into a SIGTERM.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     logs.batch_lines(loop)
-    logs.get().info("front.start", host=options.host, port=options.port, front=index)
+    logs.get().info("front.start", host=options.host, port=options.port, front=index,
+                    access_control=app.tokens is not None)
+    if app.tokens is None and access.exposed(options.host):
+        logs.get().warning("front.open_access", host=options.host)
     await stop.wait()
     server.stop()
     deadline = time.monotonic() + drain_seconds

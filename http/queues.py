@@ -10,6 +10,9 @@ from mq.numbers import parse_number
 class QueueHandler(ApiHandler):
     """GET, PUT and DELETE /{queue}."""
 
+    scope = {"GET": "read", "PUT": "admin", "DELETE": "admin"}
+    queue_arg = 0
+
     async def get(self, name: str) -> None:
         """200 when the queue exists, 404 when not."""
         queue = self.queue_name(name)
@@ -33,6 +36,9 @@ class QueueHandler(ApiHandler):
 class RedriveHandler(ApiHandler):
     """POST /{queue}/redrive: move the queue's dead letters back into it."""
 
+    scope = {"POST": "admin"}
+    queue_arg = 0
+
     async def post(self, name: str) -> None:
         """Answer how many messages came back."""
         queue = self.queue_name(name)
@@ -41,6 +47,9 @@ class RedriveHandler(ApiHandler):
 
 class PeekHandler(ApiHandler):
     """GET /{queue}/peek?max=N&after=ID: the oldest ready messages, none claimed."""
+
+    scope = {"GET": "read"}
+    queue_arg = 0
 
     async def get(self, name: str) -> None:
         """Up to max (default 10) messages, bodies in base64, oldest first."""
@@ -56,6 +65,9 @@ class PeekHandler(ApiHandler):
 class PurgeHandler(ApiHandler):
     """POST /{queue}/purge: remove every message of the queue, keep the queue."""
 
+    scope = {"POST": "admin"}
+    queue_arg = 0
+
     async def post(self, name: str) -> None:
         """Answer how many messages went."""
         queue = self.queue_name(name)
@@ -64,6 +76,9 @@ class PurgeHandler(ApiHandler):
 
 class PropertiesHandler(ApiHandler):
     """GET|PUT|PATCH|DELETE /{queue}/properties."""
+
+    scope = {"GET": "read", "PUT": "admin", "PATCH": "admin", "DELETE": "admin"}
+    queue_arg = 0
 
     async def props(self, name: str, op: str, value=None) -> None:
         queue = self.queue_name(name)
@@ -89,6 +104,8 @@ class PropertiesHandler(ApiHandler):
 
 class DefaultRulesHandler(ApiHandler):
     """GET|PUT|DELETE /_mq/properties: the ordered [regex, properties] default rules."""
+
+    scope = {"GET": "read", "PUT": "admin", "DELETE": "admin"}
 
     async def get(self) -> None:
         """The rules."""

@@ -12,6 +12,7 @@ from mq.config import read_command_line, sample_config
 from mq.errors import Invalid, MqError
 from mq.store import Store
 from mq.supervisor.tree import Tree, choose_run_dir, clean_stale_run_dirs, live_daemons
+from mq.tokens import load as load_tokens
 
 #: With peers, files in new/ younger than this (seconds) may be another daemon's work in progress.
 PEER_NEW_GRACE_SECONDS = 60.0
@@ -42,6 +43,8 @@ def main(argv: list[str] | None = None) -> int:
         if print_config:
             sys.stdout.write(sample_config(options))
             return 0
+        if options.token_file:
+            load_tokens(options.token_file)  # A bad token file stops mq here, with status 2.
         logs.configure("supervisor", options.log_level, options.log_file)
         store = Store(options.root, options.sync, options.auto_create)
         chosen_by = options.sync

@@ -134,6 +134,11 @@ def test_print_config_refuses_bad_values_like_a_start():
     (["--peers=-1"], {}, None, "--peers must be 0 or more"),
     (["--sync=sometimes"], {}, None, "--sync must be 'auto', 'fs' or 'file'"),
     (["--log-level=loud"], {}, None, "--log-level must be"),
+    (["--idle-timeout=0"], {}, None, "--idle-timeout must be"),
+    (["--body-timeout=inf"], {}, None, "--body-timeout must be"),
+    (["--max-url-bytes=8"], {}, None, "--max-url-bytes must be 16 or more"),
+    (["--max-header-bytes=100"], {}, None, "--max-header-bytes must be at least"),
+    (["--token-file=/nonexistent/tokens.toml"], {}, None, "token file /nonexistent/tokens.toml"),
     (["--bogus"], {}, None, "unrecognized arguments: --bogus"),
     ([], {"MQ_WORKERS": "many"}, None, "workers: expected int, got 'many'"),
     ([], {"MQ_AUTO_CREATE": "perhaps"}, None, "auto_create: expected true or false"),
@@ -209,17 +214,34 @@ def test_precedence_is_flag_then_env_then_file_then_default(tmp_path):
 
 
 def test_every_option_can_come_from_the_environment():
-    samples = {"root": "/srv/mq", "workers": "2", "peers": "3", "host": "::1", "port": "9999",
-               "timeout": "2.5", "sync": "file", "auto_create": "false", "max_body_bytes": "123",
-               "save_batch": "0", "max_waiting_adds": "9", "actor_timeout": "7", "log_file": "/var/log/mq.log", "log_level": "error",
-               "access_log": "no", "run_dir": "/run/mq"}
-    samples["fronts"] = "3"
+    # option: (its MQ_* environment value, the value it must parse to); one line each.
+    samples = {
+        "root": ("/srv/mq", "/srv/mq"),
+        "workers": ("2", 2),
+        "peers": ("3", 3),
+        "host": ("::1", "::1"),
+        "port": ("9999", 9999),
+        "timeout": ("2.5", 2.5),
+        "sync": ("file", "file"),
+        "auto_create": ("false", False),
+        "max_body_bytes": ("123", 123),
+        "save_batch": ("0", 0),
+        "max_waiting_adds": ("9", 9),
+        "actor_timeout": ("7", 7.0),
+        "log_file": ("/var/log/mq.log", "/var/log/mq.log"),
+        "log_level": ("error", "error"),
+        "access_log": ("no", False),
+        "run_dir": ("/run/mq", "/run/mq"),
+        "fronts": ("3", 3),
+        "token_file": ("/etc/mq/tokens.toml", "/etc/mq/tokens.toml"),
+        "max_url_bytes": ("4096", 4096),
+        "max_header_bytes": ("16384", 16384),
+        "idle_timeout": ("5", 5.0),
+        "body_timeout": ("30", 30.0),
+    }
     assert set(samples) == {f.name for f in fields(Options)}, "a new option needs a sample here"
-    options = load_options([], environ={f"MQ_{k.upper()}": v for k, v in samples.items()})
-    assert options.to_json() == Options(
-        root="/srv/mq", workers=2, peers=3, host="::1", port=9999, timeout=2.5, sync="file",
-        auto_create=False, max_body_bytes=123, save_batch=0, max_waiting_adds=9, actor_timeout=7.0, log_file="/var/log/mq.log",
-        log_level="error", access_log=False, run_dir="/run/mq", fronts=3).to_json()
+    options = load_options([], environ={f"MQ_{k.upper()}": v[0] for k, v in samples.items()})
+    assert options.to_json() == Options(**{k: v[1] for k, v in samples.items()}).to_json()
 
 
 def test_options_reject_bad_values_as_invalid():

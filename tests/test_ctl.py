@@ -372,7 +372,7 @@ def test_progress_bar_on_a_terminal_only(ctl, q, tmp_path):
 def test_help_and_readme_list_the_exit_statuses():
     shown = subprocess.run(MQCTL + ["--help"], capture_output=True, text=True, timeout=60)
     statuses = [line for line in shown.stdout.splitlines() if re.fullmatch(r"  \d  \S.*", line)]
-    assert [line.split()[0] for line in statuses] == ["0", "1", "2", "3", "4", "5"]
+    assert [line.split()[0] for line in statuses] == ["0", "1", "2", "3", "4", "5", "6"]
     assert "\n".join(statuses) in README.read_text()
 
 

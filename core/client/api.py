@@ -18,8 +18,8 @@ class Operations(ABC):
     _http_class: type
 
     def __init__(self, url: str = DEFAULT_URL, *, timeout: float = 30.0, retries: int = 5,
-                 backoff: float = 0.1, max_backoff: float = 5.0):
-        """Talk to the daemon at url, over kept-alive connections."""
+                 backoff: float = 0.1, max_backoff: float = 5.0, token: str | None = None):
+        """Talk to the daemon at url, over kept-alive connections; with token, as its bearer."""
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise ValueError(f"url must start with http:// or https://, not {url!r}")
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) \
@@ -28,7 +28,10 @@ class Operations(ABC):
         self.url = url.rstrip("/")
         self.timeout = float(timeout)
         self.policy = RetryPolicy(retries, backoff, max_backoff)
-        self._http = self._http_class(base_url=self.url)
+        if token is not None and (not isinstance(token, str) or not token.strip()):
+            raise ValueError("token must be a non-empty string")
+        headers = {"Authorization": f"Bearer {token.strip()}"} if token else {}
+        self._http = self._http_class(base_url=self.url, headers=headers)
 
     def __repr__(self) -> str:
         """The class and the daemon's URL."""

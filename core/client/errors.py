@@ -22,6 +22,18 @@ class InvalidError(ClientError):
     status, kind = 400, "invalid"
 
 
+class UnauthorizedError(ClientError):
+    """401: no bearer token, or one the daemon does not know."""
+
+    status, kind = 401, "unauthorized"
+
+
+class ForbiddenError(ClientError):
+    """403: the token lacks the scope or the queue the request needs."""
+
+    status, kind = 403, "forbidden"
+
+
 class NotFoundError(ClientError):
     """404: the queue or the message does not exist."""
 
@@ -53,7 +65,8 @@ class ServerError(ClientError):
 
 
 _BY_STATUS = {cls.status: cls for cls in (InvalidError, NotFoundError, ConflictError,
-                                          TooLargeError, UnavailableError)}
+                                          TooLargeError, UnavailableError, UnauthorizedError,
+                                          ForbiddenError)}
 
 
 def error_for(status: int, kind: str, message: str) -> ClientError:

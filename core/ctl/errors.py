@@ -2,7 +2,7 @@
 
 import httpx
 
-OK, NOTHING, USAGE, NOT_FOUND, UNAVAILABLE, FAILED = 0, 1, 2, 3, 4, 5
+OK, NOTHING, USAGE, NOT_FOUND, UNAVAILABLE, FAILED, REFUSED = 0, 1, 2, 3, 4, 5, 6
 #: The reader of standard output went away (`mqctl tail -f q | head`): the shell's 128 + SIGPIPE.
 READER_GONE = 141
 INTERRUPTED = 130
@@ -16,11 +16,12 @@ exit status:
   3  not found: no such queue, message or root folder
   4  unavailable: the daemon or the root could not take the request, after retries
   5  any other error the daemon or the root reported (a stale receipt, a storage failure)
+  6  refused: no token, an unknown token, or one without the scope or the queue (401, 403)
 """
 
 #: The error kinds of mq.client.errors and mq.errors (both carry `.kind`), by exit status.
 BY_KIND = {"invalid": USAGE, "too_large": USAGE, "not_found": NOT_FOUND,
-           "unavailable": UNAVAILABLE}
+           "unavailable": UNAVAILABLE, "unauthorized": REFUSED, "forbidden": REFUSED}
 
 
 class CtlError(Exception):

@@ -20,7 +20,7 @@ from mq.store import Root
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 #: Where-to-work options left out: they may come before or after the command (see target()).
-DEFAULTS = {"url": None, "root": None, "timeout": 30.0, "retries": 5}
+DEFAULTS = {"url": None, "root": None, "timeout": 30.0, "retries": 5, "token": None}
 
 
 class Parser(argparse.ArgumentParser):
@@ -59,6 +59,9 @@ def target() -> Parser:
     group.add_argument("--retries", type=number(int), default=argparse.SUPPRESS,
                        help="--url: tries again after a 503 or a lost connection "
                             f"(default {DEFAULTS['retries']})")
+    group.add_argument("--token", default=argparse.SUPPRESS,
+                       help="--url: the bearer token of a daemon with access control (default "
+                            "$MQ_TOKEN); prefer $MQ_TOKEN, as other users can read a command line")
     return parent
 
 
@@ -145,7 +148,8 @@ def open_client(args):
     """A Client on --url, or a LocalClient on --root."""
     if args.root is None:
         try:
-            return Client(args.url, timeout=args.timeout, retries=args.retries)
+            return Client(args.url, timeout=args.timeout, retries=args.retries,
+                          token=args.token)
         except ValueError as err:  # A URL that is not http(s)://, a timeout of 0.
             raise CtlError(str(err)) from None
     # Never lay a root out where a typo points: the folder must exist and be empty or a root.
@@ -167,6 +171,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
             setattr(args, name, value)
     if args.root is None and args.url is None:
         args.url = os.environ.get("MQ_URL") or DEFAULT_URL
+    if args.token is None:
+        args.token = os.environ.get("MQ_TOKEN") or None
     return args
 
 

@@ -1,0 +1,92 @@
+"""Access control of the HTTP front: which requests a bearer token lets through (docs/OPERATIONS.md,
+"Access control"). ApiHandler.prepare calls `authenticate` and `permit` for every route.
+
+A route says what each method needs with `scope = {"GET": "read", ...}`; a method it does not
+name needs "admin". OPEN instead of a scope lets a method through without a token (health).
+"""
+
+import ipaddress
+
+from mq import logs
+from mq.errors import Forbidden, Unauthorized
+from mq.tokens import Token, TokenFile, find
+
+#: A method that needs no token at all.
+OPEN = "open"
+#: `queue_arg` of a route that names its queues itself, each through ApiHandler.queue_name.
+IN_HANDLER = "in_handler"
+#: The realm of every challenge.
+REALM = 'Bearer realm="mq"'
+
+
+def open_token_file(path: str) -> TokenFile | None:
+    """The token file the front checks requests against, or None: access control is off."""
+    if not path:
+        return None
+    log = logs.get()
+    return TokenFile(path,
+                     on_load=lambda tokens: log.info("access.tokens_loaded", path=path,
+                                                     tokens=len(tokens)),
+                     on_error=lambda why: log.error("access.tokens_refused", path=path,
+                                                    error=why))
+
+
+def exposed(host: str) -> bool:
+    """True when the front listens on an address other hosts may reach."""
+    if host == "localhost":
+        return False
+    try:
+        return not ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return True  # "", a host name: assume reachable.
+
+
+def denied(cls, message: str, code: str = ""):
+    """An Unauthorized or Forbidden error carrying its WWW-Authenticate challenge."""
+    error = cls(message)
+    error.challenge = f'{REALM}, error="{code}"' if code else REALM
+    return error
+
+
+def bearer(header: str | None) -> str | None:
+    """The token of an `Authorization: Bearer <token>` header, or None."""
+    if not header:
+        return None
+    scheme, _, secret = header.strip().partition(" ")
+    secret = secret.strip()
+    return secret if scheme.lower() == "bearer" and secret else None
+
+
+def authenticate(tokens: TokenFile | None, header: str | None) -> Token | None:
+    """The request's token (None when access control is off); Unauthorized when it has none
+    or an unknown one."""
+    if tokens is None:
+        return None
+    secret = bearer(header)
+    if secret is None:
+        raise denied(Unauthorized, "this daemon needs an Authorization: Bearer token")
+    token = find(tokens.current(), secret)
+    if token is None:
+        raise denied(Unauthorized, "the bearer token is not valid", "invalid_token")
+    return token
+
+
+def permit(token: Token, scope: str, queue: str | None) -> None:
+    """Forbidden unless the token may use `scope` on `queue`. queue None: a route about no
+    single queue, which needs a token limited to no queues; IN_HANDLER: the handler checks
+    each queue it names (allow_queue)."""
+    if not token.allows(scope):
+        raise denied(Forbidden, f"token {token.name!r} lacks the {scope} scope",
+                     "insufficient_scope")
+    if queue is None and not token.every_queue:
+        raise denied(Forbidden, f"token {token.name!r} is limited to some queues; this route "
+                     "needs one for every queue", "insufficient_scope")
+    if queue is not None and queue != IN_HANDLER:
+        allow_queue(token, queue)
+
+
+def allow_queue(token: Token | None, queue: str) -> None:
+    """Forbidden unless the token (None: access control is off) may use this queue."""
+    if token is not None and not token.allows_queue(queue):
+        raise denied(Forbidden, f"token {token.name!r} may not use queue {queue!r}",
+                     "insufficient_scope")
