@@ -52,6 +52,10 @@ class Options:
     log_level: str = option("info", "debug, info, warning or error")
     access_log: bool = option(True, "log one line per HTTP request")
     run_dir: str = option("", "folder for the ZeroMQ sockets", empty="{root}/run/{host}-{pid}")
+    statsd: str = option("", "HOST:PORT of a StatsD server to send the statistics to over UDP",
+                         empty="off")
+    statsd_interval: float = option(10.0, "seconds between two sends of StatsD lines")
+    statsd_prefix: str = option("mq", "first segment of every StatsD metric name")
 
     def to_json(self) -> str:
         """The options as JSON, the form children receive them in."""
@@ -84,6 +88,11 @@ class Options:
             raise Invalid("--log-level must be debug, info, warning or error")
         if not 1 <= self.port <= 65535:
             raise Invalid("--port must be between 1 and 65535")
+        host, sep, port = self.statsd.rpartition(":")
+        if self.statsd and not (sep and host.strip("[]") and port.isdigit() and 1 <= int(port) <= 65535):
+            raise Invalid("--statsd must be HOST:PORT, with a port from 1 to 65535")
+        if not (self.statsd_interval > 0 and math.isfinite(self.statsd_interval)):
+            raise Invalid("--statsd-interval must be a finite number of seconds more than 0")
         return self
 
 

@@ -7,18 +7,21 @@ import importlib.resources
 import signal
 import time
 
-import orjson
 import tornado.httpserver
 import tornado.web
 
 from mq import logs
-from mq.errors import NotFound, Unavailable
+from mq.errors import NotFound
 from mq.http.actor_links import ActorPool
 from mq.http.api import ApiHandler
+from mq.http.dashboard import DashboardHandler, HomeHandler
+from mq.http.health import read_health
 from mq.http.messages import MessageHandler, MessagesHandler
+from mq.http.metrics import HealthCheckHandler, MetricsHandler
 from mq.http.queues import (DefaultRulesHandler, PeekHandler, PropertiesHandler, PurgeHandler,
                             QueueHandler, RedriveHandler)
-from mq.store.root import health_path
+from mq.http.stats import StatsHandler
+from mq.http.statsd import StatsdSender
 
 
 class HealthHandler(ApiHandler):
@@ -31,15 +34,8 @@ class HealthHandler(ApiHandler):
 
     def get(self) -> None:
         """200 when every process is alive, 503 when one is down (being restarted)."""
-        try:
-            with open(health_path(self.run_dir), "rb") as f:
-                health = orjson.loads(f.read())
-        except (OSError, orjson.JSONDecodeError):
-            raise Unavailable("health not published yet") from None
-        down = [c["name"] for c in health["children"] if not c["alive"] and c["name"] != "front-0"]
-        health["status"] = "degraded" if down else "ok"
-        health["down"] = down
-        self.write_json(503 if down else 200, health)
+        health = read_health(self.run_dir)
+        self.write_json(503 if health["down"] else 200, health)
 
 
 @functools.cache
@@ -87,6 +83,11 @@ def make_app(pool: ActorPool, options, run_dir: str = "") -> tornado.web.Applica
             (r"/_mq/properties", DefaultRulesHandler, args),
             (r"/_mq/health", HealthHandler, {**args, "run_dir": run_dir}),
             (r"/_mq/openapi\.yaml", OpenApiHandler, args),
+            (r"/_mq/stats", StatsHandler, args),
+            (r"/_mq/dashboard(?:/([^/]+))?", DashboardHandler, args),
+            (r"/", HomeHandler, args),
+            (r"/(metrics)", MetricsHandler, {**args, "run_dir": run_dir}),
+            (r"/(health)", HealthCheckHandler, {**args, "run_dir": run_dir}),
             (rf"/{name}", QueueHandler, args),
             (rf"/{name}/messages", MessagesHandler, args),
             (rf"/{name}/messages/{name}", MessageHandler, args),
@@ -117,7 +118,10 @@ async def serve(options, run_dir: str, drain_seconds: float = 10.0) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     logs.batch_lines(loop)
     logs.get().info("front.start", host=options.host, port=options.port)
+    statsd = StatsdSender.start(pool, options)
     await stop.wait()
+    if statsd is not None:
+        statsd.stop()
     server.stop()
     deadline = time.monotonic() + drain_seconds
     while app.in_flight and time.monotonic() < deadline:
