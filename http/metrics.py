@@ -111,10 +111,15 @@ class HealthCheckHandler(QueueHandler):
         self.run_dir = run_dir
 
     async def get(self, *_) -> None:
-        """{"status": "ok"|"degraded", "down": [process names]}, 200 or 503."""
+        """{"status": "ok"|"degraded", "down": [process names]}, 200 or 503.
+
+        Down is what health.json (at most a second old) says is not alive, and every actor
+        the front's link has no connection to right now (seen at once, through its monitor).
+        """
         self.set_header("Cache-Control", "no-store")
-        health = read_health(self.run_dir)
-        if health["down"]:
+        down = read_health(self.run_dir)["down"]
+        down += [name for name, link in stats.actor_links(self.pool)
+                 if not link.connected and name not in down]
+        if down:
             self.set_header("Retry-After", "1")
-        self.write_json(503 if health["down"] else 200,
-                        {"status": health["status"], "down": health["down"]})
+        self.write_json(503 if down else 200, {"status": "degraded" if down else "ok", "down": down})
