@@ -44,7 +44,9 @@ function sum(stats, event) {
 
 function sample(stats) {
   // Rates from the difference of the totals between two polls; a total that went down is an
-  // actor that restarted and counts from zero again.
+  // actor that restarted and counts from zero again. An answer older than the last one (two
+  // polls crossed: a purge asks at once) is not a sample.
+  if (previous !== null && stats.time <= previous.time) return;
   if (previous !== null) {
     const seconds = Math.max(0.001, stats.time - previous.time);
     const rate = (event) => Math.max(0, sum(stats, event) - sum(previous, event)) / seconds;
