@@ -6,7 +6,7 @@ ROOT ?= /tmp/mq
 HOST ?= 127.0.0.1
 PORT ?= 8080
 
-.PHONY: run test install install-test check-java clean
+.PHONY: run test install install-test check-java chromium clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,7 +32,16 @@ run: install
 check-java:
 	@command -v java >/dev/null 2>&1 || { echo "make test: Java 17 is needed for the Spark tests: install it with 'apt-get install openjdk-17-jre-headless' (Debian/Ubuntu) or your system's JDK 17 package"; exit 1; }
 
-test: install-test check-java
+# tests/test_dashboard.py drives Debian's chromium (never a browser downloaded by playwright).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    apt-get update && apt-get install -y chromium chromium-driver; \
+	  else \
+	    echo "make test: the dashboard test needs Chromium: install it with 'sudo apt-get install chromium chromium-driver' (Debian/Ubuntu); without it that test is skipped"; \
+	  fi; }
+
+test: install-test check-java chromium
 	$(BIN)/pip install --quiet --no-deps --force-reinstall .
 	$(BIN)/python -m pytest
 
