@@ -14,6 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from support import Daemon, command, poll_for
 
 OPERATIONS = Path(__file__).resolve().parent.parent / "docs" / "OPERATIONS.md"
+README = Path(__file__).resolve().parent.parent / "README.md"
 
 
 @pytest.fixture(scope="module")
@@ -49,6 +50,34 @@ def scrape(daemon) -> dict:
     return {(s.name, tuple(sorted(s.labels.items()))): s.value
             for family in text_string_to_metric_families(resp.body.decode())
             for s in family.samples}
+
+
+def readme_examples() -> list[tuple[str, str]]:
+    """(command, expected output) of each `$ ` line in README's "Watching mq" section."""
+    section = README.read_text().split("\n## Watching mq\n", 1)[1].split("\n## ", 1)[0]
+    block = re.search(r"^```\n(.*?)^```$", section, re.S | re.M).group(1)
+    return [tuple(chunk.partition("\n")[::2]) for chunk in re.split(r"^\$ ", block, flags=re.M)[1:]]
+
+
+def test_readme_examples_run_as_written(daemon):
+    # First in this module, so that "orders" is the daemon's only queue, as in the README.
+    for body in (b"one", b"two"):
+        assert daemon.request("POST", "/orders/messages", body).status == 201
+    assert daemon.request("GET", "/orders/messages").status == 200
+    examples = readme_examples()
+    assert [command.split()[2] for command, _ in examples] == [
+        "http://127.0.0.1:8080/_mq/stats", "http://127.0.0.1:8080/metrics",
+        "http://127.0.0.1:8080/health"]
+
+    def runs_as_written(command, expected):
+        command = command.replace("127.0.0.1:8080", f"127.0.0.1:{daemon.port}")
+        out = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=30).stdout
+        # Times and rates differ from run to run; every count is as shown.
+        # (curl prints no newline after a JSON body; the README's block has one.)
+        return re.sub(r"\d+\.\d+", "F", out.strip()) == re.sub(r"\d+\.\d+", "F", expected.strip())
+
+    for command, expected in examples:
+        poll_for(lambda: runs_as_written(command, expected), 10, what=command)
 
 
 def test_metrics_show_each_queue_with_conventional_names(daemon):
