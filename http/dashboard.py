@@ -26,11 +26,20 @@ def asset(name: str) -> bytes:
 
 
 class HomeHandler(ApiHandler):
-    """GET /: a redirect to the dashboard."""
+    """GET /: a redirect to the dashboard. Other methods on / are not this page's: they stay
+    the JSON 404 of an unknown endpoint (POST / is left to an API that wants it)."""
+
+    def prepare(self) -> None:
+        """Answer 404 to anything but GET and HEAD."""
+        super().prepare()
+        if self.request.method not in ("GET", "HEAD"):
+            raise NotFound(f"no such endpoint: {self.request.method} /")
 
     def get(self) -> None:
         """302 to /_mq/dashboard."""
         self.redirect("/_mq/dashboard")
+
+    head = get
 
 
 class DashboardHandler(ApiHandler):
