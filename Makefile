@@ -6,7 +6,7 @@ ROOT ?= /tmp/mq
 HOST ?= 127.0.0.1
 PORT ?= 8080
 
-.PHONY: run test install install-test check-java check-fuse clean
+.PHONY: run test install install-test check-java test-packages clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,12 +32,23 @@ run: install
 check-java:
 	@command -v java >/dev/null 2>&1 || { echo "make test: Java 17 is needed for the Spark tests: install it with 'apt-get install openjdk-17-jre-headless' (Debian/Ubuntu) or your system's JDK 17 package"; exit 1; }
 
-# The power-cut test mounts a FUSE file system (tests/powercut/): it needs /dev/fuse and libfuse 3
-# with fusermount3. As root on Debian/Ubuntu they are installed here; elsewhere the test is skipped.
-check-fuse:
-	@command -v fusermount3 >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && apt-get install -y -qq fuse3 >/dev/null; } || echo "make test: the power-cut test is skipped without FUSE: install it with 'apt-get install fuse3' (Debian/Ubuntu, as root) or your system's libfuse 3 package"
+# Debian packages two tests need: fuse3 (the power-cut test mounts a FUSE file system,
+# tests/powercut/) and chromium (tests/test_dashboard.py drives it; never a browser downloaded
+# by playwright). As root with apt-get they are installed here; elsewhere make test says what
+# to install, and those two tests are skipped with a one-line reason.
+test-packages:
+	@missing=""; \
+	command -v fusermount3 >/dev/null 2>&1 || missing="$$missing fuse3"; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	[ -z "$$missing" ] && exit 0; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null \
+	    || echo "make test: apt-get could not install$$missing; the tests that need them are skipped"; \
+	else \
+	  echo "make test: install$$missing (Debian/Ubuntu: sudo apt-get install$$missing); the power-cut and dashboard tests are skipped without them"; \
+	fi
 
-test: install-test check-java check-fuse
+test: install-test check-java test-packages
 	$(BIN)/pip install --quiet --no-deps --force-reinstall .
 	$(BIN)/python -m pytest -n 2 --dist loadgroup
 

@@ -13,8 +13,11 @@ from mq import store as fmt
 from mq.actors import queue_admin, replies
 from mq.actors.base import Actor
 from mq.actors.batch import DEFERRED, Batch, Request
+from mq.actors.counters import Counters
 from mq.actors.queue_index import QueueIndex
 from mq.errors import Invalid, MqError, NotFound, from_os_error
+from mq.ids import id_time_ms
+from mq.protocol import fetch_actor_for
 
 #: Seconds between re-listings of a queue whose index ran empty (lost notifications, peers,
 #: other writers on the root such as the Spark data source).
@@ -24,6 +27,8 @@ RELIST_EMPTY_SECONDS = 0.5
 NOTICE_SECONDS = 0.5
 #: Longest long poll, in seconds.
 MAX_WAIT_SECONDS = 20.0
+#: Seconds between listings of queues/ for the stats op, which indexes the queues it owns.
+STATS_LIST_SECONDS = 5.0
 
 
 class FetchActor(Actor):
@@ -39,6 +44,8 @@ class FetchActor(Actor):
         self.waiters: dict[str, deque] = {}
         self.props = properties.PropertyFiles(
             self.store, {"timeout": options.timeout, "max_body_bytes": options.max_body_bytes})
+        self.counters = Counters()
+        self.queues_listed_at: float | None = None  # set by the first stats op
 
     def start(self) -> None:
         """Connect to the mover, which times the messages this actor hides."""
@@ -85,6 +92,8 @@ class FetchActor(Actor):
         """Notification: [id, deliveries] pairs became ready in a queue."""
         queue = fmt.validate_queue(request.payload.get("queue"))
         index = self.indexes.get(queue)
+        if index is None and self.queues_listed_at is not None:
+            index = self.ready_index(queue)  # Stats are watched: index every queue it owns.
         if index is not None:
             for message_id, attempts in request.payload.get("ids", ()):
                 index.add(message_id, attempts)
@@ -128,8 +137,41 @@ class FetchActor(Actor):
                     del self.waiters[queue]
         return {}
 
+    def stats(self, batch: Batch, request: Request) -> dict:
+        """Per queue it owns: ready messages, the oldest one's age, and the event counters."""
+        self.index_owned_queues()
+        counted = self.counters.snapshot()
+        now_ms = time.time() * 1000
+        queues = {}
+        for queue, index in self.indexes.items():
+            oldest = index.oldest()
+            entry = counted.get(queue) or {"totals": {}, "rates": {}}
+            entry.update(ready=len(index), dead_letter_queue=self.props.effective(queue)["dead_letter_queue"],
+                         oldest_ready_age_s=round(max(0.0, now_ms - id_time_ms(oldest)) / 1000, 3)
+                         if oldest else None)
+            queues[queue] = entry
+        return {"actor": f"{self.kind}-{self.index}", "queues": queues}
+
+    def index_owned_queues(self) -> None:
+        """Index every queue this actor owns that it has no index for: each is listed once,
+        then kept current by notifications; queues/ itself is listed every few seconds."""
+        now = time.monotonic()
+        if self.queues_listed_at is not None and now - self.queues_listed_at < STATS_LIST_SECONDS:
+            return
+        self.queues_listed_at = now
+        for queue in self.store.list_queues():
+            if queue not in self.indexes and \
+                    fetch_actor_for(queue, self.options.workers) == self.index:
+                self.ready_index(queue)
+
+    def send_notes(self, batch: Batch) -> None:
+        """Also tell the mover which entries of delay/ the batch settled (for its counts)."""
+        super().send_notes(batch)
+        if batch.settled:
+            self.send(self.mover, "settled", entries=batch.settled)
+
     COMMANDS = {
-        "fetch": fetch, "ready": ready, "relist": relist_all, "cancel": cancel,
+        "fetch": fetch, "ready": ready, "relist": relist_all, "cancel": cancel, "stats": stats,
         "ack": replies.ack, "nack": replies.nack, "extend": replies.extend, "delete": replies.delete,
         "queue_get": queue_admin.queue_get, "queue_put": queue_admin.queue_put,
         "queue_delete": queue_admin.queue_delete, "redrive": queue_admin.redrive,
@@ -171,6 +213,9 @@ class FetchActor(Actor):
                 self.quarantine(batch, queue, message_id, delivery, due, err)
                 continue
             batch.hidden.append((queue, message_id, delivery, due))
+            self.counters.count(queue, "fetches")
+            if delivery > 1:
+                self.counters.count(queue, "redeliveries")
             return {"id": message_id, "body": message.body, "content_type": message.content_type,
                     "receipt": f"{message_id}.{delivery}", "attempts": delivery, "due": due,
                     "created_ms": message.created_ms}

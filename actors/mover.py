@@ -12,6 +12,7 @@ from collections import defaultdict
 
 from mq import logs, properties
 from mq.actors.base import Actor
+from mq.actors.counters import Counters
 from mq.store import Disk
 from mq.store.root import mover_endpoint
 
@@ -34,6 +35,10 @@ class DueHeap:
     def __init__(self):
         self.heap: list[tuple[float, str, str, int]] = []
         self.due: dict[tuple[str, str, int], float] = {}
+        # Entries a fetch actor took out of delay/ (acked, nacked, deleted, purged): still
+        # timed, since the timer costs nothing when the file is gone, but no longer counted.
+        self.settled: set[tuple[str, str, int]] = set()
+        self.counts: dict[str, list[int]] = {}  # queue -> [delayed, in flight], settled excluded
 
     def __len__(self) -> int:
         return len(self.due)
@@ -48,6 +53,8 @@ class DueHeap:
         key = (queue, message_id, attempts)
         if self.due.get(key) == due:
             return
+        if key not in self.due:
+            self._tally(key, 1)
         self.due[key] = due
         heapq.heappush(self.heap, (due, queue, message_id, attempts))
         if len(self.heap) > 2 * len(self.due) + 64:
@@ -66,8 +73,33 @@ class DueHeap:
         while (due := self.next_due()) is not None and due <= now:
             _, queue, message_id, attempts = heapq.heappop(self.heap)
             del self.due[(queue, message_id, attempts)]
+            if (queue, message_id, attempts) in self.settled:
+                self.settled.discard((queue, message_id, attempts))
+            else:
+                self._tally((queue, message_id, attempts), -1)
             out.append((queue, message_id, attempts))
         return out
+
+
+    def settle(self, queue: str, message_id: str | None, attempts: int | None) -> None:
+        """Stop counting a queue's entries that left delay/ (None: any id, any delivery)."""
+        if message_id is None:
+            keys = [key for key in self.due if key[0] == queue]
+        elif attempts is None:
+            keys = [(queue, message_id, n) for n in range(properties.MAX_RETRY + 2)]
+        else:
+            keys = [(queue, message_id, attempts)]
+        for key in keys:
+            if key in self.due and key not in self.settled:
+                self.settled.add(key)
+                self._tally(key, -1)
+
+    def _tally(self, key: tuple[str, str, int], change: int) -> None:
+        """Count an entry in or out of its queue's delayed (0 deliveries) or in-flight figure."""
+        counts = self.counts.setdefault(key[0], [0, 0])
+        counts[key[2] > 0] += change
+        if counts == [0, 0]:
+            del self.counts[key[0]]
 
 
 class MoverActor(Actor):
@@ -79,6 +111,7 @@ class MoverActor(Actor):
         super().__init__(options, index, run_dir, store)
         self.timers = DueHeap()
         self.props = properties.PropertyFiles(self.store, {"timeout": options.timeout})
+        self.counters = Counters()
 
     def endpoint(self) -> str:
         """The mover binds one address, whatever its index."""
@@ -130,7 +163,24 @@ class MoverActor(Actor):
         self.rescan()
         return {}
 
-    COMMANDS = {"delayed": delayed, "relay": relay, "rescan": rescan_all}
+    def settled(self, batch, request) -> dict:
+        """Notification: [queue, id, deliveries] entries a fetch actor took out of delay/."""
+        for queue, message_id, attempts in request.payload.get("entries", ()):
+            self.timers.settle(queue, message_id, attempts)
+        return {}
+
+    def stats(self, batch, request) -> dict:
+        """Per queue: messages delayed and in flight in delay/, and dead letters it made."""
+        counted = self.counters.snapshot()
+        queues = {queue: {**(counted.get(queue) or {"totals": {}, "rates": {}}),
+                          "delayed": counts[0], "in_flight": counts[1]}
+                  for queue, counts in self.timers.counts.items()}
+        for queue, entry in counted.items():
+            queues.setdefault(queue, {**entry, "delayed": 0, "in_flight": 0})
+        return {"actor": f"{self.kind}-{self.index}", "queues": queues}
+
+    COMMANDS = {"delayed": delayed, "relay": relay, "rescan": rescan_all, "settled": settled,
+                "stats": stats}
 
     def tick(self) -> None:
         """Move what is due, flush, then tell each queue's fetch actor."""
@@ -142,13 +192,13 @@ class MoverActor(Actor):
             if token is not None and token != self.notice:
                 self.log.debug("mover.noticed")
                 self.rescan(only_new=True)
-        moved = move_due(self.store, self.timers, time.time(), self.props)
+        moved = move_due(self.store, self.timers, time.time(), self.props, self.counters)
         for queue, ids in moved.items():
             self.tell_ready(queue, ids)
         self.post_notices(moved)
 
 
-def move_due(store, timers: DueHeap, now: float, props=None) -> dict[str, list]:
+def move_due(store, timers: DueHeap, now: float, props=None, counters=None) -> dict[str, list]:
     """Release every due message to its queue (or dead-letter queue), flush once.
 
     Returns the [id, deliveries] pairs made ready, per queue. A message delivered more than
@@ -177,6 +227,8 @@ def move_due(store, timers: DueHeap, now: float, props=None) -> dict[str, list]:
             logs.get().info("mover.dead_letter", queue=queue, id=message_id, attempts=attempts,
                             dead_letter_queue=dead)
             moved[dead].append([message_id, 0])
+            if counters is not None:
+                counters.count(queue, "dead_letters")
             dirs.add(store.queue_dir(dead))
         elif outcome == "removed":
             dirs.add(store.folder("remove"))

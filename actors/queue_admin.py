@@ -55,6 +55,7 @@ def purge(actor, batch, request) -> dict:
     queue = fmt.validate_queue(request.payload.get("queue"))
     purged = actor.store.purge_queue(queue)
     actor.forget_queue(queue)
+    batch.settled.append((queue, None, None))
     return {"queue": queue, "purged": purged}
 
 
@@ -68,7 +69,10 @@ def queue_delete(actor, batch, request) -> dict:
     """Delete the queue with its messages in every state, its keys and properties."""
     queue = fmt.validate_queue(request.payload.get("queue"))
     actor.forget_queue(queue)
-    return {"queue": queue, "in_flight": actor.store.delete_queue(queue)}
+    in_flight = actor.store.delete_queue(queue)
+    actor.counters.forget(queue)
+    batch.settled.append((queue, None, None))
+    return {"queue": queue, "in_flight": in_flight}
 
 
 def redrive(actor, batch, request) -> dict:

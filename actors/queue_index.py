@@ -31,6 +31,12 @@ class QueueIndex:
         """Deliveries so far of a message the index holds, else None."""
         return self.members.get(message_id)
 
+    def oldest(self) -> str | None:
+        """The oldest ready id, or None; stale heap entries on top are dropped on the way."""
+        while self.heap and self.heap[0] not in self.members:
+            heapq.heappop(self.heap)
+        return self.heap[0] if self.heap else None
+
     def discard(self, message_id: str) -> None:
         """Forget a message; its heap entry is dropped lazily when it reaches the top."""
         self.members.pop(message_id, None)

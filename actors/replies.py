@@ -42,6 +42,9 @@ def delete(actor, batch, request) -> dict:
     if index:
         index.discard(message_id)
     batch.dirs.update({left, actor.store.folder("remove")})
+    if left == actor.store.folder("delay"):
+        batch.settled.append((queue, message_id, None))
+    actor.counters.count(queue, "acks")
     return {"id": message_id}
 
 
@@ -68,6 +71,8 @@ def ack(actor, batch, request) -> dict:
     if not actor.store.ack(queue, message_id, delivery):
         refuse_stale(actor, queue, message_id, delivery)
     batch.dirs.update({actor.store.folder("delay"), actor.store.folder("remove")})
+    batch.settled.append((queue, message_id, delivery))
+    actor.counters.count(queue, "acks")
     return {"id": message_id}
 
 
@@ -97,10 +102,13 @@ def nack(actor, batch, request) -> dict:
     if outcome not in ("ready", "dead"):
         refuse_stale(actor, queue, message_id, delivery)
     batch.dirs.update({actor.store.folder("delay"), actor.store.queue_dir(dead or queue)})
+    batch.settled.append((queue, message_id, delivery))
+    actor.counters.count(queue, "nacks")
     if dead is None:
         actor.ready_index(queue).add(message_id, delivery)
     else:
         actor.log.info("fetch.dead_letter", queue=queue, id=message_id, dead_letter_queue=dead)
+        actor.counters.count(queue, "dead_letters")
         actor.send(actor.mover, "relay", queue=dead, ids=[[message_id, 0]])
     return {"id": message_id, "dead_letter": dead}
 

@@ -12,6 +12,7 @@ from mq import properties
 from mq import store as fmt
 from mq.actors.base import Actor
 from mq.actors.batch import DEFERRED, Batch, Request
+from mq.actors.counters import Counters
 from mq.adds import Add, check_add, with_properties
 from mq.errors import MqError, NotFound, Unavailable, from_os_error
 from mq.ids import new_id
@@ -52,6 +53,7 @@ class SaveActor(Actor):
         self.props = properties.PropertyFiles(self.store, {"max_body_bytes": options.max_body_bytes})
         self.pending_keys: list = []  # (request, deadline) of adds waiting for their key's add
         self.deadlines: dict = {}
+        self.counters = Counters()
 
     def start(self) -> None:
         """Clean up a crashed predecessor's files, then connect to the mover and fetch actors."""
@@ -114,7 +116,11 @@ class SaveActor(Actor):
         self.pending_keys.append((request, deadline))
         return DEFERRED
 
-    COMMANDS = {"add": add}
+    def stats(self, batch: AddBatch, request: Request) -> dict:
+        """The adds this actor stored, per queue: totals and rates over the last minute."""
+        return {"actor": f"{self.kind}-{self.index}", "queues": self.counters.snapshot()}
+
+    COMMANDS = {"add": add, "stats": stats}
 
     def tick(self) -> None:
         """Try again the adds waiting for an earlier add with their key."""
@@ -169,6 +175,7 @@ class SaveActor(Actor):
         for item in delivered:
             due = item.add.due
             batch.results[item.pos] = {"id": item.id, "queue": item.add.queue, "due": due}
+            self.counters.count(item.add.queue, "adds")
             if due is None:
                 batch.add_ready(item.add.queue, item.id)
             else:

@@ -65,6 +65,10 @@ class Options:
                                  "to send a request's line and headers, before it is closed")
     body_timeout: float = option(300.0, "seconds a client may take to send a request body "
                                  "before its connection is closed")
+    statsd: str = option("", "HOST:PORT of a StatsD server to send the statistics to over UDP",
+                         empty="off")
+    statsd_interval: float = option(10.0, "seconds between two sends of StatsD lines")
+    statsd_prefix: str = option("mq", "first segment of every StatsD metric name")
 
     def to_json(self) -> str:
         """The options as JSON, the form children receive them in."""
@@ -107,6 +111,11 @@ class Options:
             if not (getattr(self, name) > 0 and math.isfinite(getattr(self, name))):
                 raise Invalid(f"--{name.replace('_', '-')} must be a finite number of seconds "
                               "more than 0")
+        host, sep, port = self.statsd.rpartition(":")
+        if self.statsd and not (sep and host.strip("[]") and port.isdigit() and 1 <= int(port) <= 65535):
+            raise Invalid("--statsd must be HOST:PORT, with a port from 1 to 65535")
+        if not (self.statsd_interval > 0 and math.isfinite(self.statsd_interval)):
+            raise Invalid("--statsd-interval must be a finite number of seconds more than 0")
         return self
 
 

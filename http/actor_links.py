@@ -9,7 +9,7 @@ from zmq.utils.monitor import parse_monitor_message
 
 from mq import logs, protocol
 from mq.errors import MqError, Unavailable
-from mq.store.root import actor_endpoint
+from mq.store.root import actor_endpoint, mover_endpoint
 
 
 def _expire(future: asyncio.Future, name: str, timeout: float) -> None:
@@ -153,6 +153,8 @@ class ActorPool:
 
         self.savers = [link("save", i) for i in range(self.workers)]
         self.fetchers = [link("fetch", i) for i in range(self.workers)]
+        # Asked only for statistics (its delayed and in-flight counts).
+        self.mover = ActorLink(self.context, mover_endpoint(run_dir), "mover", options.actor_timeout)
 
     def saver(self) -> ActorLink:
         """The first connected save actor with fewer than --save-batch adds waiting, else the
@@ -178,6 +180,6 @@ class ActorPool:
 
     def close(self) -> None:
         """Close every link."""
-        for link in self.savers + self.fetchers:
+        for link in self.savers + self.fetchers + [self.mover]:
             link.close()
         self.context.term()

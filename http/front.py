@@ -7,19 +7,22 @@ import importlib.resources
 import signal
 import time
 
-import orjson
 import tornado.httpserver
 import tornado.web
 
 from mq import logs
-from mq.errors import NotFound, Unavailable
+from mq.errors import NotFound
 from mq.http import access
 from mq.http.actor_links import ActorPool
 from mq.http.api import ApiHandler
+from mq.http.dashboard import DashboardHandler, HomeHandler
+from mq.http.health import read_health
 from mq.http.messages import MessageHandler, MessagesHandler
+from mq.http.metrics import HealthCheckHandler, MetricsHandler
 from mq.http.queues import (DefaultRulesHandler, PeekHandler, PropertiesHandler, PurgeHandler,
                             QueueHandler, RedriveHandler)
-from mq.store.root import health_path
+from mq.http.stats import StatsHandler
+from mq.http.statsd import StatsdSender
 
 
 class HealthHandler(ApiHandler):
@@ -28,26 +31,15 @@ class HealthHandler(ApiHandler):
     # Open: a load balancer probes it without a token, and it holds no message or queue name.
     scope = {"GET": access.OPEN}
 
-    def initialize(self, pool: ActorPool, options, run_dir: str = "",
-                   front: str = "front-0") -> None:
-        """Also take the run folder, where the supervisor publishes health.json, and the name
-        of the front answering."""
+    def initialize(self, pool: ActorPool, options, run_dir: str = "") -> None:
+        """Also take the run folder, where the supervisor publishes health.json."""
         super().initialize(pool, options)
         self.run_dir = run_dir
-        self.front = front
 
     def get(self) -> None:
         """200 when every process is alive, 503 when one is down (being restarted)."""
-        try:
-            with open(health_path(self.run_dir), "rb") as f:
-                health = orjson.loads(f.read())
-        except (OSError, orjson.JSONDecodeError):
-            raise Unavailable("health not published yet") from None
-        # The front answering is alive, whatever a health.json up to a second old says.
-        down = [c["name"] for c in health["children"] if not c["alive"] and c["name"] != self.front]
-        health["status"] = "degraded" if down else "ok"
-        health["down"] = down
-        self.write_json(503 if down else 200, health)
+        health = read_health(self.run_dir, self.application.front_name)
+        self.write_json(503 if health["down"] else 200, health)
 
 
 @functools.cache
@@ -101,9 +93,13 @@ def make_app(pool: ActorPool, options, run_dir: str = "",
     app = tornado.web.Application(
         [
             (r"/_mq/properties", DefaultRulesHandler, args),
-            (r"/_mq/health", HealthHandler,
-             {**args, "run_dir": run_dir, "front": f"front-{index}"}),
+            (r"/_mq/health", HealthHandler, {**args, "run_dir": run_dir}),
             (r"/_mq/openapi\.yaml", OpenApiHandler, args),
+            (r"/_mq/stats", StatsHandler, args),
+            (r"/_mq/dashboard(?:/([^/]+))?", DashboardHandler, args),
+            (r"/", HomeHandler, args),
+            (r"/(metrics)", MetricsHandler, {**args, "run_dir": run_dir}),
+            (r"/(health)", HealthCheckHandler, {**args, "run_dir": run_dir}),
             (rf"/{name}", QueueHandler, args),
             (rf"/{name}/messages", MessagesHandler, args),
             (rf"/{name}/messages/{name}", MessageHandler, args),
@@ -117,6 +113,7 @@ def make_app(pool: ActorPool, options, run_dir: str = "",
         log_function=log_request if options.access_log else (lambda handler: None),
     )
     app.in_flight = 0
+    app.front_name = f"front-{index}"
     app.tokens = access.open_token_file(options.token_file)
     return app
 
@@ -142,7 +139,11 @@ async def serve(options, run_dir: str, drain_seconds: float = 10.0, index: int =
                     access_control=app.tokens is not None)
     if app.tokens is None and access.exposed(options.host):
         logs.get().warning("front.open_access", host=options.host)
+    # One front sends StatsD lines for the daemon: the statistics come from the shared actors.
+    statsd = StatsdSender.start(pool, options) if index == 0 else None
     await stop.wait()
+    if statsd is not None:
+        statsd.stop()
     server.stop()
     deadline = time.monotonic() + drain_seconds
     while app.in_flight and time.monotonic() < deadline:

@@ -131,6 +131,7 @@ class Tree:
         self.health_dirs = sorted({run_dir, daemon_dir or run_dir})
         self.log = logs.get()
         self.stopping = False
+        self.started = time.time()  # Unix seconds, published in health.json
         self.children = [Child("mover", 0), Child("reaper", 0)]
         self.children += [Child("fetch", i) for i in range(options.workers)]
         self.children += [Child("save", i) for i in range(options.workers)]
@@ -181,7 +182,8 @@ class Tree:
                     proc = psutil.Process(child.proc.pid)
                     with proc.oneshot():
                         row.update(pid=proc.pid, alive=proc.status() != psutil.STATUS_ZOMBIE,
-                                   rss_bytes=proc.memory_info().rss, cpu_s=sum(proc.cpu_times()[:2]))
+                                   rss_bytes=proc.memory_info().rss, cpu_s=sum(proc.cpu_times()[:2]),
+                                   started=proc.create_time())
                 except psutil.NoSuchProcess:
                     pass
             rows.append(row)
@@ -189,7 +191,9 @@ class Tree:
 
     def write_health(self) -> None:
         """Publish health.json (written whole, then renamed)."""
-        text = json.dumps({"supervisor_pid": os.getpid(), "children": self.health()})
+        text = json.dumps({"supervisor_pid": os.getpid(), "started": self.started,
+                           "root": self.options.root,
+                           "children": self.health()})
         try:
             for folder in self.health_dirs:
                 path = health_path(folder)

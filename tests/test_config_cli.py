@@ -238,6 +238,9 @@ def test_every_option_can_come_from_the_environment():
         "max_header_bytes": ("16384", 16384),
         "idle_timeout": ("5", 5.0),
         "body_timeout": ("30", 30.0),
+        "statsd": ("127.0.0.1:8125", "127.0.0.1:8125"),
+        "statsd_interval": ("2", 2.0),
+        "statsd_prefix": ("queues", "queues"),
     }
     assert set(samples) == {f.name for f in fields(Options)}, "a new option needs a sample here"
     options = load_options([], environ={f"MQ_{k.upper()}": v[0] for k, v in samples.items()})

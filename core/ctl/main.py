@@ -1,5 +1,5 @@
 """mqctl: put, get, ack, peek, stat, tail, purge, export and load the messages of mq queues,
-through a daemon's URL or straight on a root folder."""
+through a daemon's URL or straight on a root folder; status of a running daemon."""
 
 import argparse
 import os
@@ -11,6 +11,7 @@ from mq.ctl.errors import (EPILOG, INTERRUPTED, NOT_FOUND, READER_GONE, USAGE, C
                            status_of)
 from mq.ctl.export import export
 from mq.ctl.load import load
+from mq.ctl.status import status
 from mq.ctl.tail import tail
 from mq.errors import Invalid
 from mq.local import LocalClient
@@ -141,6 +142,13 @@ def build_parser() -> Parser:
     into.add_argument("--dedup", action="store_true",
                       help="use each record's id (a file's name) as de-duplication key, so that a "
                            "load run again adds nothing twice within the dedup window")
+    state = sub.add_parser("status", parents=[where], epilog=EPILOG,
+                           formatter_class=argparse.RawDescriptionHelpFormatter,
+                           help="print the daemon's processes, root and queues (exit 4 when one is down)",
+                           description="print the daemon's processes, root and queues (exit 4 "
+                                       "when one is down)")
+    state.add_argument("--json", action="store_true", help="print the health and statistics as JSON")
+    state.set_defaults(run=status)
     return parser
 
 

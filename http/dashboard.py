@@ -1,0 +1,61 @@
+"""The dashboard: GET / points to it, GET /_mq/dashboard serves its page, and its script and
+style sheet come from the package (core/dashboard/, package data: no build step, no CDN).
+
+The page polls GET /_mq/stats every second and uses GET /{queue}/peek and POST /{queue}/purge;
+it holds no state of its own.
+"""
+
+import functools
+import importlib.resources
+
+from mq.errors import NotFound
+from mq.http import access
+from mq.http.api import ApiHandler
+
+#: The files of the page, with their content types.
+ASSETS = {
+    "index.html": "text/html; charset=utf-8",
+    "dashboard.js": "text/javascript; charset=utf-8",
+    "dashboard.css": "text/css; charset=utf-8",
+}
+
+
+@functools.cache
+def asset(name: str) -> bytes:
+    """One file of core/dashboard/ as installed with the package, read once."""
+    return importlib.resources.files("mq").joinpath("dashboard", name).read_bytes()
+
+
+class HomeHandler(ApiHandler):
+    """GET /: a redirect to the dashboard. Other methods on / are not this page's: they stay
+    the JSON 404 of an unknown endpoint (POST / is left to an API that wants it)."""
+
+    scope = {"GET": access.OPEN, "HEAD": access.OPEN}
+
+    def prepare(self) -> None:
+        """Answer 404 to anything but GET and HEAD."""
+        super().prepare()
+        if self.request.method not in ("GET", "HEAD"):
+            raise NotFound(f"no such endpoint: {self.request.method} /")
+
+    def get(self) -> None:
+        """302 to /_mq/dashboard."""
+        self.redirect("/_mq/dashboard")
+
+    head = get
+
+
+class DashboardHandler(ApiHandler):
+    """GET /_mq/dashboard and its files, /_mq/dashboard/{name}."""
+
+    # Open: the files hold no data; the page asks for the statistics with the token typed in it.
+    scope = {"GET": access.OPEN}
+
+    def get(self, name: str | None = None) -> None:
+        """The page (no name), or one of its files; 404 for any other name."""
+        name = name or "index.html"
+        if name not in ASSETS:
+            raise NotFound(f"no such dashboard file: {name}")
+        self.set_header("Content-Type", ASSETS[name])
+        self.set_header("Cache-Control", "no-cache")
+        self.finish(asset(name))

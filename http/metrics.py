@@ -1,0 +1,140 @@
+"""GET /metrics (Prometheus text format) and GET /health, both made from the statistics and
+the supervisor's health.json.
+
+/metrics and /health are also queue names: these handlers answer GET, and PUT and DELETE of
+a queue so named still work (its GET /{queue} figures are in GET /_mq/stats).
+"""
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+
+from mq.errors import MqError
+from mq.http import access, stats
+from mq.http.health import read_health
+from mq.http.queues import QueueHandler
+
+#: (stats key, metric name, help) of the gauges per queue.
+QUEUE_GAUGES = (
+    ("ready", "mq_messages_ready", "Messages ready to be fetched."),
+    ("delayed", "mq_messages_delayed", "Messages added with a delay that has not passed yet."),
+    ("in_flight", "mq_messages_in_flight", "Messages fetched and neither acknowledged nor back yet."),
+    ("dead", "mq_messages_dead", "Messages ready in the queue's dead-letter queue."),
+    ("oldest_ready_age_s", "mq_oldest_ready_age_seconds",
+     "Age of the oldest ready message (since it was added); absent when none is ready."),
+)
+#: (event, metric name without _total, help) of the counters per queue.
+QUEUE_COUNTERS = (
+    ("adds", "mq_adds", "Messages added (stored) since the save actors started."),
+    ("fetches", "mq_fetches", "Messages handed out by fetches, redeliveries included."),
+    ("acks", "mq_acks", "Messages acknowledged or deleted."),
+    ("nacks", "mq_nacks", "Deliveries given back with a nack."),
+    ("redeliveries", "mq_redeliveries", "Fetches of a message delivered before."),
+    ("dead_letters", "mq_dead_letters", "Messages moved to their dead-letter queue."),
+)
+
+
+class Snapshot:
+    """A Prometheus collector over one set of statistics and health.json, made per scrape."""
+
+    def __init__(self, figures: dict, health: dict | None, front: str):
+        self.figures = figures
+        self.health = health
+        self.front = front  # The front answering: up, whatever health.json says.
+
+    def collect(self):
+        """The metric families: per queue, per actor, per process."""
+        queues = self.figures["queues"]
+        for key, name, help_text in QUEUE_GAUGES:
+            family = GaugeMetricFamily(name, help_text, labels=["queue"])
+            for queue, entry in queues.items():
+                if entry[key] is not None:
+                    family.add_metric([queue], entry[key])
+            yield family
+        for event, name, help_text in QUEUE_COUNTERS:
+            family = CounterMetricFamily(name, help_text, labels=["queue"])
+            for queue, entry in queues.items():
+                family.add_metric([queue], entry["totals"][event])
+            yield family
+        up = GaugeMetricFamily("mq_actor_up", "1 when the actor answered for these statistics.",
+                               labels=["actor"])
+        for actor, state in self.figures["actors"].items():
+            up.add_metric([actor], 1 if state == "ok" else 0)
+        yield up
+        yield from self.process_families()
+
+    def process_families(self):
+        """Every process of the tree, as health.json (at most a second old) shows it."""
+        if self.health is None:
+            return
+        rows = self.health["children"]
+        alive = GaugeMetricFamily("mq_process_up", "1 when the process is running.", labels=["process"])
+        restarts = CounterMetricFamily("mq_process_restarts", "Times the supervisor restarted it.",
+                                       labels=["process"])
+        memory = GaugeMetricFamily("mq_process_resident_memory_bytes", "Resident memory.",
+                                   labels=["process"])
+        cpu = CounterMetricFamily("mq_process_cpu_seconds", "User and system CPU time.",
+                                  labels=["process"])
+        for row in rows:
+            name = row["name"]
+            alive.add_metric([name], 1 if row["alive"] or name == self.front else 0)
+            restarts.add_metric([name], row["restarts"])
+            if "rss_bytes" in row:
+                memory.add_metric([name], row["rss_bytes"])
+                cpu.add_metric([name], row["cpu_s"])
+        yield from (alive, restarts, memory, cpu)
+
+
+class MetricsHandler(QueueHandler):
+    """GET /metrics: the statistics and process health in the Prometheus text format.
+
+    PUT and DELETE /metrics still manage a queue named "metrics" (QueueHandler's)."""
+
+    scope = {**QueueHandler.scope, "GET": "read"}
+
+    @property
+    def queue_arg(self):
+        """GET is about every queue; the other methods about the queue named metrics."""
+        return None if self.request.method == "GET" else 0
+
+    async def get(self, *_) -> None:
+        """200 with every metric (docs/OPERATIONS.md lists them)."""
+        figures = await stats.gather(self.pool)
+        try:
+            health = read_health(self.run_dir, self.application.front_name)
+        except MqError:
+            health = None
+        self.set_header("Content-Type", CONTENT_TYPE_LATEST)
+        self.finish(generate_latest(Snapshot(figures, health, self.application.front_name)))
+
+    def initialize(self, pool, options, run_dir: str = "") -> None:
+        """Also take the run folder, where the supervisor publishes health.json."""
+        super().initialize(pool, options)
+        self.run_dir = run_dir
+
+
+class HealthCheckHandler(QueueHandler):
+    """GET /health: 200 when the front and every actor are up, 503 naming what is down.
+
+    PUT and DELETE /health still manage a queue named "health" (QueueHandler's)."""
+
+    # Open, like /_mq/health: a load balancer probes it without a token.
+    scope = {**QueueHandler.scope, "GET": access.OPEN}
+
+    def initialize(self, pool, options, run_dir: str = "") -> None:
+        """Also take the run folder, where the supervisor publishes health.json."""
+        super().initialize(pool, options)
+        self.run_dir = run_dir
+
+    async def get(self, *_) -> None:
+        """{"status": "ok"|"degraded", "down": [process names]}, 200 or 503.
+
+        Down is what health.json (at most a second old) says is not alive, and every actor
+        the front's link has no connection to right now (seen at once, through its monitor).
+        """
+        self.set_header("Cache-Control", "no-store")
+        down = read_health(self.run_dir, self.application.front_name)["down"]
+        down += [name for name, link in stats.actor_links(self.pool)
+                 if not link.connected and name not in down]
+        if down:
+            self.set_header("Retry-After", "1")
+        self.write_json(503 if down else 200, {"status": "degraded" if down else "ok", "down": down})

@@ -1,0 +1,103 @@
+"""StatsD output: with --statsd HOST:PORT, the front sends the statistics as StatsD lines over
+UDP every --statsd-interval seconds: each queue's depths as gauges, its events as counters
+(what happened since the previous send)."""
+
+import asyncio
+import socket
+
+from mq import logs
+from mq.http import stats
+
+#: Largest datagram sent: lines are packed, newline-separated, up to this many bytes (a
+#: common path MTU less headers, so no datagram is fragmented).
+MAX_DATAGRAM = 1400
+
+
+def metric_name(queue: str) -> str:
+    """A queue name as one StatsD path segment ('.' separates segments, ':' ends the name)."""
+    return queue.replace(".", "_").replace(":", "_")
+
+
+def statsd_lines(figures: dict, prefix: str, previous: dict) -> list[str]:
+    """The StatsD lines of one set of statistics; `previous` holds the totals last sent, and is
+    updated (a total lower than before means the actor restarted: all of it is new)."""
+    lines = []
+    for queue, entry in figures["queues"].items():
+        path = f"{prefix}.{metric_name(queue)}"
+        for depth in stats.DEPTHS:
+            lines.append(f"{path}.{depth}:{entry[depth]}|g")
+        if entry["oldest_ready_age_s"] is not None:
+            lines.append(f"{path}.oldest_ready_age_ms:{round(entry['oldest_ready_age_s'] * 1000)}|g")
+        for event, total in entry["totals"].items():
+            before = previous.get((queue, event), 0)
+            delta = total - before if total >= before else total
+            previous[(queue, event)] = total
+            if delta:
+                lines.append(f"{path}.{event}:{delta}|c")
+    return lines
+
+
+def datagrams(lines: list[str]) -> list[bytes]:
+    """Lines packed into datagrams of at most MAX_DATAGRAM bytes."""
+    packed, current = [], b""
+    for line in lines:
+        data = line.encode()
+        if current and len(current) + 1 + len(data) > MAX_DATAGRAM:
+            packed.append(current)
+            current = b""
+        current = current + b"\n" + data if current else data
+    if current:
+        packed.append(current)
+    return packed
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    """(host, port) of 'HOST:PORT' ('[v6]:PORT' too); ValueError when it is not one."""
+    host, sep, port = text.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise ValueError(f"expected HOST:PORT, got {text!r}")
+    return host, int(port)
+
+
+class StatsdSender:
+    """The front's task that sends the statistics to a StatsD server."""
+
+    @classmethod
+    def start(cls, pool, options) -> "StatsdSender | None":
+        """A running sender when --statsd is set, else None."""
+        if not options.statsd:
+            return None
+        return cls(pool, parse_address(options.statsd), options.statsd_interval,
+                   options.statsd_prefix)
+
+    def __init__(self, pool, address: tuple[str, int], interval: float, prefix: str):
+        self.pool = pool
+        self.interval = interval
+        self.prefix = prefix
+        family, _, _, _, self.address = socket.getaddrinfo(*address, type=socket.SOCK_DGRAM)[0]
+        self.sock = socket.socket(family, socket.SOCK_DGRAM)
+        self.sock.setblocking(False)
+        self.previous: dict = {}
+        self.log = logs.get()
+        self.task = asyncio.ensure_future(self.run())
+
+    async def run(self) -> None:
+        """Send once at start (the counters' baseline), then every interval."""
+        first = True
+        while True:
+            try:
+                lines = statsd_lines(await stats.gather(self.pool), self.prefix, self.previous)
+                if first:  # Totals from before this front started are not news.
+                    lines = [line for line in lines if not line.endswith("|c")]
+                first = False
+                for datagram in datagrams(lines):
+                    self.sock.sendto(datagram, self.address)
+            except OSError as err:  # Nobody listening (ICMP refused), a full buffer: next time.
+                self.log.debug("statsd.unsent", error=str(err))
+            await asyncio.sleep(self.interval)
+
+    def stop(self) -> None:
+        """Stop sending."""
+        self.task.cancel()
+        self.sock.close()
