@@ -10,7 +10,7 @@ from collections import deque
 
 from mq import properties
 from mq import store as fmt
-from mq.actors import queue_admin, replies
+from mq.actors import fetch_batch, queue_admin, replies
 from mq.actors.base import Actor
 from mq.actors.batch import DEFERRED, Batch, Request
 from mq.actors.queue_index import QueueIndex
@@ -111,7 +111,7 @@ class FetchActor(Actor):
         if wait <= 0:
             return {"empty": True}
         self.waiters.setdefault(queue, deque()).append((request.peer, request.rid,
-                                                        time.monotonic() + wait))
+                                                        time.monotonic() + wait, None))
         self.log.debug("fetch.wait", queue=queue, seconds=wait)
         return DEFERRED
 
@@ -129,7 +129,8 @@ class FetchActor(Actor):
         return {}
 
     COMMANDS = {
-        "fetch": fetch, "ready": ready, "relist": relist_all, "cancel": cancel,
+        "fetch": fetch, "fetch_batch": fetch_batch.fetch_batch, "ack_batch": fetch_batch.ack_batch,
+        "ready": ready, "relist": relist_all, "cancel": cancel,
         "ack": replies.ack, "nack": replies.nack, "extend": replies.extend, "delete": replies.delete,
         "queue_get": queue_admin.queue_get, "queue_put": queue_admin.queue_put,
         "queue_delete": queue_admin.queue_delete, "redrive": queue_admin.redrive,
@@ -199,13 +200,14 @@ class FetchActor(Actor):
         for queue in list(self.waiters):
             waiting = self.waiters[queue]
             while waiting:
-                peer, rid, deadline = waiting[0]
-                result = None if deadline <= now else self.take_or_error(batch, queue)
+                peer, rid, deadline, limit = waiting[0]
+                result = None if deadline <= now else self.take_or_error(batch, queue, limit)
                 if result is None and deadline > now:
                     break
                 waiting.popleft()
                 answered.append((peer, rid))
-                batch.results.append(result or {"empty": True})
+                batch.results.append(result or ({"empty": True} if limit is None
+                                                else {"messages": []}))
             if not waiting:
                 del self.waiters[queue]
         self.settle(batch)
@@ -213,10 +215,14 @@ class FetchActor(Actor):
         for (peer, rid), result in zip(answered, batch.results):
             self.reply(peer, rid, result)
 
-    def take_or_error(self, batch: Batch, queue: str):
-        """take(), with any failure ending the wait as an answer, never the actor."""
+    def take_or_error(self, batch: Batch, queue: str, limit: int | None = None):
+        """take() (take_many() for a batch fetch of `limit`), with any failure ending the wait
+        as an answer, never the actor; None when there is nothing to take."""
         try:
-            return self.take(batch, queue)
+            if limit is None:
+                return self.take(batch, queue)
+            return {"messages": messages} if (messages := fetch_batch.take_many(
+                self, batch, queue, limit)) else None
         except OSError as err:
             return from_os_error(err, "cannot fetch")
         except Exception:

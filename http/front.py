@@ -15,6 +15,7 @@ from mq import logs
 from mq.errors import NotFound, Unavailable
 from mq.http.actor_links import ActorPool
 from mq.http.api import ApiHandler
+from mq.http.batches import AckBatchHandler
 from mq.http.messages import MessageHandler, MessagesHandler
 from mq.http.queues import (DefaultRulesHandler, PeekHandler, PropertiesHandler, PurgeHandler,
                             QueueHandler, RedriveHandler)
@@ -89,6 +90,7 @@ def make_app(pool: ActorPool, options, run_dir: str = "") -> tornado.web.Applica
             (r"/_mq/openapi\.yaml", OpenApiHandler, args),
             (rf"/{name}", QueueHandler, args),
             (rf"/{name}/messages", MessagesHandler, args),
+            (rf"/{name}/messages/ack", AckBatchHandler, args),
             (rf"/{name}/messages/{name}", MessageHandler, args),
             (rf"/{name}/properties", PropertiesHandler, args),
             (rf"/{name}/redrive", RedriveHandler, args),
