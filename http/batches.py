@@ -106,28 +106,40 @@ def messages_of(content_type: str, body: bytes, defaults: dict, now: float) -> l
     return messages
 
 
+#: Fields of a JSON lines record this route ignores: the rest of mqctl export's record, so
+#: that an export's lines can be posted back as they are.
+EXPORT_FIELDS = {"id", "queue", "attempts", "created_ms", "receipt", "due"}
+#: Fields of a JSON lines record that say what to add.
+RECORD_FIELDS = {"body", "encoding", "content_type", "delay", "at", "dedup_id"}
+
+
 def ndjson_record(number: int, line: bytes) -> dict:
-    """One line of a JSON lines batch: body (UTF-8 text) or body_base64, and options."""
+    """One line of a JSON lines batch: "body" as text, or base64 with "encoding": "base64"
+    (mqctl export's record), and the add's options."""
     try:
         value = orjson.loads(line)
     except orjson.JSONDecodeError as err:
         raise Invalid(f"line {number}: not JSON: {err}") from None
     if not isinstance(value, dict):
         raise Invalid(f"line {number}: expected a JSON object")
-    unknown = set(value) - {"body", "body_base64", "content_type", "delay", "at", "dedup_id"}
+    unknown = set(value) - RECORD_FIELDS - EXPORT_FIELDS
     if unknown:
         raise Invalid(f"line {number}: unknown field(s) {', '.join(sorted(unknown))}")
-    if ("body" in value) == ("body_base64" in value):
-        raise Invalid(f"line {number}: give exactly one of body and body_base64")
-    if "body" in value:
-        if not isinstance(value["body"], str):
-            raise Invalid(f"line {number}: body must be a string (body_base64 for bytes)")
-        body = value["body"].encode()
-    else:
+    if not isinstance(value.get("body"), str):
+        raise Invalid(f"line {number}: body must be a string (base64 with \"encoding\": \"base64\")")
+    encoding = value.get("encoding")
+    if encoding == "base64":
         try:
-            body = base64.b64decode(value["body_base64"], validate=True)
-        except (binascii.Error, TypeError, ValueError):
-            raise Invalid(f"line {number}: body_base64 is not base64") from None
+            body = base64.b64decode(value["body"], validate=True)
+        except (binascii.Error, ValueError):
+            raise Invalid(f"line {number}: body is not base64") from None
+    elif encoding in (None, "utf-8"):
+        try:
+            body = value["body"].encode()
+        except UnicodeEncodeError:
+            raise Invalid(f"line {number}: body is not text") from None
+    else:
+        raise Invalid(f"line {number}: encoding must be utf-8 or base64")
     record = {"body": body}
     for key in ("content_type", "dedup_id", "delay", "at"):
         field = value.get(key)
@@ -135,6 +147,20 @@ def ndjson_record(number: int, line: bytes) -> dict:
                                   or (key in ("content_type", "dedup_id") and not isinstance(field, str))):
             raise Invalid(f"line {number}: {key} has the wrong type")
         record[key] = field
+    return record
+
+
+def json_record(message: dict) -> dict:
+    """A fetched message as JSON: the body as text when it is UTF-8, else in base64 with
+    "encoding": "base64" (the record of mqctl export)."""
+    record = {"id": message["id"], "receipt": message["receipt"], "attempts": message["attempts"],
+              "content_type": message["content_type"], "created_ms": message["created_ms"],
+              "due": message["due"]}
+    try:
+        record["body"] = message["body"].decode("utf-8")
+    except UnicodeDecodeError:
+        record["body"] = base64.b64encode(message["body"]).decode("ascii")
+        record["encoding"] = "base64"
     return record
 
 
@@ -169,10 +195,7 @@ async def get_batch(handler: ApiHandler, queue: str, limit, wait: float, call) -
     handler.set_header("Cache-Control", "no-store")
     handler.set_header("X-Count", str(len(messages)))
     if "application/json" in handler.request.headers.get("Accept", ""):
-        handler.write_json(200, {"queue": queue, "messages": [
-            {"id": m["id"], "receipt": m["receipt"], "attempts": m["attempts"],
-             "content_type": m["content_type"], "due": m["due"],
-             "body_base64": base64.b64encode(m["body"]).decode()} for m in messages]})
+        handler.write_json(200, {"queue": queue, "messages": [json_record(m) for m in messages]})
         return
     boundary = uuid.uuid4().hex
     handler.set_header("Content-Type", f"{MULTIPART}; boundary={boundary}")
