@@ -229,3 +229,32 @@ def test_acknowledged_batches_survive_kill_9_of_the_tree_and_acked_ones_stay_gon
     for message_id, body in seen.items():
         assert message_id not in stored or stored[message_id] == body
         assert body_is_whole(body)
+
+
+def test_the_python_clients_add_fetch_and_ack_in_batches(mq):
+    import asyncio
+
+    from mq.client import AsyncClient, Client
+
+    url = f"http://127.0.0.1:{mq.port}"
+    with Client(url) as client:
+        ids = client.add_many("client", [b"\x00bin\r\n--", "text", {"body": b"k", "dedup_id": "d"},
+                                         {"body": b"k2", "dedup_id": "d"}])
+        assert ids[3] == ids[2] and len(set(ids)) == 3
+        got = client.fetch_many("client", max=10)
+        assert [(m.id, m.body, m.attempts) for m in got] == \
+            [(ids[0], b"\x00bin\r\n--", 1), (ids[1], b"text", 1), (ids[2], b"k", 1)]
+        assert got[1].content_type == "text/plain; charset=utf-8"
+        outcomes = client.ack_many(got[:2])
+        assert [o["status"] for o in outcomes] == ["acked", "acked"]
+        assert [o["status"] for o in client.ack_many(got)] == ["not_found", "not_found", "acked"]
+        assert client.fetch_many("client", max=5) == []
+
+    async def run():
+        async with AsyncClient(url) as client:
+            added = await client.add_many("aclient", [b"a", b"b"], delay=0)
+            got = await client.fetch_many("aclient", max=5, wait=1)
+            assert [m.id for m in got] == added
+            assert [o["status"] for o in await client.ack_many(got)] == ["acked", "acked"]
+
+    asyncio.run(run())
