@@ -27,6 +27,8 @@ class Batch:
     dirs: folders to flush before any reply. hidden: (queue, id, deliveries, due) put in
     delay/, for the mover. ready: queue -> [id, deliveries] made ready, for its fetch actor.
     undo: what to call, per request position, when the flush fails (the change is not kept).
+    props: queue -> its effective properties, read once per batch (a batch is applied at one
+    moment, and a fetch actor's batch often holds many fetches of one queue).
     """
 
     requests: list[Request]
@@ -35,6 +37,7 @@ class Batch:
     hidden: list = field(default_factory=list)
     ready: dict = field(default_factory=dict)
     undo: dict = field(default_factory=dict)
+    props: dict = field(default_factory=dict)
 
     def add_ready(self, queue: str, message_id: str, attempts: int = 0) -> None:
         """Record a message made ready, to tell its queue's fetch actor after the flush."""

@@ -148,7 +148,9 @@ class FetchActor(Actor):
         it is served once the disk recovers; a corrupt file is quarantined and skipped.
         """
         index = self.ready_index(queue)
-        timeout = self.props.effective(queue)["timeout"]
+        if queue not in batch.props:
+            batch.props[queue] = self.props.effective(queue)
+        timeout = batch.props[queue]["timeout"]
         while True:
             taken = index.take(self.options.peers)
             if taken is None:
