@@ -193,12 +193,22 @@ class FetchActor(Actor):
     # -- long polls -------------------------------------------------------------------------
 
     def serve_waiters(self) -> None:
-        """Answer long polls: a message for each waiter that can have one, 204 when time is up."""
+        """Answer long polls between batches: a message for each waiter that can have one,
+        204 when time is up."""
         if not self.waiters:
             return
+        batch = Batch([])
+        answered = self.feed_waiters(batch)
+        self.settle(batch)
+        self.send_notes(batch)
+        for (peer, rid), result in zip(answered, batch.results):
+            self.reply(peer, rid, result)
+
+    def feed_waiters(self, batch: Batch) -> list[tuple[bytes, bytes]]:
+        """Claim for each waiter that can have a message (or whose time is up), appending its
+        answer to the batch's results; return (peer, request id) of each, in that order."""
         now = time.monotonic()
         answered = []
-        batch = Batch([])
         for queue in list(self.waiters):
             waiting = self.waiters[queue]
             while waiting:
@@ -212,10 +222,7 @@ class FetchActor(Actor):
                                                 else {"messages": []}))
             if not waiting:
                 del self.waiters[queue]
-        self.settle(batch)
-        self.send_notes(batch)
-        for (peer, rid), result in zip(answered, batch.results):
-            self.reply(peer, rid, result)
+        return answered
 
     def take_or_error(self, batch: Batch, queue: str, limit: int | None = None):
         """take() (take_many() for a batch fetch of `limit`), with any failure ending the wait
@@ -232,10 +239,20 @@ class FetchActor(Actor):
             return MqError("internal error in fetch actor")
 
     def handle(self, requests):
-        """Apply a batch, then answer the long polls it may have fed."""
-        batch = super().handle(requests)
-        if self.sock is not None:
-            self.serve_waiters()
+        """Apply a batch and answer the long polls it fed, with one flush for both: the
+        claims for waiters join the batch's own changes (a separate flush would double the
+        syncfs calls of a busy queue whose consumers long poll)."""
+        if self.sock is None:
+            return super().handle(requests)
+        batch = self.batch_class(requests)
+        for request in requests:
+            batch.results.append(self.dispatch(batch, request))
+        answered = self.feed_waiters(batch)
+        self.settle(batch)
+        self.send_notes(batch)
+        for (peer, rid), result in zip(answered, batch.results[len(requests):]):
+            self.reply(peer, rid, result)
+        del batch.results[len(requests):]
         return batch
 
     def tick(self) -> None:

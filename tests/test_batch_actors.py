@@ -166,3 +166,34 @@ def test_a_failed_flush_fails_a_whole_batch_fetch_and_ack(tmp_path):
     disk.armed = True
     result = actors.call("ack_batch", queue="q", receipts=[m["receipt"] for m in got])
     assert isinstance(result, Unavailable), result
+
+
+def test_a_batch_that_feeds_long_polls_flushes_once_for_its_changes_and_their_claims(tmp_path):
+    import zmq
+
+    from mq.actors.batch import Request
+
+    disk = FailingDisk("fs")
+    actors = Actors(tmp_path, disk=disk)
+    fetcher = actors.fetcher
+    context = zmq.Context()
+    fetcher.sock = context.socket(zmq.ROUTER)  # Replies to a peer that is not there are dropped.
+    fetcher.sock.bind("inproc://front")
+    try:
+        [added] = actors.save.handle([request("add_batch", queue="q", messages=batch_of(2))]).results
+        held = fetcher.handle([request("fetch_batch", queue="q", max=2)]).results[0]["messages"]
+        waiting = fetcher.handle([Request(b"peer", bytes([0] * 7 + [n]), {
+            "op": "fetch_batch", "queue": "q", "max": 5, "wait": 10}) for n in (1, 2)])
+        assert len(fetcher.waiters["q"]) == 2 and waiting.results[0] is not None
+        [fresh] = actors.save.handle([request("add_batch", queue="q", messages=batch_of(3, "n"))]).results
+        disk.calls.clear()
+        fetcher.handle([request("ack_batch", queue="q", receipts=[m["receipt"] for m in held]),
+                        Request(b"save", b"", {"op": "ready", "queue": "q",
+                                               "ids": [[m["id"], 0] for m in fresh["messages"]]})])
+        # The first waiter took all three; the second waits on.
+        assert [w[1] for w in fetcher.waiters["q"]] == [bytes([0] * 7 + [2])]
+        assert disk.calls["flush"] == 1
+        assert sorted(visible(actors)) == sorted(f"q:{m['id']}.1" for m in fresh["messages"])
+    finally:
+        fetcher.sock.close()
+        context.term()
