@@ -90,8 +90,12 @@ class Actor:
 
     def send_notes(self, batch: Batch) -> None:
         """After the flush: due times to the mover, ready messages to their fetch actors."""
-        for queue, message_id, attempts, due in batch.hidden:
+        if len(batch.hidden) == 1:
+            queue, message_id, attempts, due = batch.hidden[0]
             self.send(self.mover, "delayed", queue=queue, id=message_id, attempts=attempts, due=due)
+        elif batch.hidden:
+            # One notification for the whole batch: a batch of fetches makes one, not one each.
+            self.send(self.mover, "delayed", entries=[list(entry) for entry in batch.hidden])
         for queue, ids in batch.ready.items():
             self.tell_ready(queue, ids)
         self.post_notices(batch.ready)

@@ -10,7 +10,7 @@ from collections import deque
 
 from mq import properties
 from mq import store as fmt
-from mq.actors import queue_admin, replies
+from mq.actors import fetch_batch, queue_admin, replies
 from mq.actors.base import Actor
 from mq.actors.batch import DEFERRED, Batch, Request
 from mq.actors.counters import Counters
@@ -120,7 +120,7 @@ class FetchActor(Actor):
         if wait <= 0:
             return {"empty": True}
         self.waiters.setdefault(queue, deque()).append((request.peer, request.rid,
-                                                        time.monotonic() + wait))
+                                                        time.monotonic() + wait, None))
         self.log.debug("fetch.wait", queue=queue, seconds=wait)
         return DEFERRED
 
@@ -171,7 +171,8 @@ class FetchActor(Actor):
             self.send(self.mover, "settled", entries=batch.settled)
 
     COMMANDS = {
-        "fetch": fetch, "ready": ready, "relist": relist_all, "cancel": cancel, "stats": stats,
+        "fetch": fetch, "fetch_batch": fetch_batch.fetch_batch, "ack_batch": fetch_batch.ack_batch,
+        "ready": ready, "relist": relist_all, "cancel": cancel, "stats": stats,
         "ack": replies.ack, "nack": replies.nack, "extend": replies.extend, "delete": replies.delete,
         "queue_get": queue_admin.queue_get, "queue_put": queue_admin.queue_put,
         "queue_delete": queue_admin.queue_delete, "redrive": queue_admin.redrive,
@@ -189,7 +190,9 @@ class FetchActor(Actor):
         it is served once the disk recovers; a corrupt file is quarantined and skipped.
         """
         index = self.ready_index(queue)
-        timeout = self.props.effective(queue)["timeout"]
+        if queue not in batch.props:
+            batch.props[queue] = self.props.effective(queue)
+        timeout = batch.props[queue]["timeout"]
         while True:
             taken = index.take(self.options.peers)
             if taken is None:
@@ -235,33 +238,45 @@ class FetchActor(Actor):
     # -- long polls -------------------------------------------------------------------------
 
     def serve_waiters(self) -> None:
-        """Answer long polls: a message for each waiter that can have one, 204 when time is up."""
+        """Answer long polls between batches: a message for each waiter that can have one,
+        204 when time is up."""
         if not self.waiters:
             return
-        now = time.monotonic()
-        answered = []
         batch = Batch([])
-        for queue in list(self.waiters):
-            waiting = self.waiters[queue]
-            while waiting:
-                peer, rid, deadline = waiting[0]
-                result = None if deadline <= now else self.take_or_error(batch, queue)
-                if result is None and deadline > now:
-                    break
-                waiting.popleft()
-                answered.append((peer, rid))
-                batch.results.append(result or {"empty": True})
-            if not waiting:
-                del self.waiters[queue]
+        answered = self.feed_waiters(batch)
         self.settle(batch)
         self.send_notes(batch)
         for (peer, rid), result in zip(answered, batch.results):
             self.reply(peer, rid, result)
 
-    def take_or_error(self, batch: Batch, queue: str):
-        """take(), with any failure ending the wait as an answer, never the actor."""
+    def feed_waiters(self, batch: Batch) -> list[tuple[bytes, bytes]]:
+        """Claim for each waiter that can have a message (or whose time is up), appending its
+        answer to the batch's results; return (peer, request id) of each, in that order."""
+        now = time.monotonic()
+        answered = []
+        for queue in list(self.waiters):
+            waiting = self.waiters[queue]
+            while waiting:
+                peer, rid, deadline, limit = waiting[0]
+                result = None if deadline <= now else self.take_or_error(batch, queue, limit)
+                if result is None and deadline > now:
+                    break
+                waiting.popleft()
+                answered.append((peer, rid))
+                batch.results.append(result or ({"empty": True} if limit is None
+                                                else {"messages": []}))
+            if not waiting:
+                del self.waiters[queue]
+        return answered
+
+    def take_or_error(self, batch: Batch, queue: str, limit: int | None = None):
+        """take() (take_many() for a batch fetch of `limit`), with any failure ending the wait
+        as an answer, never the actor; None when there is nothing to take."""
         try:
-            return self.take(batch, queue)
+            if limit is None:
+                return self.take(batch, queue)
+            return {"messages": messages} if (messages := fetch_batch.take_many(
+                self, batch, queue, limit)) else None
         except OSError as err:
             return from_os_error(err, "cannot fetch")
         except Exception:
@@ -269,10 +284,20 @@ class FetchActor(Actor):
             return MqError("internal error in fetch actor")
 
     def handle(self, requests):
-        """Apply a batch, then answer the long polls it may have fed."""
-        batch = super().handle(requests)
-        if self.sock is not None:
-            self.serve_waiters()
+        """Apply a batch and answer the long polls it fed, with one flush for both: the
+        claims for waiters join the batch's own changes (a separate flush would double the
+        syncfs calls of a busy queue whose consumers long poll)."""
+        if self.sock is None:
+            return super().handle(requests)
+        batch = self.batch_class(requests)
+        for request in requests:
+            batch.results.append(self.dispatch(batch, request))
+        answered = self.feed_waiters(batch)
+        self.settle(batch)
+        self.send_notes(batch)
+        for (peer, rid), result in zip(answered, batch.results[len(requests):]):
+            self.reply(peer, rid, result)
+        del batch.results[len(requests):]
         return batch
 
     def tick(self) -> None:

@@ -147,10 +147,12 @@ class MoverActor(Actor):
         return max(0, math.ceil(wait * 1000))
 
     def delayed(self, batch, request) -> dict:
-        """Notification: time a message a save or fetch actor put in delay/."""
+        """Notification: time a message a save or fetch actor put in delay/ (or, with
+        `entries`, every [queue, id, attempts, due] of a batch)."""
         payload = request.payload
-        self.timers.add(float(payload["due"]), payload["queue"], payload["id"],
-                        int(payload.get("attempts", 0)))
+        for queue, message_id, attempts, due in payload.get("entries") or (
+                (payload["queue"], payload["id"], payload.get("attempts", 0), payload["due"]),):
+            self.timers.add(float(due), queue, message_id, int(attempts))
         return {}
 
     def relay(self, batch, request) -> dict:

@@ -100,6 +100,7 @@ def props(actor, batch, request) -> dict:
         actor.store.write_json(path, {**actor.props.own(queue), **properties.validate(value)})
     elif op == "props_delete":
         actor.store.delete_file(path)
+    batch.props.clear()  # Fetches later in this batch read the new properties.
     return {"queue": queue, "own": actor.props.own(queue), "effective": actor.props.effective(queue)}
 
 
@@ -110,4 +111,5 @@ def rules(actor, batch, request) -> dict:
         actor.store.write_json(path, properties.validate_rules(request.payload.get("rules")))
     elif request.op == "rules_delete":
         actor.store.delete_file(path)
+    batch.props.clear()
     return {"rules": actor.props.rules()}

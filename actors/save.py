@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from mq import properties
 from mq import store as fmt
+from mq.actors import save_batch
 from mq.actors.base import Actor
 from mq.actors.batch import DEFERRED, Batch, Request
 from mq.actors.counters import Counters
@@ -32,6 +33,7 @@ class Written:
     add: Add
     id: str
     window: float
+    slot: int | None = None  # Its place in an add_batch request; None for a single add.
 
 
 @dataclass
@@ -39,7 +41,20 @@ class AddBatch(Batch):
     """A batch of adds: the files written into new/, and the adds that follow another's key."""
 
     written: list = field(default_factory=list)
-    followers: list = field(default_factory=list)  # (position, position of the key's winner)
+    followers: list = field(default_factory=list)  # (follower, the key's winner): Written items
+    #: add_batch position -> the outcome of each of its messages (dict, MqError or None).
+    parts: dict = field(default_factory=dict)
+
+    def outcome(self, item: "Written"):
+        """What an item has come to so far: None (pending), a result dict or an MqError."""
+        return self.results[item.pos] if item.slot is None else self.parts[item.pos][item.slot]
+
+    def set_outcome(self, item: "Written", value) -> None:
+        """Record what an item came to (a single add's result, or a part of its batch)."""
+        if item.slot is None:
+            self.results[item.pos] = value
+        else:
+            self.parts[item.pos][item.slot] = value
 
 
 class SaveActor(Actor):
@@ -120,7 +135,7 @@ class SaveActor(Actor):
         """The adds this actor stored, per queue: totals and rates over the last minute."""
         return {"actor": f"{self.kind}-{self.index}", "queues": self.counters.snapshot()}
 
-    COMMANDS = {"add": add, "stats": stats}
+    COMMANDS = {"add": add, "add_batch": save_batch.add_batch, "stats": stats}
 
     def tick(self) -> None:
         """Try again the adds waiting for an earlier add with their key."""
@@ -143,6 +158,7 @@ class SaveActor(Actor):
         """Flush the data, record keys, rename each file into view, flush, fill in the results."""
         written = batch.written
         if not written:
+            save_batch.assemble(batch)
             return super().settle(batch)
         try:
             self.store.flush_data()
@@ -151,16 +167,20 @@ class SaveActor(Actor):
         written = self.record_keys(batch, written)
         delivered = []
         for item in written:
+            if batch.outcome(item) is not None:
+                continue  # Its add_batch already failed: the file is gone from new/.
             try:
                 batch.dirs.add(self.store.deliver_new(item.add.queue, item.id, item.add.due is not None))
                 delivered.append(item)
             except (MqError, OSError) as err:
                 self.forget(item)
                 self.store.discard_new(item.add.queue, item.id)
-                batch.results[item.pos] = err if isinstance(err, MqError) else \
-                    from_os_error(err, "cannot deliver message")
+                batch.set_outcome(item, err if isinstance(err, MqError) else
+                                  from_os_error(err, "cannot deliver message"))
                 self.log.error("save.deliver_failed", queue=item.add.queue, id=item.id,
                                error=str(err))
+                save_batch.drop_rest(self, batch, item, written, delivered)
+        delivered = save_batch.roll_back_failed(self, batch, delivered)
         batch.dirs.add(self.store.folder("new"))
         try:
             self.store.flush(batch.dirs)
@@ -174,13 +194,14 @@ class SaveActor(Actor):
             return
         for item in delivered:
             due = item.add.due
-            batch.results[item.pos] = {"id": item.id, "queue": item.add.queue, "due": due}
+            batch.set_outcome(item, {"id": item.id, "queue": item.add.queue, "due": due})
             self.counters.count(item.add.queue, "adds")
             if due is None:
                 batch.add_ready(item.add.queue, item.id)
             else:
                 batch.hidden.append((item.add.queue, item.id, 0, due))
         self.answer_followers(batch)
+        save_batch.assemble(batch)
 
     def record_keys(self, batch: AddBatch, written: list[Written]) -> list[Written]:
         """Record de-duplication keys (after the data is durable, before delivery).
@@ -199,18 +220,21 @@ class SaveActor(Actor):
                                                   item.window, now)
             except (OSError, MqError) as err:
                 earlier = None
-                batch.results[item.pos] = err if isinstance(err, MqError) else \
-                    from_os_error(err, "cannot record de-duplication key")
+                batch.set_outcome(item, err if isinstance(err, MqError) else
+                                  from_os_error(err, "cannot record de-duplication key"))
             batch.dirs.add(self.store.dedup_dir(item.add.queue))
-            if earlier is None and batch.results[item.pos] is None:
-                mine[(item.add.queue, item.id)] = item.pos
+            if earlier is None and batch.outcome(item) is None:
+                mine[(item.add.queue, item.id)] = item
                 kept.append(item)
                 continue
             self.store.discard_new(item.add.queue, item.id)
             if earlier is not None:
                 winner = mine.get((item.add.queue, earlier))
                 if winner is not None:
-                    batch.followers.append((item.pos, winner))
+                    batch.followers.append((item, winner))
+                elif item.slot is not None:
+                    batch.set_outcome(item, save_batch.duplicate_part(self, batch, item.add.queue,
+                                                                      earlier))
                 else:
                     try:
                         batch.results[item.pos] = self.duplicate(
@@ -221,9 +245,10 @@ class SaveActor(Actor):
 
     def answer_followers(self, batch: AddBatch) -> None:
         """Answer each add that lost its key to an add of this batch with that add's outcome."""
-        for pos, winner in batch.followers:
-            result = batch.results[winner]
-            batch.results[pos] = dict(result, duplicate=True) if isinstance(result, dict) else result
+        for item, winner in batch.followers:
+            result = batch.outcome(winner)
+            batch.set_outcome(item, dict(result, duplicate=True) if isinstance(result, dict)
+                              else result)
 
     def forget(self, item: Written) -> None:
         """Drop the key an unacknowledged add recorded, so the client's retry is stored."""
@@ -235,6 +260,7 @@ class SaveActor(Actor):
         for item in written:
             if unlink:
                 self.store.discard_new(item.add.queue, item.id)
-            batch.results[item.pos] = error
+            batch.set_outcome(item, error)
         self.answer_followers(batch)
+        save_batch.assemble(batch)
         self.log.error("save.flush_failed", error=error.message, count=len(written))

@@ -9,6 +9,8 @@ from mq.store import DEFAULT_CONTENT_TYPE, validate_queue
 
 #: Longest de-duplication key, in characters.
 MAX_DEDUP_ID = 256
+#: Most messages one batch add (or batch fetch, or batch ack) may carry.
+MAX_BATCH_MESSAGES = 1000
 
 
 @dataclass

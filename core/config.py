@@ -44,6 +44,9 @@ class Options:
     auto_create: bool = option(True, "create a queue on the first add to it; when off, adding to "
                                "a missing queue is 404")
     max_body_bytes: int = option(16 * 1024 * 1024, "largest message body in bytes")
+    max_batch_bytes: int = option(64 * 1024 * 1024, "largest body of a batch add (JSON lines "
+                                  "or multipart/mixed) in bytes; each message in it is still "
+                                  "limited by max_body_bytes")
     save_batch: int = option(256, "adds waiting on one save actor before the front uses the next "
                              "one: bigger batches share flushes; 0 sends each add to the least "
                              "busy")
@@ -97,6 +100,8 @@ class Options:
             raise Invalid("--max-waiting-adds must be 1 or more")
         if self.max_body_bytes < 0:
             raise Invalid("--max-body-bytes must be 0 or more")
+        if self.max_batch_bytes < 0:
+            raise Invalid("--max-batch-bytes must be 0 or more")
         if self.sync not in ("auto", "fs", "file"):
             raise Invalid("--sync must be 'auto', 'fs' or 'file'")
         if self.log_level not in ("debug", "info", "warning", "error"):

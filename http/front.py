@@ -15,6 +15,7 @@ from mq.errors import NotFound
 from mq.http import access
 from mq.http.actor_links import ActorPool
 from mq.http.api import ApiHandler
+from mq.http.batches import AckBatchHandler
 from mq.http.dashboard import DashboardHandler, HomeHandler
 from mq.http.health import read_health
 from mq.http.messages import MessageHandler, MessagesHandler
@@ -102,6 +103,7 @@ def make_app(pool: ActorPool, options, run_dir: str = "",
             (r"/(health)", HealthCheckHandler, {**args, "run_dir": run_dir}),
             (rf"/{name}", QueueHandler, args),
             (rf"/{name}/messages", MessagesHandler, args),
+            (rf"/{name}/messages/ack", AckBatchHandler, args),
             (rf"/{name}/messages/{name}", MessageHandler, args),
             (rf"/{name}/properties", PropertiesHandler, args),
             (rf"/{name}/redrive", RedriveHandler, args),

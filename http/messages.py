@@ -9,6 +9,7 @@ import tornado.web
 from mq import store as fmt
 from mq.adds import check_add
 from mq.errors import Invalid, TooLarge
+from mq.http import batches
 from mq.http.api import ApiHandler
 from mq.numbers import parse_number
 from mq.schedule import due_time
@@ -36,12 +37,17 @@ class MessagesHandler(ApiHandler):
         super().prepare()
         self.chunks: list[bytes] = []
         self.received = 0
+        # A batch add has its own, larger limit; each message in it still has the message's.
+        self.body_limit = self.config.max_batch_bytes if self.request.method == "POST" and \
+            batches.is_batch(self.request.headers.get("Content-Type")) else self.config.max_body_bytes
         length = self.request.headers.get("Content-Length", "")
-        if length.isdigit() and int(length) > self.config.max_body_bytes:
+        if length.isdigit() and int(length) > self.body_limit:
             # Let the connection take in (and drop) the rest, then close after the 413.
             self.request.connection.set_max_body_size(int(length))
             raise TooLarge(f"body of {length} bytes is over the limit of "
-                           f"{self.config.max_body_bytes} bytes")
+                           f"{self.body_limit} bytes")
+        if length.isdigit() and int(length) > self.config.max_body_bytes:
+            self.request.connection.set_max_body_size(int(length))  # A batch under its limit.
         if not length:
             # A chunked body declares no length: data_received counts it, so that one over
             # the limit gets this JSON 413, not the bare 400 of the connection's own limit.
@@ -52,9 +58,9 @@ class MessagesHandler(ApiHandler):
         if self._finished:
             return
         self.received += len(chunk)
-        if self.received > self.config.max_body_bytes:
+        if self.received > self.body_limit:
             self.chunks = []
-            error = TooLarge(f"chunked body over the limit of {self.config.max_body_bytes} bytes")
+            error = TooLarge(f"chunked body over the limit of {self.body_limit} bytes")
             # Tornado stops passing the body on once the reply is finished, and closes the
             # connection after it.
             self.send_error(413, exc_info=(TooLarge, error, None))
@@ -65,9 +71,12 @@ class MessagesHandler(ApiHandler):
         """Add a message: 201 with X-Message-Id once durable; 200 for a duplicate's first id."""
         queue = self.queue_name(name)
         body = b"".join(self.chunks)
-        if len(body) > self.config.max_body_bytes:
+        if len(body) > self.body_limit:
             raise TooLarge(f"body of {len(body)} bytes is over the limit of "
-                           f"{self.config.max_body_bytes} bytes")
+                           f"{self.body_limit} bytes")
+        if batches.is_batch(self.request.headers.get("Content-Type")):
+            await batches.post_batch(self, queue, body)
+            return
         now = time.time()
         add = check_add(queue, body, self.request.headers.get("Content-Type"),
                         due_time(self.param("delay", "X-Delay"), self.param("at", "X-At"), now),
@@ -91,16 +100,12 @@ class MessagesHandler(ApiHandler):
         """Fetch the oldest ready message, waiting up to ?wait=N seconds; 204 when there is none."""
         queue = self.queue_name(name)
         wait = parse_number("wait", self.param("wait", "X-Wait"), 0.0)
-        fetcher = self.pool.fetcher(queue)
-        self.poll = None
-        watch = asyncio.ensure_future(self.watch_client(wait)) if wait > 0 else None
-        try:
-            result = await fetcher.call("fetch", queue=queue, wait=wait,
-                                        timeout=wait + self.config.actor_timeout,
-                                        on_sent=lambda rid: setattr(self, "poll", (fetcher, rid)))
-        finally:
-            if watch is not None:
-                watch.cancel()
+        limit = self.get_query_argument("max", None)
+        if limit is not None:
+            await batches.get_batch(self, queue, limit, wait,
+                                    lambda op, **fields: self.poll_fetch(queue, wait, op, **fields))
+            return
+        result = await self.poll_fetch(queue, wait, "fetch")
         if result.get("cancelled"):
             return  # The client went away while waiting: there is no one to answer.
         if result.get("empty"):
@@ -115,6 +120,20 @@ class MessagesHandler(ApiHandler):
         self.set_header("Cache-Control", "no-store")
         self.finish(result["body"])
 
+    async def poll_fetch(self, queue: str, wait: float, op: str, **fields) -> dict:
+        """Send a fetch (op) to the queue's actor and wait for it, cancelling it when the
+        client of a long poll hangs up."""
+        fetcher = self.pool.fetcher(queue)
+        self.poll = None
+        watch = asyncio.ensure_future(self.watch_client(wait)) if wait > 0 else None
+        try:
+            return await fetcher.call(op, queue=queue, wait=wait,
+                                      timeout=wait + self.config.actor_timeout,
+                                      on_sent=lambda rid: setattr(self, "poll", (fetcher, rid)),
+                                      **fields)
+        finally:
+            if watch is not None:
+                watch.cancel()
 
     async def watch_client(self, wait: float) -> None:
         """While a long poll waits, look every CLIENT_CHECK_SECONDS whether its client hung up

@@ -46,6 +46,12 @@ def no_server_error_but_retryable(ctx, response, case) -> None:
         raise AssertionError(f"{case.operation.label} answered {status}: {response.content[:500]!r}")
 
 
+@schemathesis.serializer("application/x-ndjson")
+def ndjson_text(ctx, value) -> dict:
+    """A batch add's JSON lines body as generated (a string, most often not JSON lines)."""
+    return {"data": value.encode() if isinstance(value, str) else str(value).encode()}
+
+
 CHECKS = [no_server_error_but_retryable, status_code_conformance, content_type_conformance,
           response_headers_conformance, response_schema_conformance]
 

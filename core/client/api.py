@@ -4,7 +4,7 @@ it to the client's _perform, which sends it (blocking, or as a coroutine)."""
 import math
 from abc import ABC, abstractmethod
 
-from mq.client import calls
+from mq.client import batch_calls, calls
 from mq.client.message import Message
 from mq.client.retry import RetryPolicy
 
@@ -94,6 +94,26 @@ class Operations(ABC):
     def purge(self, queue: str) -> int:
         """Remove every message of the queue, in every state; return how many went."""
         return self._perform(calls.purge(queue))
+
+    def add_many(self, queue: str, messages, *, delay: float | None = None, at=None) -> list[str]:
+        """Add many messages in one request, all or none (bytes, str, or dicts with "body",
+        "content_type", "delay", "at", "dedup_id"); return their ids in order."""
+        return self._perform(batch_calls.add_many(queue, messages, delay=delay, at=at))
+
+    def fetch_many(self, queue: str, max: int = 10, *, wait: float = 0.0) -> list[Message]:
+        """Up to max of the oldest ready messages in one request, waiting up to wait seconds
+        for the first; [] when none came."""
+        return self._perform(batch_calls.fetch_many(queue, max, wait))
+
+    def ack_many(self, messages: list[Message]) -> list[dict]:
+        """Ack many fetched messages of one queue in one request; each one's outcome in order
+        ({"receipt", "status": "acked" or why not, ...}): a stale one does not fail the rest."""
+        queues = {m.queue for m in messages}
+        if len(queues) != 1:
+            raise ValueError("ack_many takes fetched messages of one queue")
+        if any(not m.receipt for m in messages):
+            raise ValueError("only fetched messages (with a receipt) can be acked")
+        return self._perform(batch_calls.ack_many(queues.pop(), [m.receipt for m in messages]))
 
     @abstractmethod
     def _perform(self, call: calls.Call):

@@ -24,11 +24,13 @@ class Root:
     """The paths of one mq root."""
 
     def __init__(self, root: str):
+        # Paths are built by formatting, not os.path.join (a fetch builds several): the root
+        # is absolute and normalized, and every name put after it was validated first.
         self.root = os.path.abspath(root)
 
     def folder(self, name: str) -> str:
         """Path of one of the root's top-level folders."""
-        return os.path.join(self.root, name)
+        return f"{self.root}/{name}"
 
     def format_path(self) -> str:
         """The FORMAT file."""
@@ -38,23 +40,23 @@ class Root:
 
     def queue_dir(self, queue: str) -> str:
         """Folder of a queue's ready messages."""
-        return os.path.join(self.root, "queues", queue)
+        return f"{self.root}/queues/{queue}"
 
     def new_path(self, queue: str, message_id: str) -> str:
         """Where a message is written before it is delivered."""
-        return os.path.join(self.root, "new", queued_name(queue, message_id))
+        return f"{self.root}/new/{queued_name(queue, message_id)}"
 
     def ready_path(self, queue: str, message_id: str, attempts: int = 0) -> str:
         """Where a ready message waits to be fetched (delivered `attempts` times so far)."""
-        return os.path.join(self.root, "queues", queue, entry_name(message_id, attempts))
+        return f"{self.root}/queues/{queue}/{entry_name(message_id, attempts)}"
 
     def delay_path(self, queue: str, message_id: str, attempts: int = 0) -> str:
         """Where a delayed (attempts 0) or in-flight message waits for its due time (mtime)."""
-        return os.path.join(self.root, "delay", queued_name(queue, entry_name(message_id, attempts)))
+        return f"{self.root}/delay/{queued_name(queue, entry_name(message_id, attempts))}"
 
     def remove_path(self, queue: str, message_id: str) -> str:
         """Where a removed message waits for the reaper."""
-        return os.path.join(self.root, "remove", queued_name(queue, message_id))
+        return f"{self.root}/remove/{queued_name(queue, message_id)}"
 
     def trash_path(self, queue: str, what: str) -> str:
         """A unique name in remove/ for something of a deleted queue (its folder, keys, props).

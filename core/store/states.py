@@ -34,6 +34,14 @@ class MessageStates:
         self.disk.rename(source, target)
         return os.path.dirname(target)
 
+    def undeliver_new(self, queue: str, message_id: str, delayed: bool) -> str:
+        """Unlink a message deliver_new renamed into view whose add was not acknowledged (its
+        batch failed before the flush); return the folder. An unlink, not a rename to remove/,
+        so that a disk refusing renames can still take it back."""
+        path = self.delay_path(queue, message_id) if delayed else self.ready_path(queue, message_id)
+        self.disk.unlink(path)
+        return os.path.dirname(path)
+
     def claim(self, queue: str, message_id: str, due: float, attempts: int = 0) -> bytes | None:
         """Move a ready message to delay/ as delivery attempts+1, due at `due`; return its bytes.
 

@@ -1,0 +1,100 @@
+"""Batch commands of the fetch actor: fetch up to N messages of a queue, ack many receipts.
+
+Each is one request, applied in the actor's batch like any other and covered by its one
+flush: a batch fetch claims each message exactly as a fetch does (actors/fetch.py), a batch
+ack removes each delivery exactly as an ack does (actors/replies.py).
+"""
+
+import time
+from collections import deque
+
+from mq import store as fmt
+from mq.actors.batch import DEFERRED
+from mq.actors.replies import refuse_stale
+from mq.adds import MAX_BATCH_MESSAGES
+from mq.errors import Invalid, MqError, NotFound, from_os_error
+
+#: Most messages one batch fetch hands out (its reply carries every body).
+MAX_FETCH = 100
+
+
+def wait_of(payload: dict, longest: float) -> float:
+    """The long poll's wait in seconds, checked."""
+    wait = payload.get("wait") or 0
+    if isinstance(wait, bool) or not isinstance(wait, (int, float)) or not 0 <= wait <= longest:
+        raise Invalid(f"wait must be between 0 and {longest:g} seconds")
+    return wait
+
+
+def fetch_batch(actor, batch, request):
+    """Hide up to `max` of the oldest ready messages and return them; or wait for the first."""
+    from mq.actors.fetch import MAX_WAIT_SECONDS
+    queue = fmt.validate_queue(request.payload.get("queue"))
+    wait = wait_of(request.payload, MAX_WAIT_SECONDS)
+    limit = request.payload.get("max")
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_FETCH:
+        raise Invalid(f"max must be a whole number from 1 to {MAX_FETCH}")
+    messages = take_many(actor, batch, queue, limit)
+    if messages:
+        return {"messages": messages}
+    if not actor.store.queue_exists(queue):
+        actor.forget_queue(queue)
+        raise NotFound(f"queue {queue!r} does not exist")
+    if wait <= 0:
+        return {"messages": []}
+    actor.waiters.setdefault(queue, deque()).append((request.peer, request.rid,
+                                                     time.monotonic() + wait, limit))
+    return DEFERRED
+
+
+def take_many(actor, batch, queue: str, limit: int) -> list[dict]:
+    """Claim up to limit messages; a claim that fails ends the batch with what was claimed
+    before it (those are hidden and flushed with the batch), or raises when it was the first."""
+    messages = []
+    while len(messages) < limit:
+        try:
+            message = actor.take(batch, queue)
+        except OSError:
+            if messages:
+                break
+            raise
+        if message is None:
+            break
+        messages.append(message)
+    return messages
+
+
+def ack_batch(actor, batch, request) -> dict:
+    """Remove the in-flight deliveries the receipts name; one outcome per receipt, in order."""
+    queue = fmt.validate_queue(request.payload.get("queue"))
+    receipts = request.payload.get("receipts")
+    if not isinstance(receipts, list) or not 1 <= len(receipts) <= MAX_BATCH_MESSAGES:
+        raise Invalid(f"receipts must be a list of 1 to {MAX_BATCH_MESSAGES} receipts")
+    results = []
+    for receipt in receipts:
+        try:
+            message_id, delivery = parse_receipt(receipt)
+            if not actor.store.ack(queue, message_id, delivery):
+                refuse_stale(actor, queue, message_id, delivery)
+            batch.dirs.update({actor.store.folder("delay"), actor.store.folder("remove")})
+            batch.settled.append((queue, message_id, delivery))
+            actor.counters.count(queue, "acks")
+            results.append({"receipt": receipt, "id": message_id, "status": "acked"})
+        except MqError as err:
+            results.append({"receipt": receipt, "status": err.kind, "message": err.message})
+        except OSError as err:
+            error = from_os_error(err, "cannot ack")
+            actor.log.error("actor.disk_error", op="ack_batch", queue=queue, receipt=receipt,
+                            error=error.message, kind=error.kind)
+            results.append({"receipt": receipt, "status": error.kind, "message": error.message})
+    return {"queue": queue, "results": results}
+
+
+def parse_receipt(receipt) -> tuple[str, int]:
+    """(id, delivery) of a receipt '{id}.{n}'; Invalid when it is not one."""
+    if not isinstance(receipt, str):
+        raise Invalid("a receipt must be a string")
+    message_id, _, number = receipt.rpartition(".")
+    if not number.isdigit() or int(number) < 1 or len(number) > 4:
+        raise Invalid(f"{receipt!r} is not a receipt ('{{id}}.{{n}}', n >= 1)")
+    return fmt.validate_id(message_id), int(number)
