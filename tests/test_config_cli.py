@@ -211,13 +211,13 @@ def test_precedence_is_flag_then_env_then_file_then_default(tmp_path):
 def test_every_option_can_come_from_the_environment():
     samples = {"root": "/srv/mq", "workers": "2", "peers": "3", "host": "::1", "port": "9999",
                "timeout": "2.5", "sync": "file", "auto_create": "false", "max_body_bytes": "123",
-               "save_batch": "0", "max_waiting_adds": "9", "actor_timeout": "7", "log_file": "/var/log/mq.log", "log_level": "error",
+               "max_batch_bytes": "456", "save_batch": "0", "max_waiting_adds": "9", "actor_timeout": "7", "log_file": "/var/log/mq.log", "log_level": "error",
                "access_log": "no", "run_dir": "/run/mq"}
     assert set(samples) == {f.name for f in fields(Options)}, "a new option needs a sample here"
     options = load_options([], environ={f"MQ_{k.upper()}": v for k, v in samples.items()})
     assert options.to_json() == Options(
         root="/srv/mq", workers=2, peers=3, host="::1", port=9999, timeout=2.5, sync="file",
-        auto_create=False, max_body_bytes=123, save_batch=0, max_waiting_adds=9, actor_timeout=7.0, log_file="/var/log/mq.log",
+        auto_create=False, max_body_bytes=123, max_batch_bytes=456, save_batch=0, max_waiting_adds=9, actor_timeout=7.0, log_file="/var/log/mq.log",
         log_level="error", access_log=False, run_dir="/run/mq").to_json()
 
 
