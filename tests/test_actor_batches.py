@@ -213,7 +213,7 @@ def test_a_corrupt_file_does_not_end_a_long_poll_or_the_actor(tmp_path):
         f.write(fmt.MAGIC + b"\x00\x00\x00\x01\xc1")  # 0xc1: never valid msgpack.
     answers = []
     actors.fetcher.reply = lambda peer, rid, result: answers.append(result)
-    actors.fetcher.waiters["q"] = deque([(b"p", b"r", time.monotonic() + 5)])
+    actors.fetcher.waiters["q"] = deque([(b"p", b"r", time.monotonic() + 5, None)])
     actors.fetcher.serve_waiters()  # Claims the corrupt file, quarantines it, keeps waiting.
     assert answers == [] and files_in(actors.store.folder("corrupt")) == [f"q:{bad}.1"]
 

@@ -225,6 +225,7 @@ def test_every_option_can_come_from_the_environment():
         "sync": ("file", "file"),
         "auto_create": ("false", False),
         "max_body_bytes": ("123", 123),
+        "max_batch_bytes": ("456", 456),
         "save_batch": ("0", 0),
         "max_waiting_adds": ("9", 9),
         "actor_timeout": ("7", 7.0),
