@@ -10,7 +10,7 @@ from collections import deque
 
 from mq import properties
 from mq import store as fmt
-from mq.actors import queue_admin, replies
+from mq.actors import fetch_any, queue_admin, replies
 from mq.actors.base import Actor
 from mq.actors.batch import DEFERRED, Batch, Request
 from mq.actors.queue_index import QueueIndex
@@ -30,6 +30,7 @@ class FetchActor(Actor):
     """Everything for one queue lands on one fetch actor, so it is serialized and FIFO."""
 
     kind = "fetch"
+    max_wait = MAX_WAIT_SECONDS
 
     def __init__(self, options, index: int, run_dir: str, store=None):
         super().__init__(options, index, run_dir, store)
@@ -37,6 +38,7 @@ class FetchActor(Actor):
         self.notices: dict[str, str] = {}  # queue -> notice token its index has seen
         self.noticed_at = time.monotonic()
         self.waiters: dict[str, deque] = {}
+        self.watchers: list[fetch_any.Watcher] = []  # pull-any long polls (no claim)
         self.props = properties.PropertyFiles(
             self.store, {"timeout": options.timeout, "max_body_bytes": options.max_body_bytes})
 
@@ -126,6 +128,7 @@ class FetchActor(Actor):
                     self.waiters[queue] = kept
                 else:
                     del self.waiters[queue]
+        fetch_any.cancel_watchers(self, request.peer, rid)
         return {}
 
     COMMANDS = {
@@ -138,6 +141,7 @@ class FetchActor(Actor):
         "props_patch": queue_admin.props, "props_delete": queue_admin.props,
         "rules_get": queue_admin.rules, "rules_put": queue_admin.rules,
         "rules_delete": queue_admin.rules,
+        "fetch_any": fetch_any.fetch_any, "watch": fetch_any.watch,
     }
 
     def take(self, batch: Batch, queue: str) -> dict | None:
@@ -190,8 +194,10 @@ class FetchActor(Actor):
     # -- long polls -------------------------------------------------------------------------
 
     def serve_waiters(self) -> None:
-        """Answer long polls: a message for each waiter that can have one, 204 when time is up."""
+        """Answer long polls: a message for each waiter that can have one, 204 when time is up;
+        then the pull-any watches, which claim nothing (so they come after the fetches)."""
         if not self.waiters:
+            fetch_any.serve_watchers(self)
             return
         now = time.monotonic()
         answered = []
@@ -212,6 +218,7 @@ class FetchActor(Actor):
         self.send_notes(batch)
         for (peer, rid), result in zip(answered, batch.results):
             self.reply(peer, rid, result)
+        fetch_any.serve_watchers(self)
 
     def take_or_error(self, batch: Batch, queue: str):
         """take(), with any failure ending the wait as an answer, never the actor."""
@@ -240,7 +247,8 @@ class FetchActor(Actor):
 
     def poll_timeout_ms(self) -> int:
         """Wake for the nearest long-poll deadline, or to re-list queues someone waits on."""
-        if not self.waiters:
+        watched = fetch_any.nearest_deadline(self)
+        if not self.waiters and watched is None:
             return 500
-        nearest = min(w[0][2] for w in self.waiters.values())
+        nearest = min([w[0][2] for w in self.waiters.values()] + [watched or float("inf")])
         return max(0, min(int(RELIST_EMPTY_SECONDS * 1000), int((nearest - time.monotonic()) * 1000) + 1))

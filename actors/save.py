@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from mq import properties
 from mq import store as fmt
+from mq.actors import fanout
 from mq.actors.base import Actor
 from mq.actors.batch import DEFERRED, Batch, Request
 from mq.adds import Add, check_add, with_properties
@@ -80,6 +81,8 @@ class SaveActor(Actor):
         with_properties(add, props, self.options.max_body_bytes, now)
         if not self.store.auto_create and not self.store.queue_exists(add.queue):
             raise NotFound(f"queue {add.queue!r} does not exist (auto-create is off)")
+        if payload.get("must_exist") and not self.store.queue_exists(add.queue):
+            raise NotFound(f"queue {add.queue!r} does not exist")
         if add.dedup_id:
             earlier = self.store.dedup_lookup(add.queue, add.dedup_id, props["dedup_window"], now)
             if earlier:
@@ -114,7 +117,14 @@ class SaveActor(Actor):
         self.pending_keys.append((request, deadline))
         return DEFERRED
 
-    COMMANDS = {"add": add}
+    COMMANDS = {"add": add, "add_fanout": fanout.add_fanout}
+
+    def handle(self, requests: list[Request]) -> AddBatch:
+        """Apply a batch, each fan-out as one add per queue (actors/fanout.py)."""
+        expanded, places = fanout.expand(requests)
+        if expanded == requests:
+            return super().handle(requests)
+        return fanout.collapse(self, super().handle(expanded), requests, places)
 
     def tick(self) -> None:
         """Try again the adds waiting for an earlier add with their key."""

@@ -18,6 +18,7 @@ from mq.http.api import ApiHandler
 from mq.http.messages import MessageHandler, MessagesHandler
 from mq.http.queues import (DefaultRulesHandler, PeekHandler, PropertiesHandler, PurgeHandler,
                             QueueHandler, RedriveHandler)
+from mq.http.routed import RoutedMessagesHandler
 from mq.store.root import health_path
 
 
@@ -87,6 +88,7 @@ def make_app(pool: ActorPool, options, run_dir: str = "") -> tornado.web.Applica
             (r"/_mq/properties", DefaultRulesHandler, args),
             (r"/_mq/health", HealthHandler, {**args, "run_dir": run_dir}),
             (r"/_mq/openapi\.yaml", OpenApiHandler, args),
+            (r"/_mq/messages", RoutedMessagesHandler, args),
             (rf"/{name}", QueueHandler, args),
             (rf"/{name}/messages", MessagesHandler, args),
             (rf"/{name}/messages/{name}", MessageHandler, args),
