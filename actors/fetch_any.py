@@ -76,6 +76,7 @@ def watch(actor, batch: Batch, request: Request):
     if wait <= 0:
         return {"empty": True}
     actor.watchers.append(Watcher(request.peer, request.rid, time.monotonic() + wait, queues))
+    actor.log.debug("fetch.watch", queue=queues[0], queues=len(queues), seconds=wait)
     return DEFERRED
 
 
@@ -100,7 +101,12 @@ def serve_watchers(actor) -> None:
 
 def cancel_watchers(actor, peer: bytes, rid: bytes) -> None:
     """Drop the watch a front gave up on (its client went away)."""
-    actor.watchers = [w for w in actor.watchers if (w.peer, w.rid) != (peer, rid)]
+    kept = [w for w in actor.watchers if (w.peer, w.rid) != (peer, rid)]
+    for watcher in actor.watchers:
+        if (watcher.peer, watcher.rid) == (peer, rid):
+            actor.log.debug("fetch.watch_cancelled", queue=watcher.queues[0],
+                            queues=len(watcher.queues))
+    actor.watchers = kept
 
 
 def nearest_deadline(actor) -> float | None:

@@ -52,6 +52,8 @@ class Options:
     log_level: str = option("info", "debug, info, warning or error")
     access_log: bool = option(True, "log one line per HTTP request")
     run_dir: str = option("", "folder for the ZeroMQ sockets", empty="{root}/run/{host}-{pid}")
+    rpc_port: int = option(0, "port of the MessagePack-RPC server, on --host (LMQ used 18800); "
+                           "0 turns it off")
 
     def to_json(self) -> str:
         """The options as JSON, the form children receive them in."""
@@ -84,6 +86,8 @@ class Options:
             raise Invalid("--log-level must be debug, info, warning or error")
         if not 1 <= self.port <= 65535:
             raise Invalid("--port must be between 1 and 65535")
+        if not 0 <= self.rpc_port <= 65535:
+            raise Invalid("--rpc-port must be between 0 (off) and 65535")
         return self
 
 

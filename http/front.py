@@ -19,6 +19,7 @@ from mq.http.messages import MessageHandler, MessagesHandler
 from mq.http.queues import (DefaultRulesHandler, PeekHandler, PropertiesHandler, PurgeHandler,
                             QueueHandler, RedriveHandler)
 from mq.http.routed import RoutedMessagesHandler
+from mq.http.rpc_server import RpcServer
 from mq.store.root import health_path
 
 
@@ -112,6 +113,9 @@ async def serve(options, run_dir: str, drain_seconds: float = 10.0) -> None:
     server = tornado.httpserver.HTTPServer(
         app, max_body_size=options.max_body_bytes + 1, idle_connection_timeout=60)
     server.listen(options.port, options.host)
+    rpc = RpcServer(pool, options) if options.rpc_port else None
+    if rpc is not None:
+        await rpc.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
@@ -121,10 +125,14 @@ async def serve(options, run_dir: str, drain_seconds: float = 10.0) -> None:
     logs.get().info("front.start", host=options.host, port=options.port)
     await stop.wait()
     server.stop()
+    if rpc is not None:
+        rpc.stop_accepting()
     deadline = time.monotonic() + drain_seconds
-    while app.in_flight and time.monotonic() < deadline:
+    while (app.in_flight or (rpc and rpc.in_flight)) and time.monotonic() < deadline:
         await asyncio.sleep(0.02)
     await server.close_all_connections()
+    if rpc is not None:
+        await rpc.close()
     pool.close()
     logs.get().info("front.stop", unfinished=app.in_flight)
     logs.flush()
