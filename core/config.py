@@ -52,8 +52,8 @@ class Options:
     log_level: str = option("info", "debug, info, warning or error")
     access_log: bool = option(True, "log one line per HTTP request")
     run_dir: str = option("", "folder for the ZeroMQ sockets", empty="{root}/run/{host}-{pid}")
-    rpc_port: int = option(0, "port of the MessagePack-RPC server, on --host (LMQ used 18800); "
-                           "0 turns it off")
+    rpc_port: int = option(0, "port of the MessagePack-RPC server, on --host (18800 is usual); 0 "
+                           "turns it off")
 
     def to_json(self) -> str:
         """The options as JSON, the form children receive them in."""

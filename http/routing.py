@@ -36,7 +36,7 @@ def compile_pattern(pattern) -> "re2._Regexp":
         raise Invalid(f"the queue pattern is over {MAX_PATTERN} characters")
     try:
         return re2.compile(pattern, _RE2_OPTIONS)
-    except re2.error as err:
+    except (re2.error, ValueError, TypeError) as err:
         reason = err.args[0].decode(errors="replace") if err.args and isinstance(
             err.args[0], bytes) else str(err)
         raise Invalid(f"bad regular expression {pattern!r}: {reason}") from None

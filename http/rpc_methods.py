@@ -1,4 +1,4 @@
-"""The methods of the MessagePack-RPC server (LMQ's), each mapped onto the actor calls the HTTP
+"""The methods of the MessagePack-RPC server, each mapped onto the actor calls the HTTP
 routes make: push and pull as POST and GET /{queue}/messages, push_all and pull_any through
 http/routing.py as /_mq/messages?qre=, done/retain/release as reply=ack/ext/nack, delete as
 DELETE /{queue}, the properties as /{queue}/properties and /_mq/properties.
