@@ -121,9 +121,15 @@ class Connection:
             except Exception:
                 self.log.exception("rpc.error", method=method)
                 result, error = None, MqError("internal error")
+            self.server.log_call(method, error)
             if kind == REQUEST:
                 self.respond(msgid, error, result)
-            self.server.log_call(method, error)
+                try:
+                    # Waits while the client reads slower than it asks: its requests in
+                    # flight then stay at MAX_IN_FLIGHT and reading pauses.
+                    await self.writer.drain()
+                except ConnectionError:
+                    pass
         finally:
             self.server.in_flight -= 1
 
