@@ -212,13 +212,13 @@ def test_every_option_can_come_from_the_environment():
     samples = {"root": "/srv/mq", "workers": "2", "peers": "3", "host": "::1", "port": "9999",
                "timeout": "2.5", "sync": "file", "auto_create": "false", "max_body_bytes": "123",
                "save_batch": "0", "max_waiting_adds": "9", "actor_timeout": "7", "log_file": "/var/log/mq.log", "log_level": "error",
-               "access_log": "no", "run_dir": "/run/mq"}
+               "access_log": "no", "run_dir": "/run/mq", "rpc_port": "18800"}
     assert set(samples) == {f.name for f in fields(Options)}, "a new option needs a sample here"
     options = load_options([], environ={f"MQ_{k.upper()}": v for k, v in samples.items()})
     assert options.to_json() == Options(
         root="/srv/mq", workers=2, peers=3, host="::1", port=9999, timeout=2.5, sync="file",
         auto_create=False, max_body_bytes=123, save_batch=0, max_waiting_adds=9, actor_timeout=7.0, log_file="/var/log/mq.log",
-        log_level="error", access_log=False, run_dir="/run/mq").to_json()
+        log_level="error", access_log=False, run_dir="/run/mq", rpc_port=18800).to_json()
 
 
 def test_options_reject_bad_values_as_invalid():
@@ -226,6 +226,8 @@ def test_options_reject_bad_values_as_invalid():
         load_options(["--workers=257"], environ={})
     with pytest.raises(Invalid):
         load_options([], environ={"MQ_PORT": "0"})
+    with pytest.raises(Invalid):
+        load_options(["--rpc-port=65536"], environ={})
 
 
 def test_options_survive_the_trip_to_the_children():
