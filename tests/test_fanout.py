@@ -35,6 +35,7 @@ def fan_out(mq, pattern: str, body: bytes = b"x", query: str = "", headers=None)
 
 
 def create(mq, *queues: str) -> None:
+    """Create new queues (201 each)."""
     for queue in queues:
         assert mq.request("PUT", f"/{queue}").status == 201
 

@@ -86,6 +86,7 @@ class RpcClient:
 
 @pytest.fixture
 def rpc(rpc_mq):
+    """A client connected for one test."""
     client = RpcClient(rpc_mq.rpc_port)
     yield client
     client.close()
