@@ -3,6 +3,7 @@ matches, all durable before the one reply; a crash of the save actor in the midd
 fan-outs leaves every acknowledged copy and no partial body; README.md's session."""
 
 import base64
+import errno
 import re
 import subprocess
 import threading
@@ -11,7 +12,11 @@ from urllib.parse import quote
 
 import pytest
 
-from support import Daemon, body_is_whole, checked_body, poll_for, request
+from actor_support import Actors
+from actor_support import request as actor_request
+from disks import FailingDisk
+from mq.errors import Invalid, Unavailable
+from support import Daemon, body_is_whole, checked_body, files_in, poll_for, request
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 IDS = re.compile(rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
@@ -109,6 +114,56 @@ def test_a_copy_one_queue_refuses_fails_the_whole_fan_out_and_leaves_no_copy(fan
     # The copy the other queue had taken is taken back: a retry will not make a duplicate.
     assert not ready_messages(fan_mq.port, "fo-lim-big")
     assert fan_mq.fetch("fo-lim-big").status == 204
+
+
+# -- the save actor in-process, on disks that fail -------------------------------------------
+
+
+def fan_out_in_process(actors: Actors, *requests):
+    """One batch of the save actor; its results, one per request."""
+    return actors.save.handle(list(requests)).results
+
+
+@pytest.mark.parametrize("failure", [{"write": errno.ENOSPC}, {"flush_data": errno.EIO},
+                                     {"flush": errno.EIO}], ids=["write", "flush_data", "flush"])
+def test_a_fan_out_the_disk_fails_answers_503_and_leaves_no_copy(tmp_path, failure):
+    disk = FailingDisk("fs", **failure)
+    actors = Actors(tmp_path, disk)
+    disk.armed = False
+    for queue in ("a", "b", "c"):
+        actors.store.create_queue(queue)
+    # A failing write lets the plain add and the first copy through: the second copy fails.
+    disk.after["write"] = disk.calls.get("write", 0) + 2
+    disk.armed = True
+    plain, fanned = fan_out_in_process(
+        actors, actor_request("add", queue="c", body=b"alone"),
+        actor_request("add_fanout", queues=["a", "b"], body=b"both", content_type="", due=None))
+    assert isinstance(fanned, Unavailable), fanned
+    for queue in ("a", "b"):
+        assert files_in(actors.store.queue_dir(queue)) == []
+    assert files_in(actors.store.folder("new")) == []
+    if "write" in failure:  # the plain add of the batch is answered on its own
+        assert plain["queue"] == "c"
+
+
+def test_fan_outs_and_adds_in_one_batch_each_get_their_own_answer(tmp_path):
+    actors = Actors(tmp_path)
+    for queue in ("a", "b"):
+        actors.store.create_queue(queue)
+    results = fan_out_in_process(
+        actors,
+        actor_request("add_fanout", queues=["a", "b"], body=b"1", content_type="", due=None),
+        actor_request("add", queue="a", body=b"2"),
+        actor_request("add_fanout", queues=["a", "a"], body=b"3", content_type="", due=None),
+        actor_request("add_fanout", queues=["b", "gone"], body=b"4", content_type="", due=None))
+    first, plain, repeated, partly = results
+    assert [m["queue"] for m in first["messages"]] == ["a", "b"]
+    assert plain["queue"] == "a" and isinstance(repeated, Invalid)
+    # A queue that no longer exists is left out; it is not created.
+    assert [m["queue"] for m in partly["messages"]] == ["b"]
+    assert not actors.store.queue_exists("gone")
+    assert len(files_in(actors.store.queue_dir("a"))) == 2
+    assert len(files_in(actors.store.queue_dir("b"))) == 2
 
 
 def readme_session() -> list[tuple[str, bytes]]:
