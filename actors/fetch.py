@@ -10,7 +10,7 @@ from collections import deque
 
 from mq import properties
 from mq import store as fmt
-from mq.actors import fetch_batch, queue_admin, replies
+from mq.actors import fetch_any, fetch_batch, queue_admin, replies
 from mq.actors.base import Actor
 from mq.actors.batch import DEFERRED, Batch, Request
 from mq.actors.counters import Counters
@@ -35,6 +35,7 @@ class FetchActor(Actor):
     """Everything for one queue lands on one fetch actor, so it is serialized and FIFO."""
 
     kind = "fetch"
+    max_wait = MAX_WAIT_SECONDS
 
     def __init__(self, options, index: int, run_dir: str, store=None):
         super().__init__(options, index, run_dir, store)
@@ -42,6 +43,7 @@ class FetchActor(Actor):
         self.notices: dict[str, str] = {}  # queue -> notice token its index has seen
         self.noticed_at = time.monotonic()
         self.waiters: dict[str, deque] = {}
+        self.watchers: list[fetch_any.Watcher] = []  # pull-any long polls (no claim)
         self.props = properties.PropertyFiles(
             self.store, {"timeout": options.timeout, "max_body_bytes": options.max_body_bytes})
         self.counters = Counters()
@@ -135,6 +137,7 @@ class FetchActor(Actor):
                     self.waiters[queue] = kept
                 else:
                     del self.waiters[queue]
+        fetch_any.cancel_watchers(self, request.peer, rid)
         return {}
 
     def stats(self, batch: Batch, request: Request) -> dict:
@@ -181,6 +184,7 @@ class FetchActor(Actor):
         "props_patch": queue_admin.props, "props_delete": queue_admin.props,
         "rules_get": queue_admin.rules, "rules_put": queue_admin.rules,
         "rules_delete": queue_admin.rules,
+        "fetch_any": fetch_any.fetch_any, "watch": fetch_any.watch,
     }
 
     def take(self, batch: Batch, queue: str) -> dict | None:
@@ -239,8 +243,10 @@ class FetchActor(Actor):
 
     def serve_waiters(self) -> None:
         """Answer long polls between batches: a message for each waiter that can have one,
-        204 when time is up."""
+        204 when time is up; then the pull-any watches, which claim nothing (so they come
+        after the fetches)."""
         if not self.waiters:
+            fetch_any.serve_watchers(self)
             return
         batch = Batch([])
         answered = self.feed_waiters(batch)
@@ -248,6 +254,7 @@ class FetchActor(Actor):
         self.send_notes(batch)
         for (peer, rid), result in zip(answered, batch.results):
             self.reply(peer, rid, result)
+        fetch_any.serve_watchers(self)
 
     def feed_waiters(self, batch: Batch) -> list[tuple[bytes, bytes]]:
         """Claim for each waiter that can have a message (or whose time is up), appending its
@@ -284,9 +291,9 @@ class FetchActor(Actor):
             return MqError("internal error in fetch actor")
 
     def handle(self, requests):
-        """Apply a batch and answer the long polls it fed, with one flush for both: the
-        claims for waiters join the batch's own changes (a separate flush would double the
-        syncfs calls of a busy queue whose consumers long poll)."""
+        """Apply a batch and answer the long polls it fed, with one flush for both (the
+        claims for waiters join the batch's own changes: a separate flush would double the
+        syncfs calls of a busy queue whose consumers long poll), then the pull-any watches."""
         if self.sock is None:
             return super().handle(requests)
         batch = self.batch_class(requests)
@@ -298,6 +305,7 @@ class FetchActor(Actor):
         for (peer, rid), result in zip(answered, batch.results[len(requests):]):
             self.reply(peer, rid, result)
         del batch.results[len(requests):]
+        fetch_any.serve_watchers(self)  # After the claims: a watch claims nothing.
         return batch
 
     def tick(self) -> None:
@@ -310,7 +318,8 @@ class FetchActor(Actor):
 
     def poll_timeout_ms(self) -> int:
         """Wake for the nearest long-poll deadline, or to re-list queues someone waits on."""
-        if not self.waiters:
+        watched = fetch_any.nearest_deadline(self)
+        if not self.waiters and watched is None:
             return 500
-        nearest = min(w[0][2] for w in self.waiters.values())
+        nearest = min([w[0][2] for w in self.waiters.values()] + [watched or float("inf")])
         return max(0, min(int(RELIST_EMPTY_SECONDS * 1000), int((nearest - time.monotonic()) * 1000) + 1))

@@ -41,6 +41,12 @@ class QueueIndex:
         """Forget a message; its heap entry is dropped lazily when it reaches the top."""
         self.members.pop(message_id, None)
 
+    def head(self) -> str | None:
+        """The id of the oldest ready message, without taking it; None when there is none."""
+        while self.heap and self.heap[0] not in self.members:
+            heapq.heappop(self.heap)  # A discarded or taken entry, dropped lazily.
+        return self.heap[0] if self.heap else None
+
     def take(self, spread: int = 0) -> tuple[str, int] | None:
         """Remove and return the oldest (id, deliveries), or with spread > 0 one of the
         spread+1 oldest.

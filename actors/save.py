@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from mq import properties
 from mq import store as fmt
-from mq.actors import save_batch
+from mq.actors import fanout, save_batch
 from mq.actors.base import Actor
 from mq.actors.batch import DEFERRED, Batch, Request
 from mq.actors.counters import Counters
@@ -97,6 +97,8 @@ class SaveActor(Actor):
         with_properties(add, props, self.options.max_body_bytes, now)
         if not self.store.auto_create and not self.store.queue_exists(add.queue):
             raise NotFound(f"queue {add.queue!r} does not exist (auto-create is off)")
+        if payload.get("must_exist") and not self.store.queue_exists(add.queue):
+            raise NotFound(f"queue {add.queue!r} does not exist")
         if add.dedup_id:
             earlier = self.store.dedup_lookup(add.queue, add.dedup_id, props["dedup_window"], now)
             if earlier:
@@ -135,7 +137,15 @@ class SaveActor(Actor):
         """The adds this actor stored, per queue: totals and rates over the last minute."""
         return {"actor": f"{self.kind}-{self.index}", "queues": self.counters.snapshot()}
 
-    COMMANDS = {"add": add, "add_batch": save_batch.add_batch, "stats": stats}
+    COMMANDS = {"add": add, "add_batch": save_batch.add_batch, "add_fanout": fanout.add_fanout,
+                "stats": stats}
+
+    def handle(self, requests: list[Request]) -> AddBatch:
+        """Apply a batch, each fan-out as one add per queue (actors/fanout.py)."""
+        expanded, places = fanout.expand(requests)
+        if expanded == requests:
+            return super().handle(requests)
+        return fanout.collapse(self, super().handle(expanded), requests, places)
 
     def tick(self) -> None:
         """Try again the adds waiting for an earlier add with their key."""

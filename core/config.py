@@ -72,6 +72,8 @@ class Options:
                          empty="off")
     statsd_interval: float = option(10.0, "seconds between two sends of StatsD lines")
     statsd_prefix: str = option("mq", "first segment of every StatsD metric name")
+    rpc_port: int = option(0, "port of the MessagePack-RPC server, on --host (18800 is usual); 0 "
+                           "turns it off")
 
     def to_json(self) -> str:
         """The options as JSON, the form children receive them in."""
@@ -121,6 +123,12 @@ class Options:
             raise Invalid("--statsd must be HOST:PORT, with a port from 1 to 65535")
         if not (self.statsd_interval > 0 and math.isfinite(self.statsd_interval)):
             raise Invalid("--statsd-interval must be a finite number of seconds more than 0")
+        if not 0 <= self.rpc_port <= 65535:
+            raise Invalid("--rpc-port must be between 0 (off) and 65535")
+        if self.rpc_port and self.token_file:
+            # LMQ's methods carry no credentials: the port would bypass every token.
+            raise Invalid("--rpc-port cannot be used with --token-file: MessagePack-RPC calls "
+                          "carry no token")
         return self
 
 

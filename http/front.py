@@ -22,6 +22,8 @@ from mq.http.messages import MessageHandler, MessagesHandler
 from mq.http.metrics import HealthCheckHandler, MetricsHandler
 from mq.http.queues import (DefaultRulesHandler, PeekHandler, PropertiesHandler, PurgeHandler,
                             QueueHandler, RedriveHandler)
+from mq.http.routed import RoutedMessagesHandler
+from mq.http.rpc_server import RpcServer
 from mq.http.stats import StatsHandler
 from mq.http.statsd import StatsdSender
 
@@ -101,6 +103,7 @@ def make_app(pool: ActorPool, options, run_dir: str = "",
             (r"/", HomeHandler, args),
             (r"/(metrics)", MetricsHandler, {**args, "run_dir": run_dir}),
             (r"/(health)", HealthCheckHandler, {**args, "run_dir": run_dir}),
+            (r"/_mq/messages", RoutedMessagesHandler, args),
             (rf"/{name}", QueueHandler, args),
             (rf"/{name}/messages", MessagesHandler, args),
             (rf"/{name}/messages/ack", AckBatchHandler, args),
@@ -131,6 +134,9 @@ async def serve(options, run_dir: str, drain_seconds: float = 10.0, index: int =
     # With several fronts each has its own listening socket on the port (SO_REUSEPORT), so the
     # kernel spreads new connections over them and no front wakes for another's.
     server.listen(options.port, options.host, reuse_port=options.fronts > 1)
+    rpc = RpcServer(pool, options) if options.rpc_port else None
+    if rpc is not None:
+        await rpc.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
@@ -147,10 +153,14 @@ async def serve(options, run_dir: str, drain_seconds: float = 10.0, index: int =
     if statsd is not None:
         statsd.stop()
     server.stop()
+    if rpc is not None:
+        rpc.stop_accepting()
     deadline = time.monotonic() + drain_seconds
-    while app.in_flight and time.monotonic() < deadline:
+    while (app.in_flight or (rpc and rpc.in_flight)) and time.monotonic() < deadline:
         await asyncio.sleep(0.02)
     await server.close_all_connections()
+    if rpc is not None:
+        await rpc.close()
     pool.close()
     logs.get().info("front.stop", unfinished=app.in_flight)
     logs.flush()

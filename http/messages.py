@@ -21,6 +21,16 @@ CLIENT_CHECK_SECONDS = 0.5
 UNLIMITED_CHUNKED_BODY = 1 << 62
 
 
+def connection_closed(sock) -> bool:
+    """True when the client of a request has closed its connection (or it failed)."""
+    try:
+        return sock is None or sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except BlockingIOError:
+        return False  # Open, nothing sent: still waiting.
+    except OSError:
+        return True
+
+
 @tornado.web.stream_request_body
 class MessagesHandler(ApiHandler):
     """GET and POST /{queue}/messages.
@@ -70,10 +80,7 @@ class MessagesHandler(ApiHandler):
     async def post(self, name: str) -> None:
         """Add a message: 201 with X-Message-Id once durable; 200 for a duplicate's first id."""
         queue = self.queue_name(name)
-        body = b"".join(self.chunks)
-        if len(body) > self.body_limit:
-            raise TooLarge(f"body of {len(body)} bytes is over the limit of "
-                           f"{self.body_limit} bytes")
+        body = self.received_body()
         if batches.is_batch(self.request.headers.get("Content-Type")):
             await batches.post_batch(self, queue, body)
             return
@@ -112,6 +119,19 @@ class MessagesHandler(ApiHandler):
             self.set_status(204)
             self.finish()
             return
+        self.send_message(result)
+
+    def received_body(self) -> bytes:
+        """The request's body, streamed in; TooLarge when over its limit (--max-body-bytes,
+        or --max-batch-bytes for a batch)."""
+        body = b"".join(self.chunks)
+        if len(body) > self.body_limit:
+            raise TooLarge(f"body of {len(body)} bytes is over the limit of "
+                           f"{self.body_limit} bytes")
+        return body
+
+    def send_message(self, result: dict) -> None:
+        """Answer with a fetched message: its body, with its id, receipt and attempts."""
         self.log_fields["id"] = result["id"]
         self.set_header("X-Message-Id", result["id"])
         self.set_header("X-Receipt", result["receipt"])
@@ -143,13 +163,7 @@ class MessagesHandler(ApiHandler):
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
             await asyncio.sleep(CLIENT_CHECK_SECONDS)
-            try:
-                closed = sock is None or sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
-            except BlockingIOError:
-                closed = False  # Open, nothing sent: still waiting.
-            except OSError:
-                closed = True
-            if closed and self.poll is not None:
+            if connection_closed(sock) and self.poll is not None:
                 self.poll[0].cancel(self.poll[1])
                 return
 

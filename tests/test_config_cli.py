@@ -139,6 +139,8 @@ def test_print_config_refuses_bad_values_like_a_start():
     (["--max-url-bytes=8"], {}, None, "--max-url-bytes must be 16 or more"),
     (["--max-header-bytes=100"], {}, None, "--max-header-bytes must be at least"),
     (["--token-file=/nonexistent/tokens.toml"], {}, None, "token file /nonexistent/tokens.toml"),
+    (["--rpc-port=18800", "--token-file=/etc/passwd"], {}, None,
+     "--rpc-port cannot be used with --token-file"),
     (["--bogus"], {}, None, "unrecognized arguments: --bogus"),
     ([], {"MQ_WORKERS": "many"}, None, "workers: expected int, got 'many'"),
     ([], {"MQ_AUTO_CREATE": "perhaps"}, None, "auto_create: expected true or false"),
@@ -242,10 +244,13 @@ def test_every_option_can_come_from_the_environment():
         "statsd": ("127.0.0.1:8125", "127.0.0.1:8125"),
         "statsd_interval": ("2", 2.0),
         "statsd_prefix": ("queues", "queues"),
+        # Off here: --rpc-port and --token-file exclude each other (below, alone).
+        "rpc_port": ("0", 0),
     }
     assert set(samples) == {f.name for f in fields(Options)}, "a new option needs a sample here"
     options = load_options([], environ={f"MQ_{k.upper()}": v[0] for k, v in samples.items()})
     assert options.to_json() == Options(**{k: v[1] for k, v in samples.items()}).to_json()
+    assert load_options([], environ={"MQ_RPC_PORT": "18800"}).rpc_port == 18800
 
 
 def test_options_reject_bad_values_as_invalid():
@@ -256,6 +261,8 @@ def test_options_reject_bad_values_as_invalid():
     for fronts in ("0", "65"):
         with pytest.raises(Invalid):
             load_options([f"--fronts={fronts}"], environ={})
+    with pytest.raises(Invalid):
+        load_options(["--rpc-port=65536"], environ={})
 
 
 def test_options_survive_the_trip_to_the_children():

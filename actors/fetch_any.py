@@ -1,0 +1,114 @@
+"""Fetching from any of several queues a fetch actor owns: the oldest ready message among
+them (fetch_any), and a long poll that claims nothing (watch) for the front's pull-any.
+
+The front asks every fetch actor owning a matching queue for its oldest head without claiming,
+claims on the one whose head is oldest (ids are time-ordered), and between tries parks a
+`watch` on each: a watch answers as soon as one of its queues has a ready message, so the
+front claims exactly one message, and only while its client is still there.
+"""
+
+import time
+from dataclasses import dataclass
+
+from mq import store as fmt
+from mq.actors.batch import DEFERRED, Batch, Request
+from mq.errors import Invalid
+
+#: Most queues one fetch_any or watch may name.
+MAX_QUEUES = 1000
+
+
+@dataclass
+class Watcher:
+    """A parked watch: who asked, until when, and for which queues."""
+
+    peer: bytes
+    rid: bytes
+    deadline: float
+    queues: list
+
+
+def checked_queues(payload: dict) -> list[str]:
+    """The request's list of queue names, checked."""
+    queues = payload.get("queues")
+    if not isinstance(queues, list) or not 0 < len(queues) <= MAX_QUEUES:
+        raise Invalid(f"queues must be a list of 1 to {MAX_QUEUES} queue names")
+    return [fmt.validate_queue(queue) for queue in queues]
+
+
+def oldest_head(actor, queues: list[str]) -> tuple[str, str] | None:
+    """(queue, id) of the oldest ready message among the queues, None when all are empty."""
+    best = None
+    for queue in queues:
+        head = actor.ready_index(queue).head()
+        if head is not None and (best is None or head < best[1]):
+            best = (queue, head)
+    return best
+
+
+def fetch_any(actor, batch: Batch, request: Request) -> dict:
+    """Claim the oldest ready message among the queues (with claim false, only name it)."""
+    queues = checked_queues(request.payload)
+    claim = request.payload.get("claim", True)
+    while True:
+        best = oldest_head(actor, queues)
+        if best is None:
+            return {"empty": True}
+        if not claim:
+            return {"queue": best[0], "id": best[1]}
+        result = actor.take(batch, best[0])
+        if result is not None:
+            result["queue"] = best[0]
+            return result
+        # That queue's index held only stale entries and is empty now: look again.
+
+
+def watch(actor, batch: Batch, request: Request):
+    """Answer {"queue": q} once one of the queues has a ready message, or {"empty": true} after
+    `wait` seconds; nothing is claimed."""
+    queues = checked_queues(request.payload)
+    wait = request.payload.get("wait") or 0
+    if isinstance(wait, bool) or not isinstance(wait, (int, float)) or not 0 <= wait <= actor.max_wait:
+        raise Invalid(f"wait must be between 0 and {actor.max_wait:g} seconds")
+    best = oldest_head(actor, queues)
+    if best is not None:
+        return {"queue": best[0]}
+    if wait <= 0:
+        return {"empty": True}
+    actor.watchers.append(Watcher(request.peer, request.rid, time.monotonic() + wait, queues))
+    actor.log.debug("fetch.watch", queue=queues[0], queues=len(queues), seconds=wait)
+    return DEFERRED
+
+
+def serve_watchers(actor) -> None:
+    """Answer each watch whose queues gained a ready message or whose time is up."""
+    if not actor.watchers:
+        return
+    now, kept = time.monotonic(), []
+    for watcher in actor.watchers:
+        try:
+            best = oldest_head(actor, watcher.queues)
+        except OSError:
+            best = None  # The front claims (and meets the error) only after an answer.
+        if best is not None:
+            actor.reply(watcher.peer, watcher.rid, {"queue": best[0]})
+        elif watcher.deadline <= now:
+            actor.reply(watcher.peer, watcher.rid, {"empty": True})
+        else:
+            kept.append(watcher)
+    actor.watchers = kept
+
+
+def cancel_watchers(actor, peer: bytes, rid: bytes) -> None:
+    """Drop the watch a front gave up on (its client went away)."""
+    kept = [w for w in actor.watchers if (w.peer, w.rid) != (peer, rid)]
+    for watcher in actor.watchers:
+        if (watcher.peer, watcher.rid) == (peer, rid):
+            actor.log.debug("fetch.watch_cancelled", queue=watcher.queues[0],
+                            queues=len(watcher.queues))
+    actor.watchers = kept
+
+
+def nearest_deadline(actor) -> float | None:
+    """The monotonic time of the first watch to expire, None when none waits."""
+    return min((w.deadline for w in actor.watchers), default=None)

@@ -1,0 +1,61 @@
+"""POST and GET /_mq/messages?qre=REGEX: fan-out (add one message to every queue whose name
+matches) and pull-any (fetch one message from whichever of them has the oldest), over
+http/routing.py, which MessagePack-RPC shares."""
+
+import time
+
+import tornado.web
+
+from mq.errors import Invalid
+from mq.http import routing
+from mq.http.messages import MessagesHandler, connection_closed
+from mq.numbers import parse_number
+from mq.schedule import due_time
+
+
+@tornado.web.stream_request_body
+class RoutedMessagesHandler(MessagesHandler):
+    """POST and GET /_mq/messages?qre=REGEX (the body is streamed in as for one queue)."""
+
+    # Any queue may match: a token needs the write scope on every queue (queue_arg None).
+    scope = {"GET": "write", "POST": "write"}
+    queue_arg = None
+
+    def pattern(self) -> str:
+        """The qre parameter: a regular expression of whole queue names."""
+        pattern = self.get_query_argument("qre", None)
+        self.log_fields["qre"] = pattern
+        if not pattern:
+            raise Invalid("give the queues as a regular expression: ?qre=REGEX")
+        return pattern
+
+    async def post(self) -> None:
+        """Fan-out: 201 with each queue and the id of its copy, once every copy is durable;
+        404 when no queue matches."""
+        pattern = self.pattern()
+        body = self.received_body()
+        if self.param("dedup_id", "X-Dedup-Id"):
+            raise Invalid("dedup_id is not supported on a fan-out add")
+        due = due_time(self.param("delay", "X-Delay"), self.param("at", "X-At"), time.time())
+        messages = await routing.fan_out(self.pool, self.config.root, pattern, body,
+                                         self.request.headers.get("Content-Type"), due)
+        self.log_fields["queues"] = len(messages)
+        self.write_json(201, {"messages": [
+            {"queue": m["queue"], "id": m["id"], **({"due": m["due"]} if m.get("due") else {})}
+            for m in messages]})
+
+    async def get(self) -> None:
+        """Pull-any: the oldest ready message of the matching queues, its queue in X-Queue;
+        204 when none came within ?wait=N seconds; 404 when no queue matches."""
+        pattern = self.pattern()
+        wait = parse_number("wait", self.param("wait", "X-Wait"), 0.0)
+        sock = self.request.connection.stream.socket
+        result = await routing.pull_any(self.pool, self.config.root, pattern, wait,
+                                        gone=lambda: connection_closed(sock))
+        if result is None:
+            self.set_status(204)
+            self.finish()
+            return
+        self.log_fields["queue"] = result["queue"]
+        self.set_header("X-Queue", result["queue"])
+        self.send_message(result)

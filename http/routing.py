@@ -1,0 +1,171 @@
+"""Routing by a pattern of queue names, shared by the HTTP routes and MessagePack-RPC: which
+queues match, fan-out (one add to every matching queue) and pull-any (one fetch from the
+matching queue whose ready message is oldest).
+
+Patterns are RE2 regular expressions matched against the whole name: RE2 runs in time linear
+in the name, so no pattern can stall the front (Python's re can backtrack exponentially).
+"""
+
+import asyncio
+import functools
+import time
+from collections.abc import Callable
+
+import re2
+
+from mq.actors.fanout import MAX_FANOUT_QUEUES
+from mq.actors.fetch import MAX_WAIT_SECONDS
+from mq.errors import Invalid, MqError, NotFound
+from mq.http.actor_links import ActorLink, ActorPool
+from mq.store import Store
+
+#: Longest pattern accepted, in characters.
+MAX_PATTERN = 1000
+#: Seconds between checks that the client of a waiting pull-any is still there.
+CLIENT_CHECK_SECONDS = 0.5
+
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False  # A bad pattern is the client's 400, not a line on stderr.
+
+
+def compile_pattern(pattern) -> "re2._Regexp":
+    """The compiled pattern; Invalid when it is missing, too long or not a regular expression."""
+    if not isinstance(pattern, str) or not pattern:
+        raise Invalid("give the queues as a regular expression (qre)")
+    if len(pattern) > MAX_PATTERN:
+        raise Invalid(f"the queue pattern is over {MAX_PATTERN} characters")
+    try:
+        return re2.compile(pattern, _RE2_OPTIONS)
+    except (re2.error, ValueError, TypeError) as err:
+        reason = err.args[0].decode(errors="replace") if err.args and isinstance(
+            err.args[0], bytes) else str(err)
+        raise Invalid(f"bad regular expression {pattern!r}: {reason}") from None
+
+
+@functools.cache
+def _store(root: str) -> Store:
+    return Store(root)
+
+
+def matching_queues(root: str, pattern) -> list[str]:
+    """The existing queues whose whole name matches the pattern, in name order; NotFound when
+    there is none."""
+    regex = compile_pattern(pattern)
+    queues = [queue for queue in _store(root).list_queues() if regex.fullmatch(queue)]
+    if not queues:
+        raise NotFound(f"no queue matches {pattern!r}")
+    return queues
+
+
+async def fan_out(pool: ActorPool, root: str, pattern, body: bytes, content_type: str | None,
+                  due: float | None) -> list[dict]:
+    """Add the message to every matching queue, durably and together; each copy's queue and id.
+
+    One save actor writes every copy in one batch and flushes once before it answers, so
+    after a crash either the answer was sent and every copy is stored, or it was not.
+    """
+    queues = matching_queues(root, pattern)
+    if len(queues) > MAX_FANOUT_QUEUES:
+        raise Invalid(f"{len(queues)} queues match {pattern!r}; a fan-out may add to at most "
+                      f"{MAX_FANOUT_QUEUES}")
+    result = await pool.saver().call("add_fanout", queues=queues, body=body,
+                                     content_type=content_type or "", due=due)
+    return result["messages"]
+
+
+def _groups(pool: ActorPool, queues: list[str]) -> dict[ActorLink, list[str]]:
+    """The queues grouped by the fetch actor that owns them."""
+    groups: dict[ActorLink, list[str]] = {}
+    for queue in queues:
+        groups.setdefault(pool.fetcher(queue), []).append(queue)
+    return groups
+
+
+async def pull_any(pool: ActorPool, root: str, pattern, wait: float,
+                   gone: Callable[[], bool] = lambda: False) -> dict | None:
+    """Claim the oldest ready message among the matching queues, waiting up to `wait` seconds
+    for one; None when none came (or the client, asked through gone(), went away).
+
+    The result is the fetch result with "queue" added. Nothing is claimed once gone() is true:
+    the waiting itself claims nothing (docs/DELIVERY.md, "Pull-any").
+    """
+    if isinstance(wait, bool) or not isinstance(wait, (int, float)) or not 0 <= wait <= MAX_WAIT_SECONDS:
+        raise Invalid(f"wait must be between 0 and {MAX_WAIT_SECONDS:g} seconds")
+    groups = _groups(pool, matching_queues(root, pattern))
+    deadline = time.monotonic() + wait
+    while not gone():
+        result = await claim_oldest(groups, gone)
+        if result is not None:
+            return result
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return None
+        await watch_any(groups, remaining, gone)
+    return None
+
+
+def _raise_if_all_failed(results: list) -> None:
+    """Raise the first error when every actor asked failed (a bug is raised at once)."""
+    for result in results:
+        if isinstance(result, BaseException) and not isinstance(result, MqError):
+            raise result
+    if results and all(isinstance(r, MqError) for r in results):
+        raise results[0]
+
+
+async def claim_oldest(groups: dict[ActorLink, list[str]], gone: Callable[[], bool]) -> dict | None:
+    """Claim the oldest ready message of the groups' queues, or None when all are empty.
+
+    With queues on several fetch actors, each names its oldest head first (claiming nothing),
+    then the one with the oldest head claims; if it lost that message meanwhile, the next.
+    An actor that is down is passed over while another can serve.
+    """
+    links = list(groups)
+    if len(links) == 1:
+        candidates = links
+    else:
+        heads = await asyncio.gather(*(link.call("fetch_any", queues=groups[link], claim=False)
+                                       for link in links), return_exceptions=True)
+        _raise_if_all_failed(heads)
+        found = sorted((head["id"], pos) for pos, head in enumerate(heads)
+                       if isinstance(head, dict) and not head.get("empty"))
+        candidates = [links[pos] for _, pos in found]
+    for link in candidates:
+        if gone():
+            return None
+        result = await link.call("fetch_any", queues=groups[link], claim=True)
+        if not result.get("empty"):
+            return result
+    return None
+
+
+async def _until_gone(gone: Callable[[], bool]) -> None:
+    while not gone():
+        await asyncio.sleep(CLIENT_CHECK_SECONDS)
+
+
+async def watch_any(groups: dict[ActorLink, list[str]], seconds: float,
+                    gone: Callable[[], bool]) -> None:
+    """Wait, claiming nothing, until one of the queues has a ready message, `seconds` pass, or
+    the client goes away; then withdraw the watches still parked on other actors. A watch that
+    failed (its actor is down) ends the wait only when every one failed."""
+    sent: dict[ActorLink, bytes] = {}
+    watches = {link: asyncio.ensure_future(link.call(
+        "watch", queues=queues, wait=seconds, timeout=seconds + link.timeout,
+        on_sent=lambda rid, link=link: sent.__setitem__(link, rid)))
+        for link, queues in groups.items()}
+    checker = asyncio.ensure_future(_until_gone(gone))
+    pending = set(watches.values()) | {checker}
+    try:
+        while pending:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            answered = [w for w in done if w is not checker and w.exception() is None]
+            if checker in done or answered or all(w.done() for w in watches.values()):
+                break
+    finally:
+        checker.cancel()
+        for link, watch in watches.items():
+            if not watch.done() and link in sent:
+                link.cancel(sent[link])
+        results = await asyncio.gather(*watches.values(), return_exceptions=True)
+    _raise_if_all_failed(results)

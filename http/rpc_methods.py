@@ -1,0 +1,230 @@
+"""The methods of the MessagePack-RPC server, each mapped onto the actor calls the HTTP
+routes make: push and pull as POST and GET /{queue}/messages, push_all and pull_any through
+http/routing.py as /_mq/messages?qre=, done/retain/release as reply=ack/ext/nack, delete as
+DELETE /{queue}, the properties as /{queue}/properties and /_mq/properties.
+
+A content goes in as given: bytes are stored as they are (application/octet-stream), a string
+as UTF-8 text (text/plain; charset=utf-8), any other value packed as msgpack
+(application/msgpack); pull unpacks it back by that content type, so what was pushed comes
+back the same, and a message added over HTTP comes back as bytes (as text when it is text/*).
+"""
+
+import time
+
+import msgpack
+
+from mq import store as fmt
+from mq.adds import check_add
+from mq.errors import Invalid
+from mq.http import routing
+
+MSGPACK_TYPE = "application/msgpack"
+TEXT_TYPE = "text/plain; charset=utf-8"
+#: Options push may take as its third parameter.
+PUSH_OPTIONS = ("delay", "dedup_id", "content_type")
+
+
+class Caller:
+    """What a method needs of its connection: the actor pool, the options, and the long polls
+    to withdraw when the client hangs up (so that no message is claimed for nobody)."""
+
+    def __init__(self, pool, options):
+        self.pool = pool
+        self.options = options
+        self.gone = False
+        self.polls: set[tuple] = set()
+
+    def hang_up(self) -> None:
+        """The client went away: withdraw its waiting polls; claim nothing more for it."""
+        self.gone = True
+        for link, rid in list(self.polls):
+            link.cancel(rid)
+        self.polls.clear()
+
+
+def encode_content(content) -> tuple[bytes, str]:
+    """(body, content type) of a pushed content."""
+    if isinstance(content, bytes):
+        return content, "application/octet-stream"
+    if isinstance(content, str):
+        return content.encode(), TEXT_TYPE
+    return msgpack.packb(content, use_bin_type=True), MSGPACK_TYPE
+
+
+def decode_content(body: bytes, content_type: str):
+    """A stored body as the content pull returns (see the module's docstring)."""
+    kind = content_type.split(";")[0].strip().lower()
+    try:
+        if kind == MSGPACK_TYPE:
+            return msgpack.unpackb(body, raw=False)
+        if kind.startswith("text/"):
+            return body.decode()
+    except (ValueError, msgpack.UnpackException):
+        pass  # Not what its type says: hand over the bytes.
+    return body
+
+
+def arguments(method: str, params: list, names: tuple, required: int) -> list:
+    """params padded with None to the method's arity; Invalid when too few or too many."""
+    if not required <= len(params) <= len(names):
+        wanted = f"{required} to {len(names)}" if required != len(names) else str(required)
+        raise Invalid(f"{method}({', '.join(names)}) takes {wanted} parameters, not {len(params)}")
+    return list(params) + [None] * (len(names) - len(params))
+
+
+def queue_name(name) -> str:
+    """A queue name parameter, checked."""
+    return fmt.validate_queue(name)
+
+
+def message(result: dict, queue: str) -> dict:
+    """A fetched message as pull and pull_any return it."""
+    return {"queue": queue, "id": result["id"], "type": "normal",
+            "content": decode_content(result["body"], result["content_type"]),
+            "receipt": result["receipt"], "attempts": result["attempts"]}
+
+
+def seconds(value, what: str = "timeout") -> float:
+    """A number of seconds parameter (nil: 0)."""
+    if value is None:
+        return 0.0
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise Invalid(f"{what} must be a number of seconds")
+    return float(value)
+
+
+async def push(caller: Caller, params: list):
+    """push(name, content[, options]) -> "ok": add a message (options: delay, dedup_id,
+    content_type)."""
+    name, content, options = arguments("push", params, ("name", "content", "options"), 2)
+    options = options or {}
+    if not isinstance(options, dict) or set(options) - set(PUSH_OPTIONS):
+        raise Invalid(f"push options must be a map of {', '.join(PUSH_OPTIONS)}")
+    body, content_type = encode_content(content)
+    now = time.time()
+    delay = seconds(options.get("delay"), "delay")
+    if not 0 <= delay < float("inf"):
+        raise Invalid("delay must be a finite number of seconds, 0 or more")
+    add = check_add(queue_name(name), body, options.get("content_type") or content_type,
+                    now + delay if delay else None, options.get("dedup_id"), now)
+    await caller.pool.saver().call("add", queue=add.queue, body=add.body,
+                                   content_type=add.content_type, due=add.due,
+                                   dedup_id=add.dedup_id or None)
+    return "ok"
+
+
+async def pull(caller: Caller, params: list):
+    """pull(name[, timeout]) -> message | "empty": claim the oldest ready message."""
+    name, timeout = arguments("pull", params, ("name", "timeout"), 1)
+    queue, wait = queue_name(name), seconds(timeout)
+    link = caller.pool.fetcher(queue)
+    sent = []
+
+    def on_sent(rid):
+        sent.append((link, rid))
+        caller.polls.add((link, rid))
+
+    if caller.gone:
+        return "empty"
+    try:
+        result = await link.call("fetch", queue=queue, wait=wait,
+                                 timeout=wait + caller.options.actor_timeout, on_sent=on_sent)
+    finally:
+        caller.polls.difference_update(sent)
+    return "empty" if result.get("empty") else message(result, queue)
+
+
+async def pull_any(caller: Caller, params: list):
+    """pull_any(regexp[, timeout]) -> message | "empty": the oldest ready message of the queues
+    whose names match."""
+    pattern, timeout = arguments("pull_any", params, ("regexp", "timeout"), 1)
+    result = await routing.pull_any(caller.pool, caller.options.root, pattern, seconds(timeout),
+                                    gone=lambda: caller.gone)
+    return "empty" if result is None else message(result, result["queue"])
+
+
+async def push_all(caller: Caller, params: list):
+    """push_all(regexp, content) -> "ok": add a message to every queue whose name matches."""
+    pattern, content = arguments("push_all", params, ("regexp", "content"), 2)
+    body, content_type = encode_content(content)
+    await routing.fan_out(caller.pool, caller.options.root, pattern, body, content_type, None)
+    return "ok"
+
+
+async def reply(caller: Caller, params: list, method: str, op: str):
+    """done, retain and release: ack, extend or nack a delivery (by its receipt, if given)."""
+    name, message_id, receipt = arguments(method, params, ("name", "id", "receipt"), 2)
+    queue = queue_name(name)
+    fmt.validate_id(message_id)
+    if receipt is not None and not isinstance(receipt, str):
+        raise Invalid("receipt must be a string")
+    await caller.pool.fetcher(queue).call(op, queue=queue, id=message_id, receipt=receipt,
+                                          seconds=None)
+    return "ok"
+
+
+async def done(caller: Caller, params: list):
+    """done(name, id[, receipt]) -> "ok": the message is processed; remove it."""
+    return await reply(caller, params, "done", "ack")
+
+
+async def retain(caller: Caller, params: list):
+    """retain(name, id[, receipt]) -> "ok": restart the delivery's timer (the queue's timeout)."""
+    return await reply(caller, params, "retain", "extend")
+
+
+async def release(caller: Caller, params: list):
+    """release(name, id[, receipt]) -> "ok": give the message back for another delivery now."""
+    return await reply(caller, params, "release", "nack")
+
+
+async def delete(caller: Caller, params: list):
+    """delete(name) -> "ok": delete the queue and all its messages."""
+    (name,) = arguments("delete", params, ("name",), 1)
+    queue = queue_name(name)
+    await caller.pool.fetcher(queue).call("queue_delete", queue=queue)
+    return "ok"
+
+
+async def update_props(caller: Caller, params: list):
+    """update_props(name[, property]) -> "ok": create the queue if needed and set its own
+    properties to exactly these (none given: back to the defaults)."""
+    name, props = arguments("update_props", params, ("name", "property"), 1)
+    queue = queue_name(name)
+    link = caller.pool.fetcher(queue)
+    await link.call("queue_put", queue=queue)
+    if props is None:
+        await link.call("props_delete", queue=queue, properties=None)
+    else:
+        await link.call("props_put", queue=queue, properties=props)
+    return "ok"
+
+
+async def set_default_props(caller: Caller, params: list):
+    """set_default_props(props_list) -> "ok": replace the default rules [[regexp, property]]."""
+    (rules,) = arguments("set_default_props", params, ("props_list",), 1)
+    await caller.pool.fetchers[0].call("rules_put", rules=rules)
+    return "ok"
+
+
+async def get_default_props(caller: Caller, params: list):
+    """get_default_props() -> props_list: the default rules."""
+    arguments("get_default_props", params, (), 0)
+    return (await caller.pool.fetchers[0].call("rules_get"))["rules"]
+
+
+METHODS = {
+    "push": push, "pull": pull, "pull_any": pull_any, "push_all": push_all,
+    "done": done, "retain": retain, "release": release, "delete": delete,
+    "update_props": update_props, "set_default_props": set_default_props,
+    "get_default_props": get_default_props,
+}
+
+
+async def call_method(caller: Caller, method: str, params: list):
+    """Run one method; its error (MqError) is raised, Invalid for an unknown method."""
+    function = METHODS.get(method)
+    if function is None:
+        raise Invalid(f"no such method {method!r}; known: {', '.join(sorted(METHODS))}")
+    return await function(caller, params)
+

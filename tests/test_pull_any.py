@@ -1,0 +1,139 @@
+"""Pull-any, GET /_mq/messages?qre=REGEX: the oldest ready message among the matching queues,
+whichever fetch actor owns them, its queue in X-Queue; no queue starves; a long poll answers
+as soon as any matching queue gets a message; a client that hangs up claims nothing.
+
+The daemon runs with --log-level=debug: fetch actors log "fetch.watch" when a pull-any starts
+waiting on them, so a test adds only once the poll is known to wait, never after a sleep.
+"""
+
+import itertools
+import socket
+import threading
+import time
+from urllib.parse import quote
+
+import pytest
+
+from support import Daemon, queue_owned_by
+
+prefixes = (f"pa{n}" for n in itertools.count())
+
+
+@pytest.fixture(scope="module")
+def any_mq(tmp_path_factory):
+    """One daemon for the module (each test uses its own queue names)."""
+    workdir = tmp_path_factory.mktemp("pull-any")
+    daemon = Daemon(workdir / "root", workdir, workers=2, timeout=30,
+                    args=("--log-level=debug",)).start()
+    try:
+        daemon.wait_ready()
+        yield daemon
+    finally:
+        daemon.cleanup()
+
+
+def pull_any(mq, pattern: str, wait: float | None = None):
+    """GET /_mq/messages?qre=pattern[&wait=N]."""
+    query = f"qre={quote(pattern)}" + (f"&wait={wait}" if wait is not None else "")
+    return mq.request("GET", f"/_mq/messages?{query}", timeout=30)
+
+
+def two_queues(mq, owners=(0, 1)) -> tuple[str, str, str]:
+    """(pattern, first queue, second queue), both created, owned by these fetch actors."""
+    prefix = next(prefixes)
+    first, second = (queue_owned_by(owner, 2, prefix=f"{prefix}-{tag}-")
+                     for owner, tag in zip(owners, "ab"))
+    for queue in (first, second):
+        assert mq.request("PUT", f"/{queue}").status == 201
+    return f"{prefix}-.*", first, second
+
+
+#: Two queues on different fetch actors, and two on one.
+OWNERS = pytest.mark.parametrize("owners", [(0, 1), (1, 1)], ids=["two-actors", "one-actor"])
+
+
+@OWNERS
+def test_the_oldest_ready_message_of_any_matching_queue_comes_first(any_mq, owners):
+    pattern, first, second = two_queues(any_mq, owners)
+    added = [(queue, any_mq.add(queue, f"{queue} {n}".encode()))
+             for n, queue in enumerate([second, first, second, first, first])]
+    got = []
+    for _ in added:
+        resp = pull_any(any_mq, pattern)
+        assert resp.status == 200
+        assert resp.body == f"{resp.header('X-Queue')} {len(got)}".encode()
+        got.append((resp.header("X-Queue"), resp.header("X-Message-Id")))
+        assert resp.header("X-Receipt") == f"{got[-1][1]}.1"
+    assert got == added
+    assert pull_any(any_mq, pattern).status == 204
+
+
+@OWNERS
+def test_two_queues_kept_full_are_both_served(any_mq, owners):
+    pattern, first, second = two_queues(any_mq, owners)
+    for n in range(5):
+        any_mq.add(first, b"f")
+        any_mq.add(second, b"s")
+    served = []
+    for _ in range(20):
+        # Both queues stay full: each pull is followed by one more message in each.
+        resp = pull_any(any_mq, pattern)
+        assert resp.status == 200
+        served.append(resp.header("X-Queue"))
+        any_mq.add(first, b"f")
+        any_mq.add(second, b"s")
+    assert served.count(first) == served.count(second) == 10
+
+
+def test_a_long_poll_answers_when_any_matching_queue_gets_a_message(any_mq):
+    pattern, first, second = two_queues(any_mq)
+    answer = {}
+    poll = threading.Thread(target=lambda: answer.update(resp=pull_any(any_mq, pattern, 15)))
+    poll.start()
+    any_mq.wait_for_events("fetch.watch", 1, queue=first)
+    any_mq.wait_for_events("fetch.watch", 1, queue=second)
+    added_at = time.monotonic()
+    message_id = any_mq.add(second, b"wake up")
+    poll.join(15)
+    resp = answer["resp"]
+    assert (resp.status, resp.header("X-Queue"), resp.header("X-Message-Id"), resp.body) == \
+        (200, second, message_id, b"wake up")
+    assert time.monotonic() - added_at < 5
+    # The watch on the other fetch actor is withdrawn, not left to run out.
+    any_mq.wait_for_events("fetch.watch_cancelled", 1, queue=first)
+
+
+def test_a_long_poll_with_nothing_coming_answers_204_after_its_wait(any_mq):
+    pattern, _, _ = two_queues(any_mq)
+    started = time.monotonic()
+    assert pull_any(any_mq, pattern, 0.5).status == 204
+    assert 0.45 <= time.monotonic() - started < 5
+
+
+def test_a_pull_any_whose_client_hung_up_claims_nothing(any_mq):
+    pattern, first, second = two_queues(any_mq)
+    with socket.create_connection(("127.0.0.1", any_mq.port)) as sock:
+        sock.sendall(f"GET /_mq/messages?qre={quote(pattern)}&wait=15 HTTP/1.1\r\n"
+                     "Host: x\r\n\r\n".encode())
+        for queue in (first, second):
+            any_mq.wait_for_events("fetch.watch", 1, queue=queue)
+    # The client hung up; a message comes at once, before the front's next look at the
+    # connection: the watch on its queue answers, and the front, seeing the client gone
+    # right before it would claim, claims nothing and withdraws the other watch.
+    message_id = any_mq.add(first, b"for a live consumer")
+    any_mq.wait_for_events("fetch.watch_cancelled", 1, queue=second)
+    got = any_mq.fetch(first)
+    assert got.status == 200 and got.header("X-Message-Id") == message_id
+
+
+@pytest.mark.parametrize("query, status, why", [
+    ("qre=nothing-matches-this", 404, "no queue matches"),
+    ("qre=pa-(", 400, "bad regular expression"),
+    ("qre=", 400, "qre"),
+    ("qre=pa.*&wait=21", 400, "wait"),
+    ("qre=pa.*&wait=soon", 400, "wait"),
+])
+def test_bad_pull_any_requests_get_json_errors(any_mq, query, status, why):
+    two_queues(any_mq)
+    resp = any_mq.request("GET", f"/_mq/messages?{query}")
+    assert resp.status == status and why in resp.json()["message"]
