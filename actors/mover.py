@@ -11,6 +11,7 @@ from collections import defaultdict
 
 
 from mq import logs, properties
+from mq.actors import accumulation
 from mq.actors.base import Actor
 from mq.store import Disk
 from mq.store.root import mover_endpoint
@@ -78,6 +79,7 @@ class MoverActor(Actor):
     def __init__(self, options, index: int, run_dir: str, store=None):
         super().__init__(options, index, run_dir, store)
         self.timers = DueHeap()
+        self.windows = DueHeap()  # accumulation windows: (due, queue, window name, 0)
         self.props = properties.PropertyFiles(self.store, {"timeout": options.timeout})
 
     def endpoint(self) -> str:
@@ -103,12 +105,14 @@ class MoverActor(Actor):
         known = self.timers.due if only_new else ()
         for due, queue, message_id, attempts in self.store.list_delayed(known=known):
             self.timers.add(due, queue, message_id, attempts)
+        accumulation.time_windows(self.store, self.windows)
         self.scanned_at = time.monotonic()
         self.log.debug("mover.rescan", timed=len(self.timers))
 
     def poll_timeout_ms(self) -> int:
         """Sleep until the next message is due, at most MAX_WAIT_SECONDS."""
-        due = self.timers.next_due()
+        due = min((d for d in (self.timers.next_due(), self.windows.next_due()) if d is not None),
+                  default=None)
         wait = MAX_WAIT_SECONDS if due is None else min(MAX_WAIT_SECONDS, due - time.time())
         # Round up: a wait under 1 ms truncated to 0 would spin on poll(0) until the due time.
         return max(0, math.ceil(wait * 1000))
@@ -130,7 +134,8 @@ class MoverActor(Actor):
         self.rescan()
         return {}
 
-    COMMANDS = {"delayed": delayed, "relay": relay, "rescan": rescan_all}
+    COMMANDS = {"delayed": delayed, "relay": relay, "rescan": rescan_all,
+                "window": accumulation.window_note}
 
     def tick(self) -> None:
         """Move what is due, flush, then tell each queue's fetch actor."""
@@ -143,6 +148,9 @@ class MoverActor(Actor):
                 self.log.debug("mover.noticed")
                 self.rescan(only_new=True)
         for queue, ids in move_due(self.store, self.timers, time.time(), self.props).items():
+            self.tell_ready(queue, ids)
+        for queue, ids in accumulation.close_due_windows(self.store, self.windows,
+                                                         time.time()).items():
             self.tell_ready(queue, ids)
 
 

@@ -9,6 +9,7 @@ import tornado.web
 from mq import store as fmt
 from mq.adds import check_add
 from mq.errors import Invalid, TooLarge
+from mq.http import compound
 from mq.http.api import ApiHandler
 from mq.numbers import parse_number
 from mq.schedule import due_time
@@ -79,6 +80,10 @@ class MessagesHandler(ApiHandler):
         reply = {"id": message_id, "queue": queue}
         if result.get("due"):
             reply["due"] = result["due"]
+        accumulated = result.get("accumulated", "no")
+        self.set_header("X-Accumulated", accumulated)
+        if accumulated != "no":
+            reply["accumulated"] = accumulated
         if result.get("duplicate"):
             self.set_header("X-Duplicate", "true")
             reply["duplicate"] = True
@@ -88,6 +93,7 @@ class MessagesHandler(ApiHandler):
         """Fetch the oldest ready message, waiting up to ?wait=N seconds; 204 when there is none."""
         queue = self.queue_name(name)
         wait = parse_number("wait", self.param("wait", "X-Wait"), 0.0)
+        cf = compound.compound_format(self.param("cf", "X-Compound-Format"))
         fetcher = self.pool.fetcher(queue)
         self.poll = None
         watch = asyncio.ensure_future(self.watch_client(wait)) if wait > 0 else None
@@ -108,9 +114,13 @@ class MessagesHandler(ApiHandler):
         self.set_header("X-Message-Id", result["id"])
         self.set_header("X-Receipt", result["receipt"])
         self.set_header("X-Attempts", str(result["attempts"]))
-        self.set_header("Content-Type", result["content_type"])
+        content_type, body = result["content_type"], result["body"]
+        if result.get("parts"):
+            content_type, body = compound.render(body, cf)
+        self.set_header("X-Message-Kind", "compound" if result.get("parts") else "normal")
+        self.set_header("Content-Type", content_type)
         self.set_header("Cache-Control", "no-store")
-        self.finish(result["body"])
+        self.finish(body)
 
 
     async def watch_client(self, wait: float) -> None:
