@@ -126,10 +126,11 @@ class Accumulation:
                 continue
         return found
 
-    def settle_window(self, queue: str, name: str) -> tuple[str, int] | None:
+    def settle_window(self, queue: str, name: str) -> tuple[str, int | None] | None:
         """Close, combine and publish a due window, from whatever stage it is at; return
-        (compound id, parts) once the compound is ready in its queue, None when there was
-        nothing to publish (an empty window, or one a peer settled)."""
+        (compound id, parts; None when combined before a crash) once the compound is ready in
+        its queue, None when there was nothing to publish (an empty window, or one settled
+        before)."""
         stage, value = window_stage(name)
         if stage == "open":
             value = new_id()
@@ -138,7 +139,7 @@ class Accumulation:
             except FileNotFoundError:
                 return None
             stage = "closing"
-        parts = self.combine(queue, value) if stage == "closing" else -1
+        parts = self.combine(queue, value) if stage == "closing" else None
         if parts == 0:
             return None
         return (value, parts) if self.publish_compound(queue, value) else None
