@@ -80,7 +80,7 @@ class MessagesHandler(ApiHandler):
         reply = {"id": message_id, "queue": queue}
         if result.get("due"):
             reply["due"] = result["due"]
-        accumulated = result.get("accumulated", "no")
+        accumulated = "no" if result.get("duplicate") else result.get("accumulated", "no")
         self.set_header("X-Accumulated", accumulated)
         if accumulated != "no":
             reply["accumulated"] = accumulated
