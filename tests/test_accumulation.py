@@ -126,6 +126,21 @@ def test_nack_redelivers_and_dead_letters_the_compound_as_one_message(shared_mq)
     assert fetch(shared_mq, "acc-retry").status == 204
 
 
+def test_purge_and_queue_delete_take_the_parts_of_open_windows(shared_mq):
+    accumulating(shared_mq, "acc-gone", 600)
+    first = add_part(shared_mq, "acc-gone", b"one")
+    add_part(shared_mq, "acc-gone", b"two")
+    windows = shared_mq.root / "accum" / "acc-gone"
+    window = files_in(windows / str(round(first["due"] * 1000)))
+    assert len(window) == 2 and first["id"] in window
+    assert shared_mq.delete("acc-gone", first["id"]).status == 404, "a part is not a message"
+    purged = shared_mq.request("POST", "/acc-gone/purge")
+    assert purged.json()["purged"] == 2 and files_in(windows) == []
+    assert add_part(shared_mq, "acc-gone", b"three")["accumulated"] == "new"
+    assert shared_mq.request("DELETE", "/acc-gone").status == 204
+    assert not windows.exists()
+
+
 # -- the README's example ------------------------------------------------------------------------
 
 #: What differs from run to run: ids, receipts, times, the multipart boundary.
