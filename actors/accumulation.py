@@ -10,6 +10,10 @@ from mq import logs
 from mq.errors import Invalid
 from mq.store.accumulation import window_due, window_stage
 
+#: With --peers, seconds a window must have stayed in a later stage (closing, combined) before
+#: this mover finishes it: a younger one may be another daemon's close in progress.
+PEER_STALE_SECONDS = 60.0
+
 # -- the save actor -----------------------------------------------------------------------------
 
 
@@ -56,10 +60,12 @@ def closes(item) -> float:
 # -- the mover ----------------------------------------------------------------------------------
 
 
-def time_windows(store, timers) -> None:
-    """Time every window in accum/ (at the mover's start and rescans)."""
+def time_windows(store, timers, peers: bool = False) -> None:
+    """Time every window in accum/ (at the mover's start and rescans). One found closing or
+    combined was left so by a crash, unless another daemon (peers) is closing it right now."""
     for queue, name in store.list_windows():
-        timers.add(window_due(name), queue, name)
+        changed = store.window_changed_at(queue, name) + PEER_STALE_SECONDS if peers else 0.0
+        timers.add(window_due(name, changed), queue, name)
 
 
 def window_note(mover, batch, request) -> dict:

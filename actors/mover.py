@@ -105,7 +105,7 @@ class MoverActor(Actor):
         known = self.timers.due if only_new else ()
         for due, queue, message_id, attempts in self.store.list_delayed(known=known):
             self.timers.add(due, queue, message_id, attempts)
-        accumulation.time_windows(self.store, self.windows)
+        accumulation.time_windows(self.store, self.windows, bool(self.options.peers))
         self.scanned_at = time.monotonic()
         self.log.debug("mover.rescan", timed=len(self.timers))
 

@@ -15,13 +15,15 @@ settled, whatever its stage), and then:
 
 import os
 import shutil
+import time
 from collections import Counter
 
 import pytest
 
 from mq.actors.accumulation import close_due_windows, time_windows
 from mq.actors.mover import DueHeap
-from mq.store import Disk, Store
+from mq.ids import new_id
+from mq.store import Disk, Store, encode_message
 from mq.store.accumulation import decode_compound
 from test_flush_ordering import SYNC_MODES, Rig, View, assert_sound
 
@@ -135,3 +137,24 @@ def test_acknowledged_parts_are_combined_exactly_once_at_every_point(tmp_path, s
 
     check_every_cut(rig, check)
     assert not os.listdir(rig.store.accum_dir(QUEUE)), "the live root kept its window"
+
+
+def test_with_peers_a_window_found_closing_waits_until_it_is_stale(tmp_path):
+    # Another daemon's mover may be closing it right now: finishing it at once could unlink the
+    # compound it is writing. Alone on the root, such a window is a crash's leftover.
+    store = Store(str(tmp_path / "root"))
+    store.init()
+    part = new_id()
+    store.write_new(QUEUE, part, encode_message(b"p", "text/plain", 0, part), None)
+    window, opened = store.add_part(QUEUE, part, 3600)
+    assert opened
+    closing = f"{new_id()}.closing"
+    store.disk.rename(store.window_dir(QUEUE, window), store.window_dir(QUEUE, closing))
+    alone, peers = DueHeap(), DueHeap()
+    time_windows(store, alone)
+    time_windows(store, peers, peers=True)
+    assert alone.due == {(QUEUE, closing, 0): 0.0}
+    assert peers.due[(QUEUE, closing, 0)] > time.time() + 50
+    assert close_due_windows(store, peers, time.time()) == {}
+    [[compound_id, _]] = close_due_windows(store, alone, time.time())[QUEUE]
+    assert compound_id == closing.split(".")[0]

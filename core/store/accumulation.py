@@ -17,6 +17,7 @@ import msgpack
 from mq.errors import NotFound, Unavailable
 from mq.ids import is_id, new_id
 from mq.store.message import CorruptMessage, Message, decode_message, encode_message
+from mq.store.names import is_queue
 
 #: The content type a compound message is stored with: its body is the msgpack rendering.
 COMPOUND_CONTENT_TYPE = "application/msgpack"
@@ -45,11 +46,11 @@ def window_stage(name: str) -> tuple[str, str] | None:
     return None
 
 
-def window_due(name: str) -> float:
+def window_due(name: str, changed: float = 0.0) -> float:
     """When the mover settles a window: an open one after its close time (and the grace), a
-    closing or combined one (left by a crash) at once."""
+    closing or combined one (left by a crash) at `changed` (0: at once)."""
     stage = window_stage(name)
-    return int(stage[1]) / 1000 + CLOSE_GRACE_SECONDS if stage and stage[0] == "open" else 0.0
+    return int(stage[1]) / 1000 + CLOSE_GRACE_SECONDS if stage and stage[0] == "open" else changed
 
 
 def encode_compound(parts: list[Message], compound_id: str, created_ms: int) -> bytes:
@@ -119,12 +120,22 @@ class Accumulation:
         """(queue, window name) of every window in accum/ (the mover's start and rescans)."""
         found = []
         for queue in os.listdir(self.folder("accum")):
+            if not is_queue(queue):
+                continue
             try:
                 found.extend((queue, name) for name in os.listdir(self.accum_dir(queue))
                              if window_stage(name))
             except (FileNotFoundError, NotADirectoryError):
                 continue
         return found
+
+    def window_changed_at(self, queue: str, name: str) -> float:
+        """When a window's folder last changed (renamed, or a file made in it); 0 when gone."""
+        try:
+            info = os.stat(self.window_dir(queue, name))
+        except FileNotFoundError:
+            return 0.0
+        return max(info.st_mtime, info.st_ctime)
 
     def settle_window(self, queue: str, name: str) -> tuple[str, int | None] | None:
         """Close, combine and publish a due window, from whatever stage it is at; return
