@@ -1,8 +1,9 @@
 """Accumulation against the real daemon: a queue with `accum` > 0 turns the adds of each window
 into one compound message, fetchable when the window closes.
 
-One daemon serves the module (each test has its own queues); the last test kills it with
-kill -9 and starts it again. Windows are 1 s (3 s for the kill); every wait polls a fetch, a
+One daemon serves the module (each test has its own queues), with `--save-batch=0` so that
+concurrent adds spread over both save actors; the last test kills it with kill -9 and starts
+it again. Windows are 1 s (3 s for the kill); every wait polls a fetch, a
 long poll or the root, never a fixed sleep.
 """
 
@@ -11,6 +12,7 @@ import re
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from email import policy
 from email.parser import BytesParser
 from pathlib import Path
@@ -18,11 +20,24 @@ from pathlib import Path
 import msgpack
 import pytest
 
-from delivery_support import (add, assert_json_error, fetch, fetch_when_ready, reply,
-                              set_props, shared_mq)  # noqa: F401 (shared_mq is a fixture)
-from support import files_in, poll_for
+from delivery_support import add, assert_json_error, fetch, fetch_when_ready, reply, set_props
+from mq.store.message import decode_header
+from support import Daemon, files_in, poll_for
 
 README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+@pytest.fixture(scope="module")
+def shared_mq(tmp_path_factory):
+    """The module's daemon: two worker pairs, adds spread over both save actors."""
+    workdir = tmp_path_factory.mktemp("accum")
+    daemon = Daemon(workdir / "root", workdir, workers=2, timeout=1,
+                    args=("--save-batch=0",)).start()
+    try:
+        daemon.wait_ready()
+        yield daemon
+    finally:
+        daemon.cleanup()
 
 
 def at_window_start(accum: float, share: float = 0.5) -> None:
@@ -124,6 +139,37 @@ def test_nack_redelivers_and_dead_letters_the_compound_as_one_message(shared_mq)
     assert reply(shared_mq, "acc-retry.dead", compound_id, "ack",
                  letter.header("X-Receipt")).status == 204
     assert fetch(shared_mq, "acc-retry").status == 204
+
+
+def test_concurrent_adds_on_both_save_actors_share_one_window_without_a_race(shared_mq):
+    accumulating(shared_mq, "acc-race", 3)
+    bodies = [b"part %d" % n for n in range(40)]
+    at_window_start(3, share=0.3)
+    with ThreadPoolExecutor(16) as pool:
+        replies = list(pool.map(lambda body: add_part(shared_mq, "acc-race", body), bodies))
+    windows = {}
+    for value in replies:
+        windows.setdefault(value["due"], []).append(value["accumulated"])
+    # One window, opened by exactly one add, whichever save actor took it.
+    assert len(windows) == 1, f"40 quick adds at a window's start split: {windows}"
+    assert all(sorted(v) == ["new"] + ["yes"] * (len(v) - 1) for v in windows.values()), windows
+    folder = shared_mq.root / "accum" / "acc-race" / str(round(min(windows) * 1000))
+    writers = set()
+    for name in files_in(folder):
+        header, _ = decode_header("acc-race", name, (folder / name).read_bytes())
+        writers.add(header["w"].rpartition("/")[2])
+    assert writers == {"save-0", "save-1"}, "the adds did not spread over both save actors"
+    seen = []
+
+    def drained():
+        while (resp := fetch(shared_mq, "acc-race")).status == 200:
+            seen.extend(body for _, body in parts_of(resp))
+            reply(shared_mq, "acc-race", resp.header("X-Message-Id"), "ack",
+                  resp.header("X-Receipt"))
+        return len(seen) >= len(bodies)
+
+    poll_for(drained, 15, interval=0.05, what="every part in a compound")
+    assert sorted(seen) == sorted(bodies), "a part lost or delivered twice"
 
 
 def test_purge_and_queue_delete_take_the_parts_of_open_windows(shared_mq):
