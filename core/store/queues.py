@@ -47,7 +47,8 @@ class Queues:
 
     def purge_queue(self, queue: str) -> int:
         """Remove every message of a queue, ready, delayed or in flight; keep the queue, its
-        properties and keys. Returns how many messages went (the ready ones are counted)."""
+        properties and keys. Returns how many messages went (the ready ones and the parts of
+        open windows are counted)."""
         if not self.queue_exists(queue):
             raise NotFound(f"queue {queue!r} does not exist")
         ready = len(os.listdir(self.queue_dir(queue))) + self.purge_windows(queue)
