@@ -225,7 +225,7 @@ class FetchActor(Actor):
                 self.counters.count(queue, "redeliveries")
             return {"id": message_id, "body": message.body, "content_type": message.content_type,
                     "receipt": f"{message_id}.{delivery}", "attempts": delivery, "due": due,
-                    "created_ms": message.created_ms}
+                    "created_ms": message.created_ms, "parts": message.parts}
 
     def quarantine(self, batch: Batch, queue: str, message_id: str, delivery: int, due: float,
                    err: Exception) -> None:

@@ -11,6 +11,7 @@ from collections import defaultdict
 
 
 from mq import logs, properties
+from mq.actors import accumulation
 from mq.actors.base import Actor
 from mq.actors.counters import Counters
 from mq.store import Disk
@@ -110,6 +111,7 @@ class MoverActor(Actor):
     def __init__(self, options, index: int, run_dir: str, store=None):
         super().__init__(options, index, run_dir, store)
         self.timers = DueHeap()
+        self.windows = DueHeap()  # accumulation windows: (due, queue, window name, 0)
         self.props = properties.PropertyFiles(self.store, {"timeout": options.timeout})
         self.counters = Counters()
 
@@ -136,12 +138,14 @@ class MoverActor(Actor):
         known = self.timers.due if only_new else ()
         for due, queue, message_id, attempts in self.store.list_delayed(known=known):
             self.timers.add(due, queue, message_id, attempts)
+        accumulation.time_windows(self.store, self.windows, bool(self.options.peers))
         self.scanned_at = time.monotonic()
         self.log.debug("mover.rescan", timed=len(self.timers))
 
     def poll_timeout_ms(self) -> int:
         """Sleep until the next message is due, at most MAX_WAIT_SECONDS."""
-        due = self.timers.next_due()
+        due = min((d for d in (self.timers.next_due(), self.windows.next_due()) if d is not None),
+                  default=None)
         wait = MAX_WAIT_SECONDS if due is None else min(MAX_WAIT_SECONDS, due - time.time())
         # Round up: a wait under 1 ms truncated to 0 would spin on poll(0) until the due time.
         return max(0, math.ceil(wait * 1000))
@@ -182,7 +186,7 @@ class MoverActor(Actor):
         return {"actor": f"{self.kind}-{self.index}", "queues": queues}
 
     COMMANDS = {"delayed": delayed, "relay": relay, "rescan": rescan_all, "settled": settled,
-                "stats": stats}
+                "stats": stats, "window": accumulation.window_note}
 
     def tick(self) -> None:
         """Move what is due, flush, then tell each queue's fetch actor."""
@@ -198,6 +202,10 @@ class MoverActor(Actor):
         for queue, ids in moved.items():
             self.tell_ready(queue, ids)
         self.post_notices(moved)
+        closed = accumulation.close_due_windows(self.store, self.windows, time.time())
+        for queue, ids in closed.items():
+            self.tell_ready(queue, ids)
+        self.post_notices(closed)
 
 
 def move_due(store, timers: DueHeap, now: float, props=None, counters=None) -> dict[str, list]:

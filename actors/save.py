@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from mq import properties
 from mq import store as fmt
-from mq.actors import fanout, save_batch
+from mq.actors import accumulation, fanout, save_batch
 from mq.actors.base import Actor
 from mq.actors.batch import DEFERRED, Batch, Request
 from mq.actors.counters import Counters
@@ -34,6 +34,8 @@ class Written:
     id: str
     window: float
     slot: int | None = None  # Its place in an add_batch request; None for a single add.
+    accum: float = 0.0  # the queue's accumulation window; > 0: the add is a part
+    joined: tuple | None = None  # (window name, opened) once a part is in its window
 
 
 @dataclass
@@ -44,6 +46,7 @@ class AddBatch(Batch):
     followers: list = field(default_factory=list)  # (follower, the key's winner): Written items
     #: add_batch position -> the outcome of each of its messages (dict, MqError or None).
     parts: dict = field(default_factory=dict)
+    windows: list = field(default_factory=list)  # (queue, window) opened, for the mover
 
     def outcome(self, item: "Written"):
         """What an item has come to so far: None (pending), a result dict or an MqError."""
@@ -94,7 +97,10 @@ class SaveActor(Actor):
         add = check_add(payload.get("queue"), payload.get("body"), payload.get("content_type"),
                         payload.get("due"), payload.get("dedup_id"), now)
         props = self.props.effective(add.queue)
+        accumulation.refuse_schedule(add, props)
         with_properties(add, props, self.options.max_body_bytes, now)
+        if props["accum"] > 0:
+            add.due = None  # A part waits for its window, not for the delay property.
         if not self.store.auto_create and not self.store.queue_exists(add.queue):
             raise NotFound(f"queue {add.queue!r} does not exist (auto-create is off)")
         if payload.get("must_exist") and not self.store.queue_exists(add.queue):
@@ -107,7 +113,8 @@ class SaveActor(Actor):
         data = fmt.encode_message(add.body, add.content_type, int(now * 1000), message_id,
                                   add.dedup_id, self.writer())
         self.store.write_new(add.queue, message_id, data, add.due)
-        batch.written.append(Written(len(batch.results), add, message_id, props["dedup_window"]))
+        batch.written.append(Written(len(batch.results), add, message_id, props["dedup_window"],
+                                     accum=props["accum"]))
         return None  # Answered by settle().
 
     def duplicate(self, batch: AddBatch, request: Request, queue: str, earlier: str):
@@ -180,7 +187,7 @@ class SaveActor(Actor):
             if batch.outcome(item) is not None:
                 continue  # Its add_batch already failed: the file is gone from new/.
             try:
-                batch.dirs.add(self.store.deliver_new(item.add.queue, item.id, item.add.due is not None))
+                batch.dirs.add(accumulation.deliver(self.store, batch, item))
                 delivered.append(item)
             except (MqError, OSError) as err:
                 self.forget(item)
@@ -197,21 +204,31 @@ class SaveActor(Actor):
         except OSError as err:
             error = from_os_error(err, "cannot flush message folders")
             for item in delivered:
-                self.store.remove(item.add.queue, item.id)  # Not acknowledged, so not kept.
+                accumulation.undeliver(self.store, item)  # Not acknowledged, so not kept.
                 self.forget(item)
             self.fail(batch, delivered, error, unlink=False)
             batch.results = [error if isinstance(r, dict) else r for r in batch.results]
             return
         for item in delivered:
             due = item.add.due
-            batch.set_outcome(item, {"id": item.id, "queue": item.add.queue, "due": due})
+            result = {"id": item.id, "queue": item.add.queue, "due": due,
+                      "accumulated": accumulation.outcome(item)}
+            batch.set_outcome(item, result)
             self.counters.count(item.add.queue, "adds")
-            if due is None:
+            if item.joined:
+                result["due"] = accumulation.closes(item)
+            elif due is None:
                 batch.add_ready(item.add.queue, item.id)
             else:
                 batch.hidden.append((item.add.queue, item.id, 0, due))
         self.answer_followers(batch)
         save_batch.assemble(batch)
+
+    def send_notes(self, batch: AddBatch) -> None:
+        """After the flush: also tell the mover the windows this batch opened."""
+        super().send_notes(batch)
+        for queue, window in batch.windows:
+            self.send(self.mover, "window", queue=queue, window=window)
 
     def record_keys(self, batch: AddBatch, written: list[Written]) -> list[Written]:
         """Record de-duplication keys (after the data is durable, before delivery).

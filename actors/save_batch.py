@@ -11,6 +11,7 @@ unavailable disk). None of its messages is ever acknowledged or handed to a fetc
 import time
 
 from mq import store as fmt
+from mq.actors import accumulation
 from mq.adds import MAX_BATCH_MESSAGES, check_add, with_properties
 from mq.errors import Invalid, MqError, NotFound, Unavailable
 from mq.ids import new_id
@@ -43,7 +44,8 @@ def add_batch(actor, batch, request):
             data = fmt.encode_message(add.body, add.content_type, int(now * 1000), message_id,
                                       add.dedup_id, actor.writer())
             actor.store.write_new(queue, message_id, data, add.due)
-            items.append(Written(pos, add, message_id, props["dedup_window"], slot))
+            items.append(Written(pos, add, message_id, props["dedup_window"], slot,
+                                 accum=props["accum"]))
     except BaseException:
         for item in items:
             actor.store.discard_new(queue, item.id)
@@ -60,7 +62,11 @@ def checked(number: int, queue: str, message, props: dict, max_body_bytes: int, 
     try:
         add = check_add(queue, message.get("body"), message.get("content_type"),
                         message.get("due"), message.get("dedup_id"), now)
-        return with_properties(add, props, max_body_bytes, now)
+        accumulation.refuse_schedule(add, props)
+        with_properties(add, props, max_body_bytes, now)
+        if props["accum"] > 0:
+            add.due = None  # A part waits for its window, not for the delay property.
+        return add
     except MqError as err:
         raise type(err)(f"message {number}: {err.message}") from None
 

@@ -22,7 +22,7 @@ SYSTEM = {
     "dedup_window": 300.0,    # seconds a de-duplication key is remembered
     "max_body_bytes": Options.max_body_bytes,
     "dead_letter_queue": "",  # empty: "{queue}.dead"
-    "accum": 0.0,             # seconds of accumulation, reserved for routing; 0 is off
+    "accum": 0.0,             # seconds of an accumulation window (docs/DELIVERY.md); 0 is off
 }
 
 #: Largest retry count accepted; it bounds the names probed for a message (docs/FORMAT.md).

@@ -9,7 +9,7 @@ import tornado.web
 from mq import store as fmt
 from mq.adds import check_add
 from mq.errors import Invalid, TooLarge
-from mq.http import batches
+from mq.http import batches, compound
 from mq.http.api import ApiHandler
 from mq.numbers import parse_number
 from mq.schedule import due_time
@@ -98,6 +98,10 @@ class MessagesHandler(ApiHandler):
         reply = {"id": message_id, "queue": queue}
         if result.get("due"):
             reply["due"] = result["due"]
+        accumulated = "no" if result.get("duplicate") else result.get("accumulated", "no")
+        self.set_header("X-Accumulated", accumulated)
+        if accumulated != "no":
+            reply["accumulated"] = accumulated
         if result.get("duplicate"):
             self.set_header("X-Duplicate", "true")
             reply["duplicate"] = True
@@ -112,6 +116,8 @@ class MessagesHandler(ApiHandler):
             await batches.get_batch(self, queue, limit, wait,
                                     lambda op, **fields: self.poll_fetch(queue, wait, op, **fields))
             return
+        # Checked before the fetch: a bad format must not claim a message.
+        cf = compound.compound_format(self.param("cf", "X-Compound-Format"))
         result = await self.poll_fetch(queue, wait, "fetch")
         if result.get("cancelled"):
             return  # The client went away while waiting: there is no one to answer.
@@ -119,7 +125,7 @@ class MessagesHandler(ApiHandler):
             self.set_status(204)
             self.finish()
             return
-        self.send_message(result)
+        self.send_message(result, cf)
 
     def received_body(self) -> bytes:
         """The request's body, streamed in; TooLarge when over its limit (--max-body-bytes,
@@ -130,15 +136,20 @@ class MessagesHandler(ApiHandler):
                            f"{self.body_limit} bytes")
         return body
 
-    def send_message(self, result: dict) -> None:
-        """Answer with a fetched message: its body, with its id, receipt and attempts."""
+    def send_message(self, result: dict, cf: str = compound.FORMATS[0]) -> None:
+        """Answer with a fetched message: its body, with its id, receipt and attempts; a
+        compound in the format cf (http/compound.py)."""
         self.log_fields["id"] = result["id"]
         self.set_header("X-Message-Id", result["id"])
         self.set_header("X-Receipt", result["receipt"])
         self.set_header("X-Attempts", str(result["attempts"]))
-        self.set_header("Content-Type", result["content_type"])
+        content_type, body = result["content_type"], result["body"]
+        if result.get("parts"):
+            content_type, body = compound.render(body, cf)
+        self.set_header("X-Message-Kind", "compound" if result.get("parts") else "normal")
+        self.set_header("Content-Type", content_type)
         self.set_header("Cache-Control", "no-store")
-        self.finish(result["body"])
+        self.finish(body)
 
     async def poll_fetch(self, queue: str, wait: float, op: str, **fields) -> dict:
         """Send a fetch (op) to the queue's actor and wait for it, cancelling it when the

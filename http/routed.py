@@ -7,7 +7,7 @@ import time
 import tornado.web
 
 from mq.errors import Invalid
-from mq.http import routing
+from mq.http import compound, routing
 from mq.http.messages import MessagesHandler, connection_closed
 from mq.numbers import parse_number
 from mq.schedule import due_time
@@ -49,6 +49,7 @@ class RoutedMessagesHandler(MessagesHandler):
         204 when none came within ?wait=N seconds; 404 when no queue matches."""
         pattern = self.pattern()
         wait = parse_number("wait", self.param("wait", "X-Wait"), 0.0)
+        cf = compound.compound_format(self.param("cf", "X-Compound-Format"))
         sock = self.request.connection.stream.socket
         result = await routing.pull_any(self.pool, self.config.root, pattern, wait,
                                         gone=lambda: connection_closed(sock))
@@ -58,4 +59,4 @@ class RoutedMessagesHandler(MessagesHandler):
             return
         self.log_fields["queue"] = result["queue"]
         self.set_header("X-Queue", result["queue"])
-        self.send_message(result)
+        self.send_message(result, cf)

@@ -2,11 +2,13 @@
 
 names (queue and id grammar), message (the file's bytes), disk (writes and flushes), root (every
 path), states (the renames of a message), queues, dedup, notices, recovery, staging and
-streams (the Spark pipeline's files), listing (reading without claiming).
+streams (the Spark pipeline's files), listing (reading without claiming), accumulation
+(windows and compound messages).
 """
 
 import orjson
 
+from mq.store.accumulation import Accumulation
 from mq.store.dedup import DedupKeys
 from mq.store.disk import Disk, choose_sync
 from mq.store.message import (DEFAULT_CONTENT_TYPE, MAGIC, CorruptMessage, Message,
@@ -29,7 +31,8 @@ __all__ = [
 ]
 
 
-class Store(Root, MessageStates, Queues, DedupKeys, Notices, Recovery, Staging, Streams):
+class Store(Root, MessageStates, Queues, DedupKeys, Notices, Recovery, Staging, Streams,
+            Accumulation):
     """One mq root: its paths, the states of messages and every change made to it.
 
     sync: "fs" flushes a batch with one syncfs(2) of the root's file system; "file" fsyncs

@@ -31,7 +31,7 @@ class Queues:
         if not self.queue_exists(queue):
             raise NotFound(f"queue {queue!r} does not exist")
         for leftover, what in ((self.dedup_dir(queue), "dedup"), (self.props_path(queue), "props"),
-                               (self.notice_path(queue), "notice")):
+                               (self.notice_path(queue), "notice"), (self.accum_dir(queue), "accum")):
             try:
                 self.disk.rename(leftover, self.trash_path(queue, what))
             except FileNotFoundError:
@@ -42,15 +42,16 @@ class Queues:
             raise NotFound(f"queue {queue!r} does not exist") from None
         moved = self.remove_entries(queue, ("new", "delay"))
         self.flush({self.folder(name) for name in
-                    ("queues", "remove", "new", "delay", "props", "dedup", "notices")})
+                    ("queues", "remove", "new", "delay", "props", "dedup", "notices", "accum")})
         return moved
 
     def purge_queue(self, queue: str) -> int:
         """Remove every message of a queue, ready, delayed or in flight; keep the queue, its
-        properties and keys. Returns how many messages went (the ready ones are counted)."""
+        properties and keys. Returns how many messages went (the ready ones and the parts of
+        open windows are counted)."""
         if not self.queue_exists(queue):
             raise NotFound(f"queue {queue!r} does not exist")
-        ready = len(os.listdir(self.queue_dir(queue)))
+        ready = len(os.listdir(self.queue_dir(queue))) + self.purge_windows(queue)
         try:
             # One rename takes every ready message at once, however deep the queue.
             self.disk.rename(self.queue_dir(queue), self.trash_path(queue, "queue"))
@@ -58,7 +59,8 @@ class Queues:
             raise NotFound(f"queue {queue!r} does not exist") from None
         self.create_queue(queue)
         moved = self.remove_entries(queue, ("delay",))
-        self.flush({self.folder("queues"), self.folder("remove"), self.folder("delay")})
+        self.flush({self.folder("queues"), self.folder("remove"), self.folder("delay"),
+                    self.folder("accum")})
         return ready + moved
 
     def remove_entries(self, queue: str, folders) -> int:

@@ -13,7 +13,8 @@ from mq.store.names import entry_name, queued_name
 #: Version of the layout and file format; stored in {root}/FORMAT.
 FORMAT_VERSION = 1
 #: The folders every root has, created at every start if missing.
-FOLDERS = ("new", "queues", "delay", "remove", "run", "dedup", "props", "notices", "corrupt")
+FOLDERS = ("new", "queues", "delay", "remove", "run", "dedup", "props", "notices", "corrupt",
+           "accum")
 #: The file in props/ holding the default property rules (a queue of this name is refused).
 DEFAULT_RULES = "_defaults"
 #: The file in a daemon's run folder naming its socket folder, when that is elsewhere.
@@ -68,6 +69,20 @@ class Root:
     def corrupt_path(self, queue: str, message_id: str, attempts: int) -> str:
         """Where a file that is not a message is kept for an operator to look at."""
         return os.path.join(self.root, "corrupt", queued_name(queue, entry_name(message_id, attempts)))
+
+    # -- accumulation windows (docs/FORMAT.md, "Accumulation") ----------------------------
+
+    def accum_dir(self, queue: str) -> str:
+        """Folder of a queue's accumulation windows."""
+        return os.path.join(self.root, "accum", queue)
+
+    def window_dir(self, queue: str, window: str) -> str:
+        """Folder of one accumulation window (open, closing or combined) of a queue."""
+        return os.path.join(self.root, "accum", queue, window)
+
+    def part_path(self, queue: str, window: str, part_id: str) -> str:
+        """A part (or, named by the compound's id, the compound) in a window's folder."""
+        return os.path.join(self.root, "accum", queue, window, part_id)
 
     # -- queue metadata -------------------------------------------------------------------
 

@@ -1,0 +1,93 @@
+"""Accumulation in the actors: the save actor puts parts into windows, the mover closes them.
+
+The windows themselves, and every rename of them, are mq.store's (core/store/accumulation.py,
+docs/FORMAT.md "Accumulation"); here is only what the save actor and the mover do with them.
+"""
+
+from collections import defaultdict
+
+from mq import logs
+from mq.errors import Invalid
+from mq.store.accumulation import window_due, window_stage
+
+#: With --peers, seconds a window must have stayed in a later stage (closing, combined) before
+#: this mover finishes it: a younger one may be another daemon's close in progress.
+PEER_STALE_SECONDS = 60.0
+
+# -- the save actor -----------------------------------------------------------------------------
+
+
+def refuse_schedule(add, props: dict) -> None:
+    """An accumulating queue's messages wait for their window: a delay or time is refused."""
+    if props["accum"] > 0 and add.due is not None:
+        raise Invalid(f"queue {add.queue!r} accumulates messages (accum {props['accum']:g} s): "
+                      "delay and at are not accepted")
+
+
+def deliver(store, batch, item) -> str:
+    """Rename a written add out of new/: into its queue (or delay/), or, as a part, into its
+    queue's open window; return the folder to flush."""
+    queue = item.add.queue
+    if item.accum <= 0:
+        return store.deliver_new(queue, item.id, item.add.due is not None)
+    window, opened = store.add_part(queue, item.id, item.accum)
+    item.joined = (window, opened)
+    if opened:
+        batch.windows.append((queue, window))
+    return store.window_dir(queue, window)
+
+
+def undeliver(store, item) -> None:
+    """Move a delivered add whose flush failed to remove/: it was never acknowledged."""
+    if item.joined:
+        store.remove_part(item.add.queue, item.joined[0], item.id)
+    else:
+        store.remove(item.add.queue, item.id)
+
+
+def outcome(item) -> str:
+    """The add reply's `accumulated`: "new" (opened a window), "yes" (joined one) or "no"."""
+    if not item.joined:
+        return "no"
+    return "new" if item.joined[1] else "yes"
+
+
+def closes(item) -> float:
+    """When a part's window closes (Unix seconds): its compound is ready from then on."""
+    return int(item.joined[0]) / 1000
+
+
+# -- the mover ----------------------------------------------------------------------------------
+
+
+def time_windows(store, timers, peers: bool = False) -> None:
+    """Time every window in accum/ (at the mover's start and rescans). One found closing or
+    combined was left so by a crash, unless another daemon (peers) is closing it right now."""
+    for queue, name in store.list_windows():
+        changed = store.window_changed_at(queue, name) + PEER_STALE_SECONDS if peers else 0.0
+        timers.add(window_due(name, changed), queue, name)
+
+
+def window_note(mover, batch, request) -> dict:
+    """Notification from a save actor: it opened a window; time its close."""
+    name = request.payload["window"]
+    if window_stage(name):
+        mover.windows.add(window_due(name), request.payload["queue"], name)
+    return {}
+
+
+def close_due_windows(store, timers, now: float) -> dict[str, list]:
+    """Settle every window due by now; return the compounds made ready, [id, 0] per queue."""
+    ready: dict[str, list] = defaultdict(list)
+    for queue, name, _ in timers.pop_due(now):
+        try:
+            settled = store.settle_window(queue, name)
+        except OSError as err:
+            logs.get().error("accum.close_failed", queue=queue, window=name, error=str(err))
+            timers.add(now + 1, queue, name)
+            continue
+        if settled:
+            compound_id, parts = settled
+            logs.get().info("accum.closed", queue=queue, id=compound_id, parts=parts, window=name)
+            ready[queue].append([compound_id, 0])
+    return dict(ready)

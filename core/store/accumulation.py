@@ -1,0 +1,209 @@
+"""Accumulation windows: parts added to a queue with `accum` > 0, combined into one compound.
+
+A window is a folder accum/{queue}/{name} (docs/FORMAT.md, "Accumulation"). Its name says its
+stage: `{close_ms}` (open: parts are renamed into it until that Unix millisecond),
+`{cid}.closing` (closed: no part can enter; being combined into compound `cid`) and `{cid}.done`
+(combined: holds the compound file `{cid}` beside its parts). Each step is one rename, so a
+window left at any stage by a crash is finished by settle_window without losing or repeating a
+part: the rename to `.done` is the commit point, and only a `.done` window's compound is
+published.
+"""
+
+import os
+import time
+
+import msgpack
+
+from mq.errors import NotFound, Unavailable
+from mq.ids import is_id, new_id
+from mq.store.message import CorruptMessage, Message, decode_message, encode_message
+from mq.store.names import is_queue
+
+#: The content type a compound message is stored with: its body is the msgpack rendering.
+COMPOUND_CONTENT_TYPE = "application/msgpack"
+#: Seconds after a window's close time before the mover closes it, so that an add which chose
+#: the window a moment before its close has done its rename (a later one only starts another).
+CLOSE_GRACE_SECONDS = 0.1
+#: Attempts of an add to rename its part into an open window before it answers 503.
+PART_ATTEMPTS = 3
+CLOSING, DONE = ".closing", ".done"
+
+
+def window_name(accum: float, now: float) -> str:
+    """The open window an add at `now` joins: named by its close time, the end of the current
+    multiple of `accum` seconds on the Unix clock, so every actor agrees without asking."""
+    span_ms = max(1, round(accum * 1000))
+    return str((int(now * 1000) // span_ms + 1) * span_ms)
+
+
+def window_stage(name: str) -> tuple[str, str] | None:
+    """("open", close_ms), ("closing", cid) or ("done", cid) of a window's name; None if none."""
+    if name.isdigit():
+        return "open", name
+    for suffix, stage in ((CLOSING, "closing"), (DONE, "done")):
+        if name.endswith(suffix) and is_id(name[:-len(suffix)]):
+            return stage, name[:-len(suffix)]
+    return None
+
+
+def window_due(name: str, changed: float = 0.0) -> float:
+    """When the mover settles a window: an open one after its close time (and the grace), a
+    closing or combined one (left by a crash) at `changed` (0: at once)."""
+    stage = window_stage(name)
+    return int(stage[1]) / 1000 + CLOSE_GRACE_SECONDS if stage and stage[0] == "open" else changed
+
+
+def encode_compound(parts: list[Message], compound_id: str, created_ms: int) -> bytes:
+    """The file of a compound message: header `p` = number of parts, body a msgpack array of
+    [content type, body] pairs in the order the parts were added."""
+    body = msgpack.packb([[p.content_type, p.body] for p in parts], use_bin_type=True)
+    return encode_message(body, COMPOUND_CONTENT_TYPE, created_ms, compound_id, parts=len(parts))
+
+
+def decode_compound(body: bytes) -> list[tuple[str, bytes]]:
+    """The (content type, body) parts of a compound message's body."""
+    return [(ct, data) for ct, data in msgpack.unpackb(body, raw=False)]
+
+
+class Accumulation:
+    """Adding parts to windows and turning closed windows into compounds (a part of Store)."""
+
+    def add_part(self, queue: str, part_id: str, accum: float) -> tuple[str, bool]:
+        """Rename a part written into new/ into the queue's open window; return (window name,
+        True when this add opened the window).
+
+        A window the mover closed between the choice and the rename is gone by then (closing
+        renames it), so the rename fails and the add chooses again: a part never enters a
+        window that is being combined.
+        """
+        source = self.new_path(queue, part_id)
+        if not self.queue_exists(queue):
+            if not self.auto_create:
+                self.disk.discard(source)
+                raise NotFound(f"queue {queue!r} does not exist")
+            self.create_queue(queue)
+        for _ in range(PART_ATTEMPTS):
+            name = window_name(accum, time.time())
+            if not os.path.isdir(self.accum_dir(queue)):
+                self.disk.mkdir(self.accum_dir(queue))
+            opened = self.disk.mkdir(self.window_dir(queue, name))
+            try:
+                self.disk.rename(source, self.part_path(queue, name, part_id))
+                return name, opened
+            except FileNotFoundError:
+                if not os.path.exists(source):
+                    raise
+        raise Unavailable(f"accumulation windows of queue {queue!r} keep closing; retry")
+
+    def remove_part(self, queue: str, window: str, part_id: str) -> None:
+        """Move a part whose add was not acknowledged from its window to remove/."""
+        try:
+            self.disk.rename(self.part_path(queue, window, part_id),
+                             self.remove_path(queue, part_id))
+        except FileNotFoundError:
+            pass  # Its window closed meanwhile: the part is delivered (at least once).
+
+    def purge_windows(self, queue: str) -> int:
+        """Move a queue's windows, with every part waiting in them, to remove/ (a purge);
+        return how many parts went."""
+        parts = 0
+        try:
+            for name in os.listdir(self.accum_dir(queue)):
+                if window_stage(name):
+                    parts += sum(1 for n in os.listdir(self.window_dir(queue, name)) if is_id(n))
+            self.disk.rename(self.accum_dir(queue), self.trash_path(queue, "accum"))
+        except FileNotFoundError:
+            pass
+        return parts
+
+    def list_windows(self) -> list[tuple[str, str]]:
+        """(queue, window name) of every window in accum/ (the mover's start and rescans)."""
+        found = []
+        for queue in os.listdir(self.folder("accum")):
+            if not is_queue(queue):
+                continue
+            try:
+                found.extend((queue, name) for name in os.listdir(self.accum_dir(queue))
+                             if window_stage(name))
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+        return found
+
+    def window_changed_at(self, queue: str, name: str) -> float:
+        """When a window's folder last changed (renamed, or a file made in it); 0 when gone."""
+        try:
+            info = os.stat(self.window_dir(queue, name))
+        except FileNotFoundError:
+            return 0.0
+        return max(info.st_mtime, info.st_ctime)
+
+    def settle_window(self, queue: str, name: str) -> tuple[str, int | None] | None:
+        """Close, combine and publish a due window, from whatever stage it is at; return
+        (compound id, parts; None when combined before a crash) once the compound is ready in
+        its queue, None when there was nothing to publish (an empty window, or one settled
+        before)."""
+        stage, value = window_stage(name)
+        if stage == "open":
+            value = new_id()
+            try:
+                self.disk.rename(self.window_dir(queue, name), self.window_dir(queue, value + CLOSING))
+            except FileNotFoundError:
+                return None
+            stage = "closing"
+        parts = self.combine(queue, value) if stage == "closing" else None
+        if parts == 0:
+            return None
+        return (value, parts) if self.publish_compound(queue, value) else None
+
+    def combine(self, queue: str, compound_id: str) -> int:
+        """Write a closing window's parts as one compound into its folder, durably, then rename
+        the folder to `.done` (the commit); return the number of parts (0: nothing to combine,
+        the empty window is removed)."""
+        folder = self.window_dir(queue, compound_id + CLOSING)
+        try:
+            names = sorted(n for n in os.listdir(folder) if is_id(n) and n != compound_id)
+        except FileNotFoundError:
+            return 0  # A peer's mover got here first.
+        compound = self.part_path(queue, compound_id + CLOSING, compound_id)
+        if os.path.exists(compound):
+            self.disk.unlink(compound)  # Half written before a crash: never committed.
+        parts = []
+        for part_id in names:
+            path = os.path.join(folder, part_id)
+            with open(path, "rb") as f:
+                data = f.read()
+            try:
+                parts.append(decode_message(queue, part_id, data))
+            except CorruptMessage:
+                self.disk.rename(path, self.corrupt_path(queue, part_id, 0))
+        if not parts:
+            self.disk.rename(folder, self.trash_path(queue, "accum"))
+            self.flush({self.accum_dir(queue), self.folder("remove"), self.folder("corrupt")})
+            return 0
+        self.disk.create(compound, encode_compound(parts, compound_id, int(time.time() * 1000)))
+        self.flush({folder, self.accum_dir(queue), self.folder("corrupt")})
+        self.disk.rename(folder, self.window_dir(queue, compound_id + DONE))
+        self.flush({self.accum_dir(queue)})
+        return len(parts)
+
+    def publish_compound(self, queue: str, compound_id: str) -> bool:
+        """Rename a combined window's compound into its queue (made if missing), flush, then
+        move the window with its parts to remove/; False when the compound was published
+        before (a crash came before the window's removal)."""
+        folder = self.window_dir(queue, compound_id + DONE)
+        published = False
+        try:
+            if not self.queue_exists(queue):
+                self.create_queue(queue)
+            self.disk.rename(self.part_path(queue, compound_id + DONE, compound_id),
+                             self.ready_path(queue, compound_id))
+            published = True
+            self.flush({folder, self.queue_dir(queue)})
+        except FileNotFoundError:
+            pass
+        try:
+            self.disk.rename(folder, self.trash_path(queue, "accum"))
+        except FileNotFoundError:
+            pass
+        # Not flushed: a window found again after a crash has no compound left to publish.
+        return published
