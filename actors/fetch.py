@@ -13,6 +13,7 @@ from mq import store as fmt
 from mq.actors import queue_admin, replies
 from mq.actors.base import Actor
 from mq.actors.batch import DEFERRED, Batch, Request
+from mq.actors.message_groups import MessageGroups
 from mq.actors.queue_index import QueueIndex
 from mq.errors import Invalid, MqError, NotFound, from_os_error
 
@@ -39,6 +40,7 @@ class FetchActor(Actor):
         self.waiters: dict[str, deque] = {}
         self.props = properties.PropertyFiles(
             self.store, {"timeout": options.timeout, "max_body_bytes": options.max_body_bytes})
+        self.groups = MessageGroups(self.store)
 
     def start(self) -> None:
         """Connect to the mover, which times the messages this actor hides."""
@@ -59,6 +61,7 @@ class FetchActor(Actor):
         """Drop what this actor keeps about a queue (deleted, or asked for but missing)."""
         self.indexes.pop(queue, None)
         self.notices.pop(queue, None)
+        self.groups.forget(queue)
 
     def relist(self, queue: str) -> None:
         """Add to a queue's index the ready messages its folder has and the index lacks."""
@@ -102,7 +105,7 @@ class FetchActor(Actor):
         wait = request.payload.get("wait") or 0
         if isinstance(wait, bool) or not isinstance(wait, (int, float)) or not 0 <= wait <= MAX_WAIT_SECONDS:
             raise Invalid(f"wait must be between 0 and {MAX_WAIT_SECONDS:g} seconds")
-        result = self.take(batch, queue)
+        result = self.take(batch, queue, request.payload.get("holder"))
         if result is not None:
             return result
         if not self.store.queue_exists(queue):
@@ -140,16 +143,20 @@ class FetchActor(Actor):
         "rules_delete": queue_admin.rules,
     }
 
-    def take(self, batch: Batch, queue: str) -> dict | None:
+    def take(self, batch: Batch, queue: str, holder: str | None = None) -> dict | None:
         """Claim the next ready message of the queue, or None when there is none.
 
         A claim that fails puts the message back in the index before the error goes up, so
-        it is served once the disk recovers; a corrupt file is quarantined and skipped.
+        it is served once the disk recovers; a corrupt file is quarantined and skipped. In a
+        fifo queue, messages of a group another holder has in flight are passed over
+        (actors/message_groups.py).
         """
         index = self.ready_index(queue)
-        timeout = self.props.effective(queue)["timeout"]
+        props = self.props.effective(queue)
+        timeout, fifo = props["timeout"], props["fifo"]
         while True:
-            taken = index.take(self.options.peers)
+            taken = self.groups.take(index, self.options.peers, queue, holder) if fifo \
+                else index.take(self.options.peers)
             if taken is None:
                 return None
             message_id, attempts = taken
@@ -171,9 +178,14 @@ class FetchActor(Actor):
                 self.quarantine(batch, queue, message_id, delivery, due, err)
                 continue
             batch.hidden.append((queue, message_id, delivery, due))
-            return {"id": message_id, "body": message.body, "content_type": message.content_type,
-                    "receipt": f"{message_id}.{delivery}", "attempts": delivery, "due": due,
-                    "created_ms": message.created_ms}
+            result = {"id": message_id, "body": message.body, "content_type": message.content_type,
+                      "receipt": f"{message_id}.{delivery}", "attempts": delivery, "due": due,
+                      "created_ms": message.created_ms}
+            if message.group or message.attributes:
+                result.update(group=message.group, attributes=message.attributes)
+            if fifo:
+                result["holder"] = self.groups.hold(queue, message.group, message_id, delivery, holder)
+            return result
 
     def quarantine(self, batch: Batch, queue: str, message_id: str, delivery: int, due: float,
                    err: Exception) -> None:

@@ -75,7 +75,8 @@ class SaveActor(Actor):
         """Check an add and write its file into new/ (renamed into view by settle)."""
         payload, now = request.payload, time.time()
         add = check_add(payload.get("queue"), payload.get("body"), payload.get("content_type"),
-                        payload.get("due"), payload.get("dedup_id"), now)
+                        payload.get("due"), payload.get("dedup_id"), now,
+                        payload.get("group"), payload.get("attributes"))
         props = self.props.effective(add.queue)
         with_properties(add, props, self.options.max_body_bytes, now)
         if not self.store.auto_create and not self.store.queue_exists(add.queue):
@@ -86,7 +87,7 @@ class SaveActor(Actor):
                 return self.duplicate(batch, request, add.queue, earlier)
         message_id = new_id(int(now * 1000))
         data = fmt.encode_message(add.body, add.content_type, int(now * 1000), message_id,
-                                  add.dedup_id, self.writer())
+                                  add.dedup_id, self.writer(), add.group, add.attributes)
         self.store.write_new(add.queue, message_id, data, add.due)
         batch.written.append(Written(len(batch.results), add, message_id, props["dedup_window"]))
         return None  # Answered by settle().

@@ -6,6 +6,7 @@ Precedence: command-line flag, then MQ_* environment variable, then the TOML con
 
 import argparse
 import dataclasses
+import importlib.util
 import json
 import math
 import os
@@ -52,6 +53,15 @@ class Options:
     log_level: str = option("info", "debug, info, warning or error")
     access_log: bool = option(True, "log one line per HTTP request")
     run_dir: str = option("", "folder for the ZeroMQ sockets", empty="{root}/run/{host}-{pid}")
+    sqs_account: str = option("000000000000", "the twelve-digit account id of the SQS API's "
+                              "queue URLs and ARNs")
+    sqs_base_url: str = option("", "public base URL of the SQS API's queue URLs, such as "
+                               "https://mq.example.com", empty="the scheme and Host of each request")
+    sqs_port: int = option(0, "port of the SQS API; 0 serves it on --port beside mq's own routes")
+    sqs_credentials: str = option("", "AWS credentials file (INI, aws_access_key_id and "
+                                  "aws_secret_access_key per section) whose keys the SQS API "
+                                  "checks signatures against; needs botocore",
+                                  empty="signatures are not checked")
 
     def to_json(self) -> str:
         """The options as JSON, the form children receive them in."""
@@ -84,7 +94,20 @@ class Options:
             raise Invalid("--log-level must be debug, info, warning or error")
         if not 1 <= self.port <= 65535:
             raise Invalid("--port must be between 1 and 65535")
+        self.check_sqs()
         return self
+
+    def check_sqs(self) -> None:
+        """Raise Invalid when an SQS API option cannot work."""
+        if not (len(self.sqs_account) == 12 and self.sqs_account.isdigit()):
+            raise Invalid("--sqs-account must be twelve digits")
+        if not 0 <= self.sqs_port <= 65535 or self.sqs_port == self.port:
+            raise Invalid("--sqs-port must be 0 or a port from 1 to 65535 other than --port")
+        if self.sqs_credentials:
+            if importlib.util.find_spec("botocore") is None:
+                raise Invalid("--sqs-credentials needs botocore: pip install 'mq[sqs]'")
+            if not os.path.isfile(self.sqs_credentials):
+                raise Invalid(f"--sqs-credentials: {self.sqs_credentials} is not a file")
 
 
 def field_kind(field) -> type:

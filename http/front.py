@@ -16,6 +16,7 @@ from mq.errors import NotFound, Unavailable
 from mq.http.actor_links import ActorPool
 from mq.http.api import ApiHandler
 from mq.http.messages import MessageHandler, MessagesHandler
+from mq.http import sqs
 from mq.http.queues import (DefaultRulesHandler, PeekHandler, PropertiesHandler, PurgeHandler,
                             QueueHandler, RedriveHandler)
 from mq.store.root import health_path
@@ -84,6 +85,8 @@ def make_app(pool: ActorPool, options, run_dir: str = "") -> tornado.web.Applica
     name = r"([^/]+)"
     app = tornado.web.Application(
         [
+            # The SQS API on the main port (--sqs-port 0): only requests meant for it match.
+            *(sqs.routes(pool, options) if not options.sqs_port else []),
             (r"/_mq/properties", DefaultRulesHandler, args),
             (r"/_mq/health", HealthHandler, {**args, "run_dir": run_dir}),
             (r"/_mq/openapi\.yaml", OpenApiHandler, args),
@@ -110,6 +113,12 @@ async def serve(options, run_dir: str, drain_seconds: float = 10.0) -> None:
     server = tornado.httpserver.HTTPServer(
         app, max_body_size=options.max_body_bytes + 1, idle_connection_timeout=60)
     server.listen(options.port, options.host)
+    if options.sqs_port:
+        sqs_app = tornado.web.Application(sqs.routes(pool, options), default_handler_class=NotFoundHandler,
+                                          default_handler_args={"pool": pool, "options": options})
+        sqs_app.in_flight = 0
+        tornado.httpserver.HTTPServer(sqs_app, max_body_size=options.max_body_bytes + 1,
+                                      idle_connection_timeout=60).listen(options.sqs_port, options.host)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)

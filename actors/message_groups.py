@@ -1,0 +1,98 @@
+"""MessageGroups: which message groups of a fetch actor's fifo queues have a message in flight.
+
+A queue with the property `fifo` hands out one group's messages in order: while a message of
+group G is in flight, no other message of G is handed out, except to the same holder (one
+SQS ReceiveMessage that takes several messages of G at once, in order). A group is held by the
+names of its in-flight files, delay/{q}:{id}.{n}: when that name is gone (acked, deleted,
+nacked, or returned by the mover after its timer) the group is free again, with no
+notification to miss. The record is rebuilt from delay/ the first time a queue is used, so a
+restarted actor keeps holding the groups that were in flight.
+"""
+
+import os
+
+from mq import store as fmt
+
+#: Most message ids whose group is remembered; past it the memory is cleared and re-read.
+MAX_KNOWN = 100_000
+
+
+class MessageGroups:
+    """The in-flight groups of fifo queues, and the group of each message seen."""
+
+    def __init__(self, store):
+        self.store = store
+        self.held: dict[tuple[str, str], dict[tuple[str, int], str]] = {}
+        self.known: dict[tuple[str, str], str] = {}
+        self.loaded: set[str] = set()
+
+    def group_of(self, queue: str, message_id: str, path: str) -> str:
+        """The message's group ("" for none, or when its file is gone or not a message)."""
+        key = (queue, message_id)
+        group = self.known.get(key)
+        if group is None:
+            try:
+                with open(path, "rb") as f:
+                    group = fmt.decode_message(queue, message_id, f.read()).group
+            except (FileNotFoundError, fmt.CorruptMessage):
+                return ""  # The claim finds out what happened to it.
+            if len(self.known) >= MAX_KNOWN:
+                self.known.clear()
+            self.known[key] = group
+        return group
+
+    def load(self, queue: str) -> None:
+        """Hold the groups of the queue's messages already in flight (once per queue)."""
+        if queue in self.loaded:
+            return
+        self.loaded.add(queue)
+        for message_id, delivery in self.store.list_in_flight(queue):
+            group = self.group_of(queue, message_id, self.store.delay_path(queue, message_id, delivery))
+            if group:
+                self.held.setdefault((queue, group), {})[(message_id, delivery)] = ""
+
+    def blocked(self, queue: str, group: str, holder: str | None) -> bool:
+        """True while another holder has a message of the group in flight."""
+        held = self.held.get((queue, group))
+        if not held:
+            return False
+        for message_id, delivery in list(held):
+            if not os.path.exists(self.store.delay_path(queue, message_id, delivery)):
+                del held[(message_id, delivery)]
+        if not held:
+            del self.held[(queue, group)]
+            return False
+        return not holder or any(other != holder for other in held.values())
+
+    def take(self, index, spread: int, queue: str, holder: str | None):
+        """The oldest (id, deliveries) of the index whose group is free for this holder, or None.
+
+        Messages of held groups are passed over and stay in the index, in their places.
+        """
+        self.load(queue)
+        passed = []
+        try:
+            while (taken := index.take(spread)) is not None:
+                message_id, attempts = taken
+                group = self.group_of(queue, message_id, self.store.ready_path(queue, message_id, attempts))
+                if group and self.blocked(queue, group, holder):
+                    passed.append(taken)
+                    continue
+                return taken
+            return None
+        finally:
+            for message_id, attempts in passed:
+                index.add(message_id, attempts)
+
+    def hold(self, queue: str, group: str, message_id: str, delivery: int, holder: str | None) -> str:
+        """Record a delivery of a group's message; return the holder (the receipt when new)."""
+        holder = holder or f"{message_id}.{delivery}"
+        if group:
+            self.held.setdefault((queue, group), {})[(message_id, delivery)] = holder
+        return holder
+
+    def forget(self, queue: str) -> None:
+        """Drop what is known of a queue (deleted or purged)."""
+        self.loaded.discard(queue)
+        for key in [k for k in self.held if k[0] == queue]:
+            del self.held[key]
