@@ -213,12 +213,15 @@ def test_every_option_can_come_from_the_environment():
                "timeout": "2.5", "sync": "file", "auto_create": "false", "max_body_bytes": "123",
                "save_batch": "0", "max_waiting_adds": "9", "actor_timeout": "7", "log_file": "/var/log/mq.log", "log_level": "error",
                "access_log": "no", "run_dir": "/run/mq"}
+    samples.update(sqs_account="123456789012", sqs_base_url="https://mq.example.com",
+                   sqs_port="9998", sqs_credentials=__file__)
     assert set(samples) == {f.name for f in fields(Options)}, "a new option needs a sample here"
     options = load_options([], environ={f"MQ_{k.upper()}": v for k, v in samples.items()})
     assert options.to_json() == Options(
         root="/srv/mq", workers=2, peers=3, host="::1", port=9999, timeout=2.5, sync="file",
         auto_create=False, max_body_bytes=123, save_batch=0, max_waiting_adds=9, actor_timeout=7.0, log_file="/var/log/mq.log",
-        log_level="error", access_log=False, run_dir="/run/mq").to_json()
+        log_level="error", access_log=False, run_dir="/run/mq", sqs_account="123456789012",
+        sqs_base_url="https://mq.example.com", sqs_port=9998, sqs_credentials=__file__).to_json()
 
 
 def test_options_reject_bad_values_as_invalid():
