@@ -5,6 +5,7 @@ parameters, XML answers and errors) and AWS JSON 1.0 errors (`__type`, `message`
 import asyncio
 import json
 import xml.etree.ElementTree as ET
+from pathlib import Path
 from urllib.parse import urlencode
 
 from sqs_support import ACCESS_KEY, REGION, SECRET_KEY, unique_name
@@ -124,3 +125,10 @@ def test_aiobotocore_runs_the_operations(endpoint):
     bodies, attributes = asyncio.run(run())
     assert bodies == ["m0", "m1", "m2"]
     assert attributes["ApproximateNumberOfMessages"] == attributes["ApproximateNumberOfMessagesNotVisible"] == "0"
+
+
+def test_the_readme_example_runs(endpoint):
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("## SQS API", 1)[1].split("\n## ", 1)[0]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    exec(compile(code.replace("http://127.0.0.1:8080", endpoint), "README.md", "exec"), {})
