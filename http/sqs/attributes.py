@@ -149,8 +149,8 @@ def new_queue_properties(props: dict, kept: dict, fifo: bool, tags: dict) -> dic
 
 
 def is_fifo(name: str, props: dict) -> bool:
-    """Whether a queue is a FIFO queue to SQS clients."""
-    return bool(props.get("fifo")) or name.endswith(".fifo")
+    """Whether a queue is a FIFO queue to SQS clients: its property `fifo`."""
+    return bool(props.get("fifo"))
 
 
 def max_message_size(props: dict) -> int:

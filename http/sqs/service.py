@@ -40,7 +40,7 @@ class SqsService:
             info = await self.queue(queue)
         except Exception:  # QueueDoesNotExist or an unreachable actor: not a usable target.
             return None
-        return bool(info["properties"].get("fifo")) or queue.endswith(".fifo")
+        return bool(info["properties"].get("fifo"))
 
     async def patch(self, queue: str, props: dict) -> dict:
         """Merge properties into the queue's own."""

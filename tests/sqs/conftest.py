@@ -1,7 +1,7 @@
-"""One real mq daemon per test module for the SQS API, and clients of it (boto3, raw HTTP).
+"""Real mq daemons for the SQS API tests, and clients of them (boto3).
 
-A module may set DAEMON_ARGS (extra flags for its daemon). Each test names its own queues
-(unique_name), so the tests of a module share the daemon without sharing state.
+A module that sets DAEMON_ARGS(workdir) -> flags gets a daemon of its own; the others share
+one. Each test names its own queues (unique_name), so tests share a daemon, not state.
 """
 
 import os
@@ -11,15 +11,39 @@ import pytest
 from sqs_support import boto_client, unique_name
 from support import Daemon
 
-@pytest.fixture(scope="module")
-def sqs_daemon(tmp_path_factory, request):
-    """A ready daemon, with the module's DAEMON_ARGS."""
-    workdir = tmp_path_factory.mktemp("sqs")
-    args = getattr(request.module, "DAEMON_ARGS", lambda workdir: ())(workdir)
+
+def started_daemon(workdir, args=()) -> Daemon:
+    """A ready daemon on its own root under workdir (stopped again if it does not get ready)."""
     daemon = Daemon(workdir / "root", workdir, workers=2, timeout=30, args=tuple(args))
     try:
         daemon.start()
         daemon.wait_ready()
+    except BaseException:
+        daemon.cleanup()
+        raise
+    return daemon
+
+
+@pytest.fixture(scope="package")
+def shared_sqs_daemon(tmp_path_factory):
+    """The daemon of every module that needs no options of its own (starting one costs seconds)."""
+    daemon = started_daemon(tmp_path_factory.mktemp("sqs"))
+    try:
+        yield daemon
+    finally:
+        daemon.cleanup()
+
+
+@pytest.fixture(scope="module")
+def sqs_daemon(tmp_path_factory, request):
+    """The module's daemon: its own when the module sets DAEMON_ARGS, else the shared one."""
+    make_args = getattr(request.module, "DAEMON_ARGS", None)
+    if make_args is None:
+        yield request.getfixturevalue("shared_sqs_daemon")
+        return
+    workdir = tmp_path_factory.mktemp("sqs")
+    daemon = started_daemon(workdir, make_args(workdir))
+    try:
         yield daemon
     finally:
         daemon.cleanup()

@@ -2,6 +2,8 @@
 and wrong keys, the aws command (awscli), and Celery running a task through kombu's SQS
 transport with a worker this test starts."""
 
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -39,15 +41,30 @@ def test_signatures_are_checked_with_the_configured_keys(sqs, endpoint, sqs_daem
 
 
 def aws(endpoint: str, *args: str) -> dict:
-    """Run one `aws sqs` command (awscli) against the endpoint; its JSON output."""
-    env = {**os.environ, "AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+    """Run one `aws sqs` command of awscli against the endpoint; its JSON output.
+
+    The command runs in this process through awscli's own driver (what the `aws` script
+    calls), so its imports are paid once, not once per command.
+    """
+    from awscli.clidriver import create_clidriver
+    env = {"AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
            "AWS_DEFAULT_REGION": REGION, "AWS_CONFIG_FILE": os.devnull,
            "AWS_SHARED_CREDENTIALS_FILE": os.devnull}
-    done = subprocess.run([sys.executable, "-m", "awscli", "--endpoint-url", endpoint,
-                           "--output", "json", "sqs", *args],
-                          env=env, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout) if done.stdout.strip() else {}
+    saved = {name: os.environ.get(name) for name in env}
+    os.environ.update(env)
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            status = create_clidriver().main(["--endpoint-url", endpoint, "--output", "json",
+                                              "sqs", *args])
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+    assert status == 0, err.getvalue()
+    return json.loads(out.getvalue()) if out.getvalue().strip() else {}
 
 
 @pytest.mark.slow
