@@ -13,7 +13,8 @@ import os
 
 from mq import store as fmt
 
-#: Most message ids whose group is remembered; past it the memory is cleared and re-read.
+#: Most message ids whose group is remembered (past it the memory is cleared and re-read), and
+#: most held groups before the ones no longer in flight are dropped.
 MAX_KNOWN = 100_000
 
 
@@ -88,8 +89,15 @@ class MessageGroups:
         """Record a delivery of a group's message; return the holder (the receipt when new)."""
         holder = holder or f"{message_id}.{delivery}"
         if group:
+            if len(self.held) >= MAX_KNOWN:
+                self.prune()
             self.held.setdefault((queue, group), {})[(message_id, delivery)] = holder
         return holder
+
+    def prune(self) -> None:
+        """Drop the groups none of whose held messages is still in flight."""
+        for queue, group in list(self.held):
+            self.blocked(queue, group, None)
 
     def forget(self, queue: str) -> None:
         """Drop what is known of a queue (deleted or purged)."""

@@ -1,6 +1,7 @@
-"""Real clients against a daemon that checks signatures (--sqs-credentials): boto3 with right
-and wrong keys, the aws command (awscli), and Celery running a task through kombu's SQS
-transport with a worker this test starts."""
+"""Real clients against a daemon that checks signatures (--sqs-credentials) and serves the SQS
+API on a port of its own (--sqs-port) with a public base URL and account of its own: boto3
+with right and wrong keys, the aws command (awscli), and Celery running a task through kombu's
+SQS transport with a worker this test starts."""
 
 import contextlib
 import io
@@ -14,14 +15,41 @@ import pytest
 from botocore.exceptions import ClientError
 
 from sqs_support import ACCESS_KEY, REGION, SECRET_KEY, boto_client, unique_name
+from support import free_port, request
+
+
+SQS_PORT = free_port()
+BASE_URL, ACCOUNT = "http://sqs.mq.test:9324", "123456789012"
 
 
 def DAEMON_ARGS(workdir):
-    """Check signatures against a credentials file holding the test keys."""
+    """Check signatures against a credentials file holding the test keys; SQS on SQS_PORT."""
     path = workdir / "credentials"
-    path.write_text(f"[default]\naws_access_key_id = {ACCESS_KEY}\n"
+    path.write_text(f"[other]\naws_access_key_id = AKIDOTHER\naws_secret_access_key = x\n\n"
+                    f"[default]\naws_access_key_id = {ACCESS_KEY}\n"
                     f"aws_secret_access_key = {SECRET_KEY}\n")
-    return (f"--sqs-credentials={path}",)
+    return (f"--sqs-credentials={path}", f"--sqs-port={SQS_PORT}", f"--sqs-base-url={BASE_URL}",
+            f"--sqs-account={ACCOUNT}")
+
+
+@pytest.fixture(scope="module")
+def endpoint(sqs_daemon) -> str:
+    """The SQS API's own port."""
+    return f"http://127.0.0.1:{SQS_PORT}"
+
+
+def test_the_sqs_port_base_url_and_account(sqs, sqs_daemon):
+    name = unique_name("elsewhere")
+    url = sqs.create_queue(QueueName=name)["QueueUrl"]
+    assert url == f"{BASE_URL}/{ACCOUNT}/{name}"
+    sqs.send_message(QueueUrl=url, MessageBody="via the sqs port")
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    assert arn == f"arn:aws:sqs:{REGION}:{ACCOUNT}:{name}"
+    # The main port serves mq's own API only.
+    main = sqs_daemon.request("POST", "/", b"{}", {
+        "Content-Type": "application/x-amz-json-1.0", "X-Amz-Target": "AmazonSQS.ListQueues"})
+    assert main.status == 404 and main.json()["error"] == "not_found"
+    assert sqs_daemon.request("GET", f"/{name}/messages").body == b"via the sqs port"
 
 
 def test_signatures_are_checked_with_the_configured_keys(sqs, endpoint, sqs_daemon):
@@ -33,7 +61,7 @@ def test_signatures_are_checked_with_the_configured_keys(sqs, endpoint, sqs_daem
             boto_client(endpoint, key=key, secret=secret).send_message(QueueUrl=url, MessageBody="x")
         error = caught.value.response
         assert (error["Error"]["Code"], error["ResponseMetadata"]["HTTPStatusCode"]) == (code, 403)
-    unsigned = sqs_daemon.request("POST", "/", b"{}", {
+    unsigned = request(SQS_PORT, "POST", "/", b"{}", {
         "Content-Type": "application/x-amz-json-1.0", "X-Amz-Target": "AmazonSQS.ListQueues"})
     assert unsigned.status == 403 and unsigned.json()["__type"].endswith("#MissingAuthenticationToken")
     counts = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
@@ -104,7 +132,7 @@ def test_celery_runs_a_task_through_mq(tmp_path, sqs_daemon, sqs):
     (tmp_path / "mqtasks.py").write_text(textwrap.dedent(CELERY_APP.format(region=REGION)))
     (tmp_path / "results").mkdir()
     prefix = unique_name("celery") + "-"
-    env = {**os.environ, "MQ_TEST_BROKER": f"sqs://{ACCESS_KEY}:{SECRET_KEY}@127.0.0.1:{sqs_daemon.port}",
+    env = {**os.environ, "MQ_TEST_BROKER": f"sqs://{ACCESS_KEY}:{SECRET_KEY}@127.0.0.1:{SQS_PORT}",
            "MQ_TEST_RESULTS": str(tmp_path / "results"), "MQ_TEST_PREFIX": prefix,
            "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
     worker = subprocess.Popen(
@@ -118,7 +146,7 @@ def test_celery_runs_a_task_through_mq(tmp_path, sqs_daemon, sqs):
         result = mqtasks.add.delay(2, 3)
         assert result.get(timeout=60) == 5, (tmp_path / "worker.log").read_text()
         queues = sqs.list_queues(QueueNamePrefix=prefix)["QueueUrls"]
-        assert queues == [f"http://127.0.0.1:{sqs_daemon.port}/000000000000/{prefix}celery"]
+        assert queues == [f"{BASE_URL}/{ACCOUNT}/{prefix}celery"]
     finally:
         sys.path.remove(str(tmp_path))
         worker.terminate()
