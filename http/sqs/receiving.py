@@ -3,6 +3,7 @@ their batches): the same fetch, ack, nack and extend ops mq's own routes send to
 fetch actor. A receipt handle is mq's receipt, {id}.{delivery}."""
 
 import asyncio
+import socket
 import time
 
 from mq import store as fmt
@@ -19,6 +20,8 @@ SYSTEM_ATTRIBUTES = ("SenderId", "SentTimestamp", "ApproximateReceiveCount",
                      "ApproximateFirstReceiveTimestamp", "SequenceNumber", "MessageDeduplicationId",
                      "MessageGroupId", "AWSTraceHeader")
 MAX_VISIBILITY = 43200
+#: Seconds between checks that the client of a waiting long poll is still connected.
+CLIENT_CHECK_SECONDS = 0.5
 
 
 def receipt_of(handle) -> tuple[str, str]:
@@ -90,15 +93,23 @@ async def receive_message(service, caller: Caller, params: dict) -> dict:
     fetched, holder = [], None
     while len(fetched) < count:
         seconds = 0 if fetched else wait
+        watch = []
         try:
-            result = await fetcher.call("fetch", queue=queue, wait=seconds, holder=holder,
-                                        timeout=seconds + service.options.actor_timeout)
+            result = await fetcher.call(
+                "fetch", queue=queue, wait=seconds, holder=holder,
+                timeout=seconds + service.options.actor_timeout,
+                on_sent=lambda rid: watch.append(asyncio.ensure_future(
+                    watch_client(caller.connection, seconds, lambda: fetcher.cancel(rid))))
+                if seconds and caller.connection is not None else None)
         except NotFound:
             raise queue_missing() from None
         except MqError as err:
             if fetched:
                 break  # Answer with what was claimed; the next receive meets the error.
             raise from_mq(err) from None
+        finally:
+            for task in watch:
+                task.cancel()
         if result.get("empty") or result.get("cancelled"):
             break
         holder = result.get("holder", holder)
@@ -109,6 +120,25 @@ async def receive_message(service, caller: Caller, params: dict) -> dict:
     fifo = is_fifo(queue, props)
     messages = [as_message(r, caller, system_names, attribute_names, fifo) for r in fetched]
     return {"Messages": messages} if messages else {}
+
+
+async def watch_client(connection, wait: float, cancel) -> None:
+    """While a long poll waits, look every CLIENT_CHECK_SECONDS whether its client hung up, and
+    then cancel the poll, so its fetch actor claims no message for nobody (Tornado reads
+    nothing during a request, so it would not notice by itself)."""
+    sock = getattr(getattr(connection, "stream", None), "socket", None)
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        await asyncio.sleep(CLIENT_CHECK_SECONDS)
+        try:
+            closed = sock is None or sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+        except BlockingIOError:
+            closed = False
+        except OSError:
+            closed = True
+        if closed:
+            cancel()
+            return
 
 
 async def set_visibility(service, queue: str, message_id: str, receipt: str, seconds: int) -> None:

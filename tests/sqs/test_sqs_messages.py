@@ -4,6 +4,7 @@ their redrive, FIFO groups and de-duplication, and one store shared with mq's ow
 
 import hashlib
 import json
+import socket
 import time
 
 import pytest
@@ -239,3 +240,21 @@ def test_one_store_with_mq_s_own_http_api(sqs, queue_url, sqs_daemon):
     reply = sqs_daemon.request(
         "POST", f"/{name}/messages/{added['id']}?reply=ack&receipt={got[0]['ReceiptHandle']}")
     assert reply.status == 204
+
+
+def test_a_long_poll_whose_client_hangs_up_claims_nothing(sqs, queue_url, sqs_daemon):
+    def receives():
+        return [e for e in sqs_daemon.events("http.request") if e.get("sqs") == "ReceiveMessage"]
+
+    before = len(receives())
+    body = json.dumps({"QueueUrl": queue_url, "WaitTimeSeconds": 15}).encode()
+    with socket.create_connection(("127.0.0.1", sqs_daemon.port)) as conn:
+        conn.sendall(b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Amz-Target: AmazonSQS.ReceiveMessage\r\n"
+                     b"Content-Type: application/x-amz-json-1.0\r\n"
+                     b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        # One more round trip to the front before hanging up, so it has read the request.
+        poll_for(lambda: sqs_daemon.request("GET", "/_mq/health").status == 200, 5)
+    # The poll ends (and is logged) when the front sees the client gone, long before 15 s.
+    poll_for(lambda: len(receives()) > before, 10, what="the abandoned poll to end")
+    sqs.send_message(QueueUrl=queue_url, MessageBody="kept")
+    assert [m["Body"] for m in receive(sqs, queue_url, WaitTimeSeconds=5)] == ["kept"]
