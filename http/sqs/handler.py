@@ -88,6 +88,8 @@ class SqsHandler(ApiHandler):
             call = protocol.decode(request.method, request.headers, request.query, request.body)
             kind = call.protocol
             self.log_fields["sqs"] = call.operation
+            if isinstance(call.params.get("QueueUrl"), str):
+                self.log_fields["queue"] = call.params["QueueUrl"].rstrip("/").rpartition("/")[2]
             operation = OPERATIONS.get(call.operation)
             if operation is None:
                 raise SqsError("UnknownOperationException" if kind == protocol.JSON else "InvalidAction",
