@@ -127,9 +127,14 @@ async def to_properties(given: dict, fifo: bool, exists, creating: bool) -> tupl
                 raise _bad(name)
             else:
                 kept[name] = str(value)
-        elif name == "FifoQueue" and creating:
+        elif name == "FifoQueue" and (creating or fifo):
             if _bool(name, value) != ("true" if fifo else "false"):
-                raise _bad(name)
+                raise _bad(name) if creating else SqsError(
+                    "InvalidAttributeValue", "Invalid value for the parameter FifoQueue. Reason: "
+                    "Modifying queue type is not supported.")
+        elif name in ("DeduplicationScope", "FifoThroughputLimit"):
+            raise SqsError("InvalidAttributeName", f"You can specify the {name} only when "
+                           "FifoQueue is set to true.")
         else:
             raise SqsError("InvalidAttributeName", f"Unknown Attribute {name}.")
     return props, kept

@@ -44,6 +44,13 @@ ERRORS = {
 }
 
 
+#: The JSON protocol's `__type` of errors whose shape has another name than their code.
+JSON_TYPES = {"InvalidParameterValue": "InvalidParameterValueException",
+              "MissingParameter": "MissingRequiredParameterException"}
+#: The query protocol's older wording of some messages.
+QUERY_MESSAGES = {"QueueDoesNotExist": "The specified queue does not exist for this wsdl version."}
+
+
 class SqsError(Exception):
     """An error answer: its name in ERRORS and the message SQS gives."""
 

@@ -54,8 +54,8 @@ def check_value(name: str, value) -> dict:
         return {"DataType": data_type, "BinaryValue": bytes(raw)}
     text = value.get("StringValue")
     if text is None or text == "" or not isinstance(text, str):
-        raise invalid(f"The message attribute '{name}' must contain non-empty message "
-                      f"attribute value for message attribute type '{data_type.split('.')[0]}'.")
+        raise invalid(f"Message (user) attribute '{name}' must contain a non-empty value of type "
+                      f"'{data_type.split('.')[0]}'.")
     if data_type.startswith("Number"):
         try:
             float(text)

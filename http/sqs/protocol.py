@@ -8,7 +8,7 @@ from urllib.parse import parse_qsl
 import orjson
 
 from mq.http.sqs import query
-from mq.http.sqs.errors import SqsError
+from mq.http.sqs.errors import JSON_TYPES, QUERY_MESSAGES, SqsError
 
 JSON = "json"
 QUERY = "query"
@@ -75,7 +75,9 @@ def encode_error(protocol: str, error: SqsError, request_id: str) -> tuple[dict,
     headers = {"x-amzn-query-error": f"{error.code};{fault}"}
     if protocol == JSON:
         headers["Content-Type"] = JSON_CONTENT_TYPE
-        return headers, orjson.dumps({"__type": f"com.amazonaws.sqs#{error.name}",
+        return headers, orjson.dumps({"__type": f"com.amazonaws.sqs#{JSON_TYPES.get(error.name, error.name)}",
                                       "message": error.message})
     headers["Content-Type"] = "text/xml"
+    if error.name in QUERY_MESSAGES:
+        error = SqsError(error.name, QUERY_MESSAGES[error.name])
     return headers, query.encode_error(error, request_id)

@@ -14,6 +14,8 @@ from mq.http.sqs.names import (Caller, check_new_name, existing_name, integer, n
 from mq.properties import MAX_RETRY
 
 MAX_TAGS = 50
+#: Seconds after a purge in which another purge of the queue is refused.
+PURGE_SECONDS = 60
 
 
 async def create_queue(service, caller: Caller, params: dict) -> dict:
@@ -106,12 +108,21 @@ async def list_queues(service, caller: Caller, params: dict) -> dict:
 
 async def delete_queue(service, caller: Caller, params: dict) -> None:
     """DeleteQueue: the queue and every message in it."""
-    await service.call(queue_from_url(params), "queue_delete")
+    name = queue_from_url(params)
+    await service.call(name, "queue_delete")
+    service.purges.pop(name, None)
 
 
 async def purge_queue(service, caller: Caller, params: dict) -> None:
-    """PurgeQueue: every message of the queue, in every state."""
-    await service.call(queue_from_url(params), "purge")
+    """PurgeQueue: every message of the queue, in every state; one purge a minute, as in SQS."""
+    name = queue_from_url(params)
+    last = service.purges.get(name)
+    if last is not None and time.monotonic() - last < PURGE_SECONDS:
+        await service.queue(name)
+        raise SqsError("PurgeQueueInProgress", f"Only one PurgeQueue operation on {name} is "
+                       f"allowed every {PURGE_SECONDS} seconds.")
+    await service.call(name, "purge")
+    service.purges[name] = time.monotonic()
 
 
 async def get_queue_attributes(service, caller: Caller, params: dict) -> dict:

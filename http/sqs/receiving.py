@@ -10,7 +10,7 @@ from mq import store as fmt
 from mq.errors import Conflict, Invalid, MqError, NotFound
 from mq.http.sqs import batches
 from mq.http.sqs.attributes import MIN_TIMEOUT, is_fifo
-from mq.http.sqs.errors import SqsError, from_mq, missing, queue_missing
+from mq.http.sqs.errors import SqsError, from_mq, invalid, missing, queue_missing
 from mq.http.sqs.md5 import md5_of_attributes, md5_of_body
 from mq.http.sqs.message_attributes import as_sent, selected
 from mq.http.sqs.names import Caller, integer, names_list, queue_from_url
@@ -151,12 +151,22 @@ async def set_visibility(service, queue: str, message_id: str, receipt: str, sec
                            seconds=float(max(seconds, MIN_TIMEOUT)))
 
 
+def expired(error: Conflict, receipt: str) -> bool:
+    """Whether a stale receipt's delivery timed out and nobody has received the message since
+    (the fetch actor says it is ready with this delivery's count)."""
+    return f"now ready (delivery {receipt.rpartition('.')[2]})" in error.message
+
+
 async def delete_one(service, queue: str, handle) -> None:
-    """Delete a delivery. An old receipt succeeds and deletes nothing, as in SQS."""
+    """Delete a delivery. An old receipt succeeds and deletes nothing, as in SQS; in a FIFO
+    queue a receipt whose visibility timeout ran out is refused, as in SQS."""
     message_id, receipt = receipt_of(handle)
     try:
         await service.pool.fetcher(queue).call("ack", queue=queue, id=message_id, receipt=receipt)
-    except Conflict:
+    except Conflict as err:
+        if expired(err, receipt) and is_fifo(queue, (await service.queue(queue))["properties"]):
+            raise invalid(f"Value {handle} for parameter ReceiptHandle is invalid. Reason: The "
+                          "receipt handle has expired.") from None
         return
     except NotFound:
         await service.queue(queue)  # QueueDoesNotExist, or the message is already gone: done.
@@ -175,6 +185,8 @@ async def change_one(service, queue: str, handle, params: dict) -> None:
     except (Conflict, NotFound) as err:
         if isinstance(err, NotFound):
             await service.queue(queue)
+        elif expired(err, receipt):
+            return  # Visible again and not received since: SQS accepts the change.
         raise SqsError("MessageNotInflight", "Message does not exist or is not available for "
                        "visibility timeout change.") from None
     except MqError as err:

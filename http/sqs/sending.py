@@ -20,6 +20,8 @@ BAD_CHARACTER = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010f
 #: Group and de-duplication ids: 1 to 128 printable ASCII characters.
 FIFO_ID = re.compile(r"[!-~]{1,128}")
 CONTENT_TYPE = "text/plain; charset=utf-8"
+#: Most bytes of bodies in one SendMessageBatch, whatever the queue's MaximumMessageSize.
+MAX_BATCH_BYTES = 262144
 
 
 @dataclass
@@ -42,7 +44,7 @@ def sequence_number(message_id: str) -> str:
 
 def _fifo_id(params: dict, name: str) -> str | None:
     value = params.get(name)
-    if value is None or value == "":
+    if value is None:
         return None
     if not isinstance(value, str) or not FIFO_ID.fullmatch(value):
         raise invalid(f"Value {value} for parameter {name} is invalid. Reason: {name} can only "
@@ -132,16 +134,25 @@ async def send_message_batch(service, caller: Caller, params: dict) -> dict:
     queue = queue_from_url(params)
     entries = batches.check_entries(params.get("Entries"), "SendMessageBatch")
     props = (await service.queue(queue))["properties"]
-    limit = max_message_size(props)
     total = sum(len(str(e.get("MessageBody") or "").encode("utf-8")) for e in entries)
-    if total > limit:
-        raise SqsError("BatchRequestTooLong", f"Batch requests cannot be longer than {limit} "
-                       f"bytes. You have sent {total} bytes.")
+    if total > MAX_BATCH_BYTES:
+        raise SqsError("BatchRequestTooLong", f"Batch requests cannot be longer than "
+                       f"{MAX_BATCH_BYTES} bytes. You have sent {total} bytes.")
     fifo = is_fifo(queue, props)
-    successful, failed = [], []
+    checked = []
     for entry in entries:
         try:
-            reply = await add(service, queue, check_message(entry, queue, props), fifo)
+            checked.append(check_message(entry, queue, props))
+        except SqsError as err:
+            if fifo and ("MessageGroupId" in err.message or "MessageDeduplicationId provided" in err.message):
+                raise invalid(err.message) from None  # The whole batch, as SQS answers it.
+            checked.append(err)
+    successful, failed = [], []
+    for entry, message in zip(entries, checked):
+        try:
+            if isinstance(message, SqsError):
+                raise message
+            reply = await add(service, queue, message, fifo)
         except SqsError as err:
             if err.name == "QueueDoesNotExist":
                 raise

@@ -198,6 +198,11 @@ def test_fifo_queues_deduplicate_and_keep_each_group_in_order(sqs):
         {"Id": "2", "MessageBody": "b1", "MessageGroupId": "b"},
         {"Id": "3", "MessageBody": "a3", "MessageGroupId": "a", "MessageDeduplicationId": "k3"}])
     assert code_of(sqs.send_message, QueueUrl=url, MessageBody="x") == "MissingParameter"
+    with pytest.raises(ClientError) as caught:  # A FIFO entry without a group fails the batch.
+        sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": "1", "MessageBody": "x"}])
+    assert caught.value.response["Error"] == {
+        "Code": "InvalidParameterValue", "QueryErrorCode": "InvalidParameterValueException",
+        "Message": "The request must contain the parameter MessageGroupId.", "Type": "Sender"}
     assert code_of(sqs.send_message, QueueUrl=url, MessageBody="x", MessageGroupId="a",
                    DelaySeconds=5) == "InvalidParameterValue"
     # One receive takes a group's messages in order; meanwhile the group is held.
@@ -211,6 +216,26 @@ def test_fifo_queues_deduplicate_and_keep_each_group_in_order(sqs):
     for message in got[1:]:
         sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
     assert [m["Body"] for m in receive(sqs, url, MaxNumberOfMessages=10)] == ["a1"]
+
+
+def test_a_receipt_whose_timeout_ran_out(sqs):
+    for suffix, attributes in (("", {}), (".fifo", {"FifoQueue": "true", "ContentBasedDeduplication": "true"})):
+        url = sqs.create_queue(QueueName=unique_name("expire") + suffix,
+                               Attributes={"VisibilityTimeout": "1", **attributes})["QueueUrl"]
+        sqs.send_message(QueueUrl=url, MessageBody="m", **({"MessageGroupId": "g"} if suffix else {}))
+        handle = receive(sqs, url)[0]["ReceiptHandle"]
+        poll_for(lambda: sqs.get_queue_attributes(QueueUrl=url, AttributeNames=[
+            "ApproximateNumberOfMessages"])["Attributes"]["ApproximateNumberOfMessages"] == "1", 10)
+        # Not received since: SQS accepts a visibility change; a FIFO queue refuses a delete.
+        sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=handle, VisibilityTimeout=5)
+        if suffix:
+            with pytest.raises(ClientError) as caught:
+                sqs.delete_message(QueueUrl=url, ReceiptHandle=handle)
+            assert caught.value.response["Error"]["Message"] == (
+                f"Value {handle} for parameter ReceiptHandle is invalid. Reason: The receipt "
+                "handle has expired.")
+        else:
+            sqs.delete_message(QueueUrl=url, ReceiptHandle=handle)
 
 
 def test_fifo_group_held_against_a_second_consumer(sqs):

@@ -86,6 +86,13 @@ def test_attributes_read_and_written_as_sqs_names_them(sqs):
     assert error["Code"] == "InvalidAttributeValue"
     error = error_of(sqs.set_queue_attributes, QueueUrl=url, Attributes={"QueueArn": "x"})
     assert error["Code"] == "InvalidAttributeName"
+    error = error_of(sqs.create_queue, QueueName=unique_name(), Attributes={"DeduplicationScope": "queue"})
+    assert error["Message"] == "You can specify the DeduplicationScope only when FifoQueue is set to true."
+    fifo = sqs.create_queue(QueueName=unique_name() + ".fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+    sqs.set_queue_attributes(QueueUrl=fifo, Attributes={"FifoQueue": "true"})
+    error = error_of(sqs.set_queue_attributes, QueueUrl=fifo, Attributes={"FifoQueue": "false"})
+    assert (error["Code"], error["Message"]) == ("InvalidAttributeValue", "Invalid value for the "
+                                                 "parameter FifoQueue. Reason: Modifying queue type is not supported.")
 
 
 def test_the_same_properties_through_mq_s_own_api(sqs, sqs_daemon):
@@ -135,3 +142,5 @@ def test_purge_empties_a_queue_in_every_state(sqs, queue_url):
     counts = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["All"])["Attributes"]
     assert (counts["ApproximateNumberOfMessages"], counts["ApproximateNumberOfMessagesNotVisible"],
             counts["ApproximateNumberOfMessagesDelayed"]) == ("0", "0", "0")
+    error = error_of(sqs.purge_queue, QueueUrl=queue_url)  # One purge a minute.
+    assert (error["Code"], error["Status"]) == ("AWS.SimpleQueueService.PurgeQueueInProgress", 403)

@@ -68,6 +68,7 @@ def test_query_protocol_errors_are_sqs_error_documents(sqs_daemon):
     assert root.tag == "{%s}ErrorResponse" % NS["sqs"]
     assert text(root, "sqs:Error/sqs:Code") == "AWS.SimpleQueueService.NonExistentQueue"
     assert text(root, "sqs:Error/sqs:Type") == "Sender"
+    assert text(root, "sqs:Error/sqs:Message") == "The specified queue does not exist for this wsdl version."
     assert text(root, "sqs:RequestId")
     status, _, root = query(sqs_daemon, {"Action": "NoSuchAction"})
     assert (status, text(root, "sqs:Error/sqs:Code")) == (400, "InvalidAction")
