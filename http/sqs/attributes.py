@@ -181,7 +181,7 @@ def current(caller: Caller, name: str, info: dict) -> dict:
         "MessageRetentionPeriod": kept.get("MessageRetentionPeriod", DEFAULTS["MessageRetentionPeriod"]),
         "DelaySeconds": str(int(props["delay"])),
         "ReceiveMessageWaitTimeSeconds": kept.get("ReceiveMessageWaitTimeSeconds", "0"),
-        "SqsManagedSseEnabled": kept.get("SqsManagedSseEnabled", "false"),
+        "SqsManagedSseEnabled": kept.get("SqsManagedSseEnabled", "true"),
     }
     if props["retry"] < MAX_RETRY:
         values["RedrivePolicy"] = orjson.dumps({

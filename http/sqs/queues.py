@@ -224,26 +224,33 @@ async def start_message_move_task(service, caller: Caller, params: dict) -> dict
         raise SqsError("ResourceNotFoundException", "The resource that you specified for the "
                        "SourceArn parameter doesn't exist.")
     destination_arn = text(params, "DestinationArn")
-    integer(params, "MaxNumberOfMessagesPerSecond", None, 1, 500)
+    rate = integer(params, "MaxNumberOfMessagesPerSecond", None, 1, 500)
+    sources = sources_of(service, source)
+    if not sources:
+        raise invalid("Source queue must be configured as a Dead Letter Queue.")
     if destination_arn:
-        targets = [queue_from_arn(destination_arn, "DestinationArn")]
-        if await service.fifo_or_none(targets[0]) is None:
+        target = queue_from_arn(destination_arn, "DestinationArn")
+        if await service.fifo_or_none(target) is None:
             raise SqsError("ResourceNotFoundException", "The resource that you specified for "
                            "the DestinationArn parameter doesn't exist.")
+    elif len(sources) == 1:
+        target = sources[0]
     else:
-        targets = sources_of(service, source)
-        if len(targets) != 1:
-            raise invalid("Source queue must be configured as a Dead Letter Queue of exactly "
-                          "one queue when no DestinationArn is given.")
-    if targets[0] == source:
+        # mq does not record which queue a dead letter came from, so it cannot split them.
+        raise invalid("Source queue is the Dead Letter Queue of several queues: give the "
+                      "DestinationArn to move its messages to.")
+    if target == source:
         raise invalid("The destination queue must not be the source queue.")
-    moved = (await service.call(targets[0], "redrive", source=source))["moved"]
+    moved = (await service.call(target, "redrive", source=source))["moved"]
     handle = base64.b64encode(orjson.dumps({"id": str(uuid.uuid4()), "source": source_arn})).decode()
-    service.tasks[source] = {
-        "TaskHandle": handle, "Status": "COMPLETED", "SourceArn": source_arn,
-        "DestinationArn": destination_arn or caller.arn(targets[0]),
-        "ApproximateNumberOfMessagesMoved": moved, "ApproximateNumberOfMessagesToMove": moved,
-        "StartedTimestamp": int(time.time() * 1000)}
+    task = {"Status": "COMPLETED", "SourceArn": source_arn,
+            "ApproximateNumberOfMessagesMoved": moved, "ApproximateNumberOfMessagesToMove": moved,
+            "StartedTimestamp": int(time.time() * 1000)}
+    if destination_arn:
+        task["DestinationArn"] = destination_arn
+    if rate is not None:
+        task["MaxNumberOfMessagesPerSecond"] = rate
+    service.tasks[source] = task
     return {"TaskHandle": handle}
 
 
@@ -254,13 +261,20 @@ async def list_message_move_tasks(service, caller: Caller, params: dict) -> dict
         raise SqsError("ResourceNotFoundException", "The resource that you specified for the "
                        "SourceArn parameter doesn't exist.")
     task = service.tasks.get(source)
-    return {"Results": [{k: v for k, v in task.items() if k != "TaskHandle"}] if task else []}
+    return {"Results": [task] if task else []}
 
 
 async def cancel_message_move_task(service, caller: Caller, params: dict) -> dict:
     """CancelMessageMoveTask: tasks finish at once, so there is never one to cancel."""
-    text(params, "TaskHandle", required=True)
-    raise SqsError("ResourceNotFoundException", "Task does not exist or is already completed.")
+    handle = text(params, "TaskHandle", required=True)
+    try:
+        source_arn = orjson.loads(base64.b64decode(handle, validate=True))["source"]
+    except (ValueError, KeyError, TypeError):
+        raise invalid("Value for parameter TaskHandle is invalid.") from None
+    if await service.fifo_or_none(queue_from_arn(source_arn, "SourceArn")) is None:
+        raise SqsError("ResourceNotFoundException", "The resource that you specified for the "
+                       "SourceArn parameter doesn't exist.")
+    raise SqsError("ResourceNotFoundException", "Task does not exist.")
 
 
 async def unsupported(service, caller: Caller, params: dict) -> None:

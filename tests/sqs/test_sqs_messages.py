@@ -182,6 +182,13 @@ def test_dead_letters_after_max_receive_count_and_their_redrive(sqs):
     assert task["TaskHandle"]
     tasks = sqs.list_message_move_tasks(SourceArn=dead_arn)["Results"]
     assert tasks[0]["Status"] == "COMPLETED" and tasks[0]["ApproximateNumberOfMessagesMoved"] == 1
+    with pytest.raises(ClientError) as caught:
+        sqs.cancel_message_move_task(TaskHandle="junk")
+    assert caught.value.response["Error"]["Message"] == "Value for parameter TaskHandle is invalid."
+    source_arn = sqs.get_queue_attributes(QueueUrl=source, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    with pytest.raises(ClientError) as caught:
+        sqs.start_message_move_task(SourceArn=source_arn)
+    assert caught.value.response["Error"]["Message"] == "Source queue must be configured as a Dead Letter Queue."
     back = receive(sqs, source, AttributeNames=["ApproximateReceiveCount"], WaitTimeSeconds=2)
     assert [m["Body"] for m in back] == ["poison"]
     assert back[0]["Attributes"]["ApproximateReceiveCount"] == "1"
