@@ -24,8 +24,7 @@ async def create_queue(service, caller: Caller, params: dict) -> dict:
     if not isinstance(given, dict):
         raise invalid("Attributes must be a map of names to values.")
     name = params.get("QueueName")
-    fifo = str(given.get("FifoQueue", "false")).lower() == "true" or \
-        (isinstance(name, str) and name.endswith(".fifo") and "FifoQueue" not in given)
+    fifo = str(given.get("FifoQueue", "false")).lower() == "true"
     name = check_new_name(name, fifo)
     if name.endswith(".fifo") and not fifo:
         raise invalid("Can only include alphanumeric characters, hyphens, or underscores. "

@@ -182,10 +182,12 @@ async def change_one(service, queue: str, handle, params: dict) -> None:
         raise missing("VisibilityTimeout")
     try:
         await set_visibility(service, queue, message_id, receipt, seconds)
-    except (Conflict, NotFound) as err:
-        if isinstance(err, NotFound):
-            await service.queue(queue)
-        elif expired(err, receipt):
+    except NotFound:
+        await service.queue(queue)
+        raise invalid(f"Value {handle} for parameter ReceiptHandle is invalid. Reason: Message "
+                      "does not exist or is not available for visibility timeout change.") from None
+    except Conflict as err:
+        if expired(err, receipt):
             return  # Visible again and not received since: SQS accepts the change.
         raise SqsError("MessageNotInflight", "Message does not exist or is not available for "
                        "visibility timeout change.") from None

@@ -152,6 +152,12 @@ def test_visibility_can_be_changed_and_a_delete_is_final(sqs, queue_url):
     assert [e["Code"] for e in changed["Failed"]] == ["AWS.SimpleQueueService.MessageNotInflight"]
     sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=again["ReceiptHandle"])
     sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=again["ReceiptHandle"])  # Twice is fine.
+    with pytest.raises(ClientError) as caught:
+        sqs.change_message_visibility(QueueUrl=queue_url, ReceiptHandle=again["ReceiptHandle"],
+                                      VisibilityTimeout=5)
+    assert caught.value.response["Error"]["Message"] == (
+        f"Value {again['ReceiptHandle']} for parameter ReceiptHandle is invalid. Reason: Message "
+        "does not exist or is not available for visibility timeout change.")
     assert code_of(sqs.delete_message, QueueUrl=queue_url, ReceiptHandle="not-a-handle") == \
         "ReceiptHandleIsInvalid"
     counts = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["All"])["Attributes"]

@@ -53,6 +53,7 @@ def test_bad_names_and_differing_attributes_are_refused(sqs):
         assert error_of(sqs.create_queue, QueueName=name)["Code"] == "InvalidParameterValue"
     error = error_of(sqs.create_queue, QueueName="plain", Attributes={"FifoQueue": "true"})
     assert error["Code"] == "InvalidParameterValue"
+    assert error_of(sqs.create_queue, QueueName="no-attribute.fifo")["Code"] == "InvalidParameterValue"
     name = unique_name("differ")
     sqs.create_queue(QueueName=name, Attributes={"VisibilityTimeout": "40"})
     error = error_of(sqs.create_queue, QueueName=name, Attributes={"VisibilityTimeout": "41"})
