@@ -42,6 +42,10 @@ OPERATIONS = {
 }
 
 
+#: Operations that name no queue, refused when sent to a queue's URL (as SQS refuses them).
+QUEUELESS = ("CreateQueue", "ListQueues")
+
+
 class SqsRequests(tornado.routing.PathMatches):
     """Matches a path only for requests meant for the SQS API (an SQS content type or target
     header, or an Action parameter), so mq's own routes on the same paths keep theirs."""
@@ -91,9 +95,9 @@ class SqsHandler(ApiHandler):
             if isinstance(call.params.get("QueueUrl"), str):
                 self.log_fields["queue"] = call.params["QueueUrl"].rstrip("/").rpartition("/")[2]
             operation = OPERATIONS.get(call.operation)
-            if operation is None:
+            if operation is None or (queue is not None and call.operation in QUEUELESS):
                 raise SqsError("UnknownOperationException" if kind == protocol.JSON else "InvalidAction",
-                               f"The action {call.operation} is not valid for this web service.")
+                               f"The action {call.operation} is not valid for this endpoint.")
             if queue is not None and "QueueUrl" not in call.params:
                 call.params["QueueUrl"] = f"/{self.config.sqs_account}/{queue}"
             result = await operation(self.service, self.caller(), call.params)

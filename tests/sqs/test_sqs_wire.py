@@ -72,6 +72,14 @@ def test_query_protocol_errors_are_sqs_error_documents(sqs_daemon):
     assert text(root, "sqs:RequestId")
     status, _, root = query(sqs_daemon, {"Action": "NoSuchAction"})
     assert (status, text(root, "sqs:Error/sqs:Code")) == (400, "InvalidAction")
+    assert text(root, "sqs:Error/sqs:Message") == "The action NoSuchAction is not valid for this endpoint."
+    name = unique_name("at-url")
+    query(sqs_daemon, {"Action": "CreateQueue", "QueueName": name})
+    status, _, root = query(sqs_daemon, {"Action": "ListQueues"}, path=f"/000000000000/{name}")
+    assert (status, text(root, "sqs:Error/sqs:Code")) == (400, "InvalidAction")
+    status, _, root = query(sqs_daemon, {"Action": "SendMessage"}, path=f"/000000000000/{name}")
+    assert (status, text(root, "sqs:Error/sqs:Code")) == (400, "MissingParameter")
+    assert text(root, "sqs:Error/sqs:Message") == "The request must contain the parameter MessageBody."
 
 
 def json_call(daemon, operation: str, params: dict):
