@@ -9,7 +9,10 @@ from mq.http.sqs.errors import invalid
 
 #: Most message attributes on one message.
 MAX_ATTRIBUTES = 10
-ATTRIBUTE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,256}")
+#: Letters and digits (SQS takes non-ASCII ones too), underscore, hyphen and period.
+ATTRIBUTE_NAME = re.compile(r"[\w.-]{1,256}")
+#: Characters SQS refuses in text: outside XML 1.0's.
+BAD_CHARACTER = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 DATA_TYPE = re.compile(r"(String|Number|Binary)(\.[^\s]{1,256})?")
 #: The system attributes a sender may set.
 SYSTEM_NAMES = ("AWSTraceHeader",)
@@ -56,6 +59,10 @@ def check_value(name: str, value) -> dict:
     if text is None or text == "" or not isinstance(text, str):
         raise invalid(f"Message (user) attribute '{name}' must contain a non-empty value of type "
                       f"'{data_type.split('.')[0]}'.")
+    if BAD_CHARACTER.search(text):
+        raise invalid(f"Message (user) attribute '{name}' contains an invalid character: only "
+                      "#x9 | #xA | #xD | #x20 to #xD7FF | #xE000 to #xFFFD | #x10000 to #x10FFFF "
+                      "are allowed.")
     if data_type.startswith("Number"):
         try:
             float(text)

@@ -12,11 +12,10 @@ from mq.http.sqs import batches
 from mq.http.sqs.attributes import is_fifo, max_message_size
 from mq.http.sqs.errors import SqsError, from_mq, invalid, missing, queue_missing
 from mq.http.sqs.md5 import md5_of_attributes, md5_of_body
-from mq.http.sqs.message_attributes import check_attributes, check_system_attributes, size
+from mq.http.sqs.message_attributes import (BAD_CHARACTER, check_attributes,
+                                            check_system_attributes, size)
 from mq.http.sqs.names import Caller, integer, queue_from_url
 
-#: Characters SQS refuses in a body: outside XML 1.0's.
-BAD_CHARACTER = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 #: Group and de-duplication ids: 1 to 128 printable ASCII characters.
 FIFO_ID = re.compile(r"[!-~]{1,128}")
 CONTENT_TYPE = "text/plain; charset=utf-8"

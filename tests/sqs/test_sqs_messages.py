@@ -97,6 +97,10 @@ def test_send_is_checked_as_sqs_checks_it(sqs, queue_url):
         "AWS.reserved": {"DataType": "String", "StringValue": "v"}}) == "InvalidParameterValue"
     assert code_of(sqs.send_message, QueueUrl=queue_url, MessageBody="x", MessageAttributes={
         "n": {"DataType": "Number", "StringValue": "ten"}}) == "InvalidParameterValue"
+    assert code_of(sqs.send_message, QueueUrl=queue_url, MessageBody="x", MessageAttributes={
+        "s": {"DataType": "String", "StringValue": "bad\x08"}}) == "InvalidParameterValue"
+    assert sqs.send_message(QueueUrl=queue_url, MessageBody="x", MessageAttributes={
+        "attr.1øßä": {"DataType": "String", "StringValue": "valid"}})["MD5OfMessageAttributes"]
     assert code_of(sqs.send_message, QueueUrl=queue_url + "-gone", MessageBody="x") == \
         "AWS.SimpleQueueService.NonExistentQueue"
     assert sqs.send_message(QueueUrl=queue_url, MessageBody="x" * (256 * 1024))["MessageId"]
