@@ -16,6 +16,8 @@ from mq import store as fmt
 #: Most message ids whose group is remembered (past it the memory is cleared and re-read), and
 #: most held groups before the ones no longer in flight are dropped.
 MAX_KNOWN = 100_000
+#: Most messages a holder's fetch looks through for the next one of a group it holds.
+PREFER_SCAN = 1000
 
 
 class MessageGroups:
@@ -68,9 +70,15 @@ class MessageGroups:
     def take(self, index, spread: int, queue: str, holder: str | None):
         """The oldest (id, deliveries) of the index whose group is free for this holder, or None.
 
-        Messages of held groups are passed over and stay in the index, in their places.
+        A holder first gets the next message of a group it holds (SQS returns as many messages
+        of one group together as it can); messages of groups held by others are passed over and
+        stay in the index, in their places.
         """
         self.load(queue)
+        if holder:
+            taken = self.take_held(index, queue, holder)
+            if taken is not None:
+                return taken
         passed = []
         try:
             while (taken := index.take(spread)) is not None:
@@ -80,6 +88,22 @@ class MessageGroups:
                     passed.append(taken)
                     continue
                 return taken
+            return None
+        finally:
+            for message_id, attempts in passed:
+                index.add(message_id, attempts)
+
+    def take_held(self, index, queue: str, holder: str):
+        """The oldest message of a group this holder holds, among the PREFER_SCAN oldest."""
+        groups = {group for (q, group), held in self.held.items()
+                  if q == queue and holder in held.values()}
+        passed = []
+        try:
+            while groups and len(passed) < PREFER_SCAN and (taken := index.take(0)) is not None:
+                message_id, attempts = taken
+                if self.group_of(queue, message_id, self.store.ready_path(queue, message_id, attempts)) in groups:
+                    return taken
+                passed.append(taken)
             return None
         finally:
             for message_id, attempts in passed:

@@ -43,6 +43,13 @@ def test_the_same_holder_takes_a_group_in_order(tmp_path):
     assert bodies(actors, "q", holder=first["holder"]) == ["a2", "a3"]
 
 
+def test_a_holder_gets_its_groups_next_messages_first(tmp_path):
+    actors = Actors(tmp_path)
+    fifo_queue(actors, "q", [("a1", "a"), ("b1", "b"), ("a2", "a"), ("b2", "b")])
+    first = actors.call("fetch", queue="q")
+    assert bodies(actors, "q", holder=first["holder"]) == ["a2", "b1", "b2"]
+
+
 def test_a_restarted_fetch_actor_still_holds_groups_in_flight(tmp_path):
     actors = Actors(tmp_path)
     fifo_queue(actors, "q", [("a1", "a"), ("a2", "a"), ("b1", "b")])

@@ -224,7 +224,7 @@ def test_fifo_queues_deduplicate_and_keep_each_group_in_order(sqs):
                    DelaySeconds=5) == "InvalidParameterValue"
     # One receive takes a group's messages in order; meanwhile the group is held.
     got = receive(sqs, url, MaxNumberOfMessages=10, AttributeNames=["MessageGroupId", "SequenceNumber"])
-    assert [m["Body"] for m in got] == ["a1", "a2", "b1", "a3"]
+    assert [m["Body"] for m in got] == ["a1", "a2", "a3", "b1"]  # A group together, as SQS.
     assert receive(sqs, url) == []
     handle_a1 = got[0]["ReceiptHandle"]
     sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=handle_a1, VisibilityTimeout=0)
