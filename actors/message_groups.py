@@ -1,8 +1,9 @@
 """MessageGroups: which message groups of a fetch actor's fifo queues have a message in flight.
 
 A queue with the property `fifo` hands out one group's messages in order: while a message of
-group G is in flight, no other message of G is handed out, except to the same holder (one
-SQS ReceiveMessage that takes several messages of G at once, in order). A group is held by the
+group G is in flight, no younger message of G is handed out, except to the same holder (one
+SQS ReceiveMessage that takes several messages of G at once, in order). An older one that came
+back (its timer ran out, or it was made visible) may go again: it keeps the group's order. A group is held by the
 names of its in-flight files, delay/{q}:{id}.{n}: when that name is gone (acked, deleted,
 nacked, or returned by the mover after its timer) the group is free again, with no
 notification to miss. The record is rebuilt from delay/ the first time a queue is used, so a
@@ -54,18 +55,19 @@ class MessageGroups:
             if group:
                 self.held.setdefault((queue, group), {})[(message_id, delivery)] = ""
 
-    def blocked(self, queue: str, group: str, holder: str | None) -> bool:
-        """True while another holder has a message of the group in flight."""
+    def blocked(self, queue: str, group: str, holder: str | None, message_id: str = "~") -> bool:
+        """True while another holder has a message of the group older than message_id in flight."""
         held = self.held.get((queue, group))
         if not held:
             return False
-        for message_id, delivery in list(held):
-            if not os.path.exists(self.store.delay_path(queue, message_id, delivery)):
-                del held[(message_id, delivery)]
+        for in_flight, delivery in list(held):
+            if not os.path.exists(self.store.delay_path(queue, in_flight, delivery)):
+                del held[(in_flight, delivery)]
         if not held:
             del self.held[(queue, group)]
             return False
-        return not holder or any(other != holder for other in held.values())
+        return any(in_flight < message_id and (not holder or other != holder)
+                   for (in_flight, _), other in held.items())
 
     def take(self, index, spread: int, queue: str, holder: str | None):
         """The oldest (id, deliveries) of the index whose group is free for this holder, or None.
@@ -84,7 +86,7 @@ class MessageGroups:
             while (taken := index.take(spread)) is not None:
                 message_id, attempts = taken
                 group = self.group_of(queue, message_id, self.store.ready_path(queue, message_id, attempts))
-                if group and self.blocked(queue, group, holder):
+                if group and self.blocked(queue, group, holder, message_id):
                     passed.append(taken)
                     continue
                 return taken

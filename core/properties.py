@@ -23,7 +23,7 @@ SYSTEM = {
     "max_body_bytes": Options.max_body_bytes,
     "dead_letter_queue": "",  # empty: "{queue}.dead"
     "accum": 0.0,             # seconds of accumulation, reserved for routing; 0 is off
-    "fifo": False,            # one message of a group in flight at a time
+    "fifo": False,            # a group's messages in order: none while an older one is in flight
     "tags": {},               # the queue's tags, names to values
     "attributes": {},         # a protocol layer's queue attributes (the SQS API's), kept as given
 }
