@@ -106,8 +106,14 @@ class Options:
         if self.sqs_credentials:
             if importlib.util.find_spec("botocore") is None:
                 raise Invalid("--sqs-credentials needs botocore: pip install 'mq[sqs]'")
-            if not os.path.isfile(self.sqs_credentials):
-                raise Invalid(f"--sqs-credentials: {self.sqs_credentials} is not a file")
+            try:
+                with open(self.sqs_credentials, encoding="utf-8") as f:
+                    text = f.read()
+            except (OSError, UnicodeDecodeError) as err:
+                raise Invalid(f"--sqs-credentials: cannot read {self.sqs_credentials}: {err}") from None
+            if "aws_secret_access_key" not in text:
+                raise Invalid(f"--sqs-credentials: {self.sqs_credentials} holds no "
+                              "aws_secret_access_key")
 
 
 def field_kind(field) -> type:

@@ -208,20 +208,23 @@ def test_precedence_is_flag_then_env_then_file_then_default(tmp_path):
     assert load_options(["--access-log"], environ=env).access_log is True
 
 
-def test_every_option_can_come_from_the_environment():
+def test_every_option_can_come_from_the_environment(tmp_path):
+    credentials = tmp_path / "credentials"
+    credentials.write_text("[default]\naws_access_key_id = AKID\naws_secret_access_key = secret\n")
     samples = {"root": "/srv/mq", "workers": "2", "peers": "3", "host": "::1", "port": "9999",
                "timeout": "2.5", "sync": "file", "auto_create": "false", "max_body_bytes": "123",
                "save_batch": "0", "max_waiting_adds": "9", "actor_timeout": "7", "log_file": "/var/log/mq.log", "log_level": "error",
                "access_log": "no", "run_dir": "/run/mq"}
     samples.update(sqs_account="123456789012", sqs_base_url="https://mq.example.com",
-                   sqs_port="9998", sqs_credentials=__file__)
+                   sqs_port="9998", sqs_credentials=str(credentials))
     assert set(samples) == {f.name for f in fields(Options)}, "a new option needs a sample here"
     options = load_options([], environ={f"MQ_{k.upper()}": v for k, v in samples.items()})
     assert options.to_json() == Options(
         root="/srv/mq", workers=2, peers=3, host="::1", port=9999, timeout=2.5, sync="file",
         auto_create=False, max_body_bytes=123, save_batch=0, max_waiting_adds=9, actor_timeout=7.0, log_file="/var/log/mq.log",
         log_level="error", access_log=False, run_dir="/run/mq", sqs_account="123456789012",
-        sqs_base_url="https://mq.example.com", sqs_port=9998, sqs_credentials=__file__).to_json()
+        sqs_base_url="https://mq.example.com", sqs_port=9998,
+        sqs_credentials=str(credentials)).to_json()
 
 
 def test_options_reject_bad_values_as_invalid():
@@ -234,3 +237,14 @@ def test_options_reject_bad_values_as_invalid():
 def test_options_survive_the_trip_to_the_children():
     options = load_options(["--workers=3", "--timeout=1.5", "--no-auto-create"], environ={})
     assert Options.from_json(options.to_json()) == options
+
+
+def test_sqs_options_are_checked(tmp_path):
+    empty = tmp_path / "empty"
+    empty.write_text("[default]\n")
+    for argv, message in ((["--sqs-account=12345"], "twelve digits"),
+                          (["--sqs-port=8080", "--port=8080"], "--sqs-port"),
+                          ([f"--sqs-credentials={tmp_path / 'missing'}"], "cannot read"),
+                          ([f"--sqs-credentials={empty}"], "no aws_secret_access_key")):
+        with pytest.raises(Invalid, match=message):
+            load_options(argv, environ={})
