@@ -148,8 +148,8 @@ class FetchActor(Actor):
 
         A claim that fails puts the message back in the index before the error goes up, so
         it is served once the disk recovers; a corrupt file is quarantined and skipped. In a
-        fifo queue, messages of a group another holder has in flight are passed over
-        (actors/message_groups.py).
+        fifo queue, messages of a group with an older message in flight (with another holder)
+        are passed over (actors/message_groups.py).
         """
         index = self.ready_index(queue)
         props = self.props.effective(queue)

@@ -113,12 +113,15 @@ async def serve(options, run_dir: str, drain_seconds: float = 10.0) -> None:
     server = tornado.httpserver.HTTPServer(
         app, max_body_size=options.max_body_bytes + 1, idle_connection_timeout=60)
     server.listen(options.port, options.host)
+    sqs_app = sqs_server = None
     if options.sqs_port:
+        # The SQS API on a port of its own (--sqs-port); the drain waits for its requests too.
         sqs_app = tornado.web.Application(sqs.routes(pool, options), default_handler_class=NotFoundHandler,
                                           default_handler_args={"pool": pool, "options": options})
         sqs_app.in_flight = 0
-        tornado.httpserver.HTTPServer(sqs_app, max_body_size=options.max_body_bytes + 1,
-                                      idle_connection_timeout=60).listen(options.sqs_port, options.host)
+        sqs_server = tornado.httpserver.HTTPServer(
+            sqs_app, max_body_size=options.max_body_bytes + 1, idle_connection_timeout=60)
+        sqs_server.listen(options.sqs_port, options.host)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
@@ -128,10 +131,14 @@ async def serve(options, run_dir: str, drain_seconds: float = 10.0) -> None:
     logs.get().info("front.start", host=options.host, port=options.port)
     await stop.wait()
     server.stop()
+    if sqs_server is not None:
+        sqs_server.stop()
     deadline = time.monotonic() + drain_seconds
-    while app.in_flight and time.monotonic() < deadline:
+    while (app.in_flight or getattr(sqs_app, "in_flight", 0)) and time.monotonic() < deadline:
         await asyncio.sleep(0.02)
     await server.close_all_connections()
+    if sqs_server is not None:
+        await sqs_server.close_all_connections()
     pool.close()
     logs.get().info("front.stop", unfinished=app.in_flight)
     logs.flush()
