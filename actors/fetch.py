@@ -14,6 +14,7 @@ from mq.actors import fetch_any, fetch_batch, queue_admin, replies
 from mq.actors.base import Actor
 from mq.actors.batch import DEFERRED, Batch, Request
 from mq.actors.counters import Counters
+from mq.actors.message_groups import MessageGroups
 from mq.actors.queue_index import QueueIndex
 from mq.errors import Invalid, MqError, NotFound, from_os_error
 from mq.ids import id_time_ms
@@ -48,6 +49,7 @@ class FetchActor(Actor):
             self.store, {"timeout": options.timeout, "max_body_bytes": options.max_body_bytes})
         self.counters = Counters()
         self.queues_listed_at: float | None = None  # set by the first stats op
+        self.groups = MessageGroups(self.store)
 
     def start(self) -> None:
         """Connect to the mover, which times the messages this actor hides."""
@@ -68,6 +70,7 @@ class FetchActor(Actor):
         """Drop what this actor keeps about a queue (deleted, or asked for but missing)."""
         self.indexes.pop(queue, None)
         self.notices.pop(queue, None)
+        self.groups.forget(queue)
 
     def relist(self, queue: str) -> None:
         """Add to a queue's index the ready messages its folder has and the index lacks."""
@@ -113,7 +116,7 @@ class FetchActor(Actor):
         wait = request.payload.get("wait") or 0
         if isinstance(wait, bool) or not isinstance(wait, (int, float)) or not 0 <= wait <= MAX_WAIT_SECONDS:
             raise Invalid(f"wait must be between 0 and {MAX_WAIT_SECONDS:g} seconds")
-        result = self.take(batch, queue)
+        result = self.take(batch, queue, request.payload.get("holder"))
         if result is not None:
             return result
         if not self.store.queue_exists(queue):
@@ -187,18 +190,21 @@ class FetchActor(Actor):
         "fetch_any": fetch_any.fetch_any, "watch": fetch_any.watch,
     }
 
-    def take(self, batch: Batch, queue: str) -> dict | None:
+    def take(self, batch: Batch, queue: str, holder: str | None = None) -> dict | None:
         """Claim the next ready message of the queue, or None when there is none.
 
         A claim that fails puts the message back in the index before the error goes up, so
-        it is served once the disk recovers; a corrupt file is quarantined and skipped.
+        it is served once the disk recovers; a corrupt file is quarantined and skipped. In a
+        fifo queue, messages of a group with an older message in flight (with another holder)
+        are passed over (actors/message_groups.py).
         """
         index = self.ready_index(queue)
         if queue not in batch.props:
             batch.props[queue] = self.props.effective(queue)
-        timeout = batch.props[queue]["timeout"]
+        timeout, fifo = batch.props[queue]["timeout"], batch.props[queue]["fifo"]
         while True:
-            taken = index.take(self.options.peers)
+            taken = self.groups.take(index, self.options.peers, queue, holder) if fifo \
+                else index.take(self.options.peers)
             if taken is None:
                 return None
             message_id, attempts = taken
@@ -223,9 +229,14 @@ class FetchActor(Actor):
             self.counters.count(queue, "fetches")
             if delivery > 1:
                 self.counters.count(queue, "redeliveries")
-            return {"id": message_id, "body": message.body, "content_type": message.content_type,
-                    "receipt": f"{message_id}.{delivery}", "attempts": delivery, "due": due,
-                    "created_ms": message.created_ms, "parts": message.parts}
+            result = {"id": message_id, "body": message.body, "content_type": message.content_type,
+                      "receipt": f"{message_id}.{delivery}", "attempts": delivery, "due": due,
+                      "created_ms": message.created_ms, "parts": message.parts}
+            if message.group or message.attributes:
+                result.update(group=message.group, attributes=message.attributes)
+            if fifo:
+                result["holder"] = self.groups.hold(queue, message.group, message_id, delivery, holder)
+            return result
 
     def quarantine(self, batch: Batch, queue: str, message_id: str, delivery: int, due: float,
                    err: Exception) -> None:

@@ -15,12 +15,19 @@ MAX_PEEK = 1000
 
 
 def queue_get(actor, batch, request) -> dict:
-    """The queue's effective properties; 404 when it does not exist."""
+    """The queue's effective properties; 404 when it does not exist.
+
+    With `hidden`, also how many of its messages are in flight and delayed (a listing of
+    delay/, so only when asked).
+    """
     queue = fmt.validate_queue(request.payload.get("queue"))
     if not actor.store.queue_exists(queue):
         raise NotFound(f"queue {queue!r} does not exist")
-    return {"queue": queue, "properties": actor.props.effective(queue),
-            "ready": len(actor.ready_index(queue))}
+    result = {"queue": queue, "properties": actor.props.effective(queue),
+              "ready": len(actor.ready_index(queue))}
+    if request.payload.get("hidden"):
+        result["in_flight"], result["delayed"] = actor.store.count_hidden(queue)
+    return result
 
 
 def peek(actor, batch, request) -> dict:
@@ -76,9 +83,10 @@ def queue_delete(actor, batch, request) -> dict:
 
 
 def redrive(actor, batch, request) -> dict:
-    """Move every message of the queue's dead-letter queue back into the queue."""
+    """Move every message of the queue's dead-letter queue (or of `source`) into the queue."""
     queue = fmt.validate_queue(request.payload.get("queue"))
-    dead = actor.props.effective(queue)["dead_letter_queue"]
+    source = request.payload.get("source")
+    dead = fmt.validate_queue(source) if source else actor.props.effective(queue)["dead_letter_queue"]
     if not actor.store.queue_exists(dead):
         return {"queue": queue, "dead_letter_queue": dead, "moved": 0}
     ids = actor.store.redrive(dead, queue)

@@ -95,7 +95,8 @@ class SaveActor(Actor):
         """Check an add and write its file into new/ (renamed into view by settle)."""
         payload, now = request.payload, time.time()
         add = check_add(payload.get("queue"), payload.get("body"), payload.get("content_type"),
-                        payload.get("due"), payload.get("dedup_id"), now)
+                        payload.get("due"), payload.get("dedup_id"), now,
+                        payload.get("group"), payload.get("attributes"))
         props = self.props.effective(add.queue)
         accumulation.refuse_schedule(add, props)
         with_properties(add, props, self.options.max_body_bytes, now)
@@ -111,7 +112,8 @@ class SaveActor(Actor):
                 return self.duplicate(batch, request, add.queue, earlier)
         message_id = new_id(int(now * 1000))
         data = fmt.encode_message(add.body, add.content_type, int(now * 1000), message_id,
-                                  add.dedup_id, self.writer())
+                                  add.dedup_id, self.writer(), group=add.group,
+                                  attributes=add.attributes)
         self.store.write_new(add.queue, message_id, data, add.due)
         batch.written.append(Written(len(batch.results), add, message_id, props["dedup_window"],
                                      accum=props["accum"]))

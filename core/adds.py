@@ -11,6 +11,8 @@ from mq.store import DEFAULT_CONTENT_TYPE, validate_queue
 MAX_DEDUP_ID = 256
 #: Most messages one batch add (or batch fetch, or batch ack) may carry.
 MAX_BATCH_MESSAGES = 1000
+#: Longest message group id, in characters.
+MAX_GROUP = 256
 
 
 @dataclass
@@ -22,13 +24,17 @@ class Add:
     content_type: str
     due: float | None
     dedup_id: str
+    group: str = ""
+    attributes: dict | None = None
 
 
-def check_add(queue, body, content_type=None, due=None, dedup_id=None, now: float = 0.0) -> Add:
+def check_add(queue, body, content_type=None, due=None, dedup_id=None, now: float = 0.0,
+              group=None, attributes=None) -> Add:
     """Return the add checked; raise Invalid naming the first thing wrong with it.
 
     due: Unix seconds when it becomes visible (None: now), at most a year and a day ahead;
-    a due time already past means now.
+    a due time already past means now. group: the message group (1 to MAX_GROUP characters);
+    attributes: a map of a protocol layer's metadata, stored as given.
     """
     validate_queue(queue)
     if not isinstance(body, bytes):
@@ -42,8 +48,13 @@ def check_add(queue, body, content_type=None, due=None, dedup_id=None, now: floa
             raise Invalid(f"a message may be scheduled at most {MAX_AHEAD_SECONDS} seconds ahead")
     if dedup_id is not None and (not isinstance(dedup_id, str) or not 0 < len(dedup_id) <= MAX_DEDUP_ID):
         raise Invalid(f"dedup_id must be 1 to {MAX_DEDUP_ID} characters")
+    if group is not None and (not isinstance(group, str) or not 0 < len(group) <= MAX_GROUP):
+        raise Invalid(f"group must be 1 to {MAX_GROUP} characters")
+    if attributes is not None and not isinstance(attributes, dict):
+        raise Invalid("attributes must be a map")
     return Add(queue, body, content_type or DEFAULT_CONTENT_TYPE,
-               float(due) if due is not None and due > now else None, dedup_id or "")
+               float(due) if due is not None and due > now else None, dedup_id or "",
+               group or "", attributes or None)
 
 
 def with_properties(add: Add, props: dict, max_body_bytes: int, now: float) -> Add:

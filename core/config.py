@@ -6,6 +6,7 @@ Precedence: command-line flag, then MQ_* environment variable, then the TOML con
 
 import argparse
 import dataclasses
+import importlib.util
 import json
 import math
 import os
@@ -74,6 +75,15 @@ class Options:
     statsd_prefix: str = option("mq", "first segment of every StatsD metric name")
     rpc_port: int = option(0, "port of the MessagePack-RPC server, on --host (18800 is usual); 0 "
                            "turns it off")
+    sqs_account: str = option("000000000000", "the twelve-digit account id of the SQS API's "
+                              "queue URLs and ARNs")
+    sqs_base_url: str = option("", "public base URL of the SQS API's queue URLs, such as "
+                               "https://mq.example.com", empty="the scheme and Host of each request")
+    sqs_port: int = option(0, "port of the SQS API; 0 serves it on --port beside mq's own routes")
+    sqs_credentials: str = option("", "AWS credentials file (INI, aws_access_key_id and "
+                                  "aws_secret_access_key per section) whose keys the SQS API "
+                                  "checks signatures against; needs botocore",
+                                  empty="signatures are not checked")
 
     def to_json(self) -> str:
         """The options as JSON, the form children receive them in."""
@@ -129,7 +139,26 @@ class Options:
             # LMQ's methods carry no credentials: the port would bypass every token.
             raise Invalid("--rpc-port cannot be used with --token-file: MessagePack-RPC calls "
                           "carry no token")
+        self.check_sqs()
         return self
+
+    def check_sqs(self) -> None:
+        """Raise Invalid when an SQS API option cannot work."""
+        if not (len(self.sqs_account) == 12 and self.sqs_account.isdigit()):
+            raise Invalid("--sqs-account must be twelve digits")
+        if not 0 <= self.sqs_port <= 65535 or self.sqs_port == self.port:
+            raise Invalid("--sqs-port must be 0 or a port from 1 to 65535 other than --port")
+        if self.sqs_credentials:
+            if importlib.util.find_spec("botocore") is None:
+                raise Invalid("--sqs-credentials needs botocore: pip install 'mq[sqs]'")
+            try:
+                with open(self.sqs_credentials, encoding="utf-8") as f:
+                    text = f.read()
+            except (OSError, UnicodeDecodeError) as err:
+                raise Invalid(f"--sqs-credentials: cannot read {self.sqs_credentials}: {err}") from None
+            if "aws_secret_access_key" not in text:
+                raise Invalid(f"--sqs-credentials: {self.sqs_credentials} holds no "
+                              "aws_secret_access_key")
 
 
 def field_kind(field) -> type:

@@ -23,6 +23,9 @@ SYSTEM = {
     "max_body_bytes": Options.max_body_bytes,
     "dead_letter_queue": "",  # empty: "{queue}.dead"
     "accum": 0.0,             # seconds of an accumulation window (docs/DELIVERY.md); 0 is off
+    "fifo": False,            # a group's messages in order: none while an older one is in flight
+    "tags": {},               # the queue's tags, names to values
+    "attributes": {},         # a protocol layer's queue attributes (the SQS API's), kept as given
 }
 
 #: Largest retry count accepted; it bounds the names probed for a message (docs/FORMAT.md).
@@ -55,6 +58,24 @@ def _queue_name(key, value):
     return value
 
 
+def _bool(key, value):
+    if not isinstance(value, bool):
+        raise Invalid(f"property {key!r} must be true or false, not {type(value).__name__}")
+    return value
+
+
+def _strings(key, value, most, longest_key, longest_value):
+    if not isinstance(value, dict):
+        raise Invalid(f"property {key!r} must be an object of strings")
+    if len(value) > most:
+        raise Invalid(f"property {key!r} may hold at most {most} entries")
+    for name, text in value.items():
+        if not isinstance(text, str) or not 0 < len(name) <= longest_key or len(text) > longest_value:
+            raise Invalid(f"property {key!r}: entry {name[:40]!r} must be a string of at most "
+                          f"{longest_value} characters, its name 1 to {longest_key}")
+    return value
+
+
 CHECKS = {
     "timeout": lambda k, v: float(_number(k, v, 0.001, MAX_TIMEOUT)),
     "retry": lambda k, v: _integer(k, v, 0, MAX_RETRY),
@@ -63,6 +84,9 @@ CHECKS = {
     "max_body_bytes": lambda k, v: _integer(k, v, 0, 1 << 30),
     "dead_letter_queue": _queue_name,
     "accum": lambda k, v: float(_number(k, v, 0, 3600)),
+    "fifo": _bool,
+    "tags": lambda k, v: _strings(k, v, 50, 128, 256),
+    "attributes": lambda k, v: _strings(k, v, 64, 128, 65536),
 }
 
 

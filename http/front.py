@@ -12,7 +12,7 @@ import tornado.web
 
 from mq import logs
 from mq.errors import NotFound
-from mq.http import access
+from mq.http import access, sqs
 from mq.http.actor_links import ActorPool
 from mq.http.api import ApiHandler
 from mq.http.batches import AckBatchHandler
@@ -95,6 +95,8 @@ def make_app(pool: ActorPool, options, run_dir: str = "",
     name = r"([^/]+)"
     app = tornado.web.Application(
         [
+            # The SQS API on the main port (--sqs-port 0): only requests meant for it match.
+            *(sqs.routes(pool, options) if not options.sqs_port else []),
             (r"/_mq/properties", DefaultRulesHandler, args),
             (r"/_mq/health", HealthHandler, {**args, "run_dir": run_dir}),
             (r"/_mq/openapi\.yaml", OpenApiHandler, args),
@@ -123,17 +125,39 @@ def make_app(pool: ActorPool, options, run_dir: str = "",
     return app
 
 
+def http_server(app: tornado.web.Application, options) -> tornado.httpserver.HTTPServer:
+    """An HTTP server for app with the daemon's connection limits."""
+    return tornado.httpserver.HTTPServer(
+        app, max_body_size=options.max_body_bytes + 1, max_header_size=options.max_header_bytes,
+        idle_connection_timeout=options.idle_timeout, body_timeout=options.body_timeout)
+
+
+def sqs_application(pool: ActorPool, options, tokens) -> tornado.web.Application:
+    """The SQS API alone, for --sqs-port: its routes, and a JSON 404 for any other request."""
+    args = {"pool": pool, "options": options}
+    app = tornado.web.Application(sqs.routes(pool, options), default_handler_class=NotFoundHandler,
+                                  default_handler_args=args,
+                                  log_function=log_request if options.access_log else (lambda h: None))
+    app.in_flight = 0
+    app.tokens = tokens
+    return app
+
+
 async def serve(options, run_dir: str, drain_seconds: float = 10.0, index: int = 0) -> None:
     """Run front number index until SIGTERM, then stop accepting, finish what is in flight and
     return."""
     pool = ActorPool(options, run_dir)
     app = make_app(pool, options, run_dir, index)
-    server = tornado.httpserver.HTTPServer(
-        app, max_body_size=options.max_body_bytes + 1, max_header_size=options.max_header_bytes,
-        idle_connection_timeout=options.idle_timeout, body_timeout=options.body_timeout)
-    # With several fronts each has its own listening socket on the port (SO_REUSEPORT), so the
+    # With several fronts each has its own listening socket on a port (SO_REUSEPORT), so the
     # kernel spreads new connections over them and no front wakes for another's.
-    server.listen(options.port, options.host, reuse_port=options.fronts > 1)
+    reuse = options.fronts > 1
+    servers = [http_server(app, options)]
+    servers[0].listen(options.port, options.host, reuse_port=reuse)
+    apps = [app]
+    if options.sqs_port:
+        apps.append(sqs_application(pool, options, app.tokens))
+        servers.append(http_server(apps[1], options))
+        servers[1].listen(options.sqs_port, options.host, reuse_port=reuse)
     rpc = RpcServer(pool, options) if options.rpc_port else None
     if rpc is not None:
         await rpc.start()
@@ -152,15 +176,21 @@ async def serve(options, run_dir: str, drain_seconds: float = 10.0, index: int =
     await stop.wait()
     if statsd is not None:
         statsd.stop()
-    server.stop()
+    for server in servers:
+        server.stop()
     if rpc is not None:
         rpc.stop_accepting()
+
+    def in_flight() -> int:
+        return sum(a.in_flight for a in apps) + (rpc.in_flight if rpc is not None else 0)
+
     deadline = time.monotonic() + drain_seconds
-    while (app.in_flight or (rpc and rpc.in_flight)) and time.monotonic() < deadline:
+    while in_flight() and time.monotonic() < deadline:
         await asyncio.sleep(0.02)
-    await server.close_all_connections()
+    for server in servers:
+        await server.close_all_connections()
     if rpc is not None:
         await rpc.close()
     pool.close()
-    logs.get().info("front.stop", unfinished=app.in_flight)
+    logs.get().info("front.stop", unfinished=in_flight())
     logs.flush()

@@ -215,7 +215,9 @@ def test_precedence_is_flag_then_env_then_file_then_default(tmp_path):
     assert load_options(["--access-log"], environ=env).access_log is True
 
 
-def test_every_option_can_come_from_the_environment():
+def test_every_option_can_come_from_the_environment(tmp_path):
+    credentials = tmp_path / "credentials"
+    credentials.write_text("[default]\naws_access_key_id = AKID\naws_secret_access_key = secret\n")
     # option: (its MQ_* environment value, the value it must parse to); one line each.
     samples = {
         "root": ("/srv/mq", "/srv/mq"),
@@ -246,6 +248,10 @@ def test_every_option_can_come_from_the_environment():
         "statsd_prefix": ("queues", "queues"),
         # Off here: --rpc-port and --token-file exclude each other (below, alone).
         "rpc_port": ("0", 0),
+        "sqs_account": ("123456789012", "123456789012"),
+        "sqs_base_url": ("https://mq.example.com", "https://mq.example.com"),
+        "sqs_port": ("9998", 9998),
+        "sqs_credentials": (str(credentials), str(credentials)),
     }
     assert set(samples) == {f.name for f in fields(Options)}, "a new option needs a sample here"
     options = load_options([], environ={f"MQ_{k.upper()}": v[0] for k, v in samples.items()})
@@ -268,3 +274,14 @@ def test_options_reject_bad_values_as_invalid():
 def test_options_survive_the_trip_to_the_children():
     options = load_options(["--workers=3", "--timeout=1.5", "--no-auto-create"], environ={})
     assert Options.from_json(options.to_json()) == options
+
+
+def test_sqs_options_are_checked(tmp_path):
+    empty = tmp_path / "empty"
+    empty.write_text("[default]\n")
+    for argv, message in ((["--sqs-account=12345"], "twelve digits"),
+                          (["--sqs-port=8080", "--port=8080"], "--sqs-port"),
+                          ([f"--sqs-credentials={tmp_path / 'missing'}"], "cannot read"),
+                          ([f"--sqs-credentials={empty}"], "no aws_secret_access_key")):
+        with pytest.raises(Invalid, match=message):
+            load_options(argv, environ={})

@@ -8,7 +8,8 @@ from delivery_support import (add, added, assert_json_error, fetch, fetch_when_r
                               fresh_queue, restart, set_props, shared_mq, start_killed)  # noqa: F401
 from mq.properties import SYSTEM
 
-PROPS = ("timeout", "retry", "delay", "dedup_window", "max_body_bytes", "dead_letter_queue", "accum")
+PROPS = ("timeout", "retry", "delay", "dedup_window", "max_body_bytes", "dead_letter_queue", "accum",
+         "fifo", "tags", "attributes")
 
 
 def props(mq, queue: str) -> dict:
@@ -61,6 +62,9 @@ def test_put_replaces_patch_merges_delete_resets(shared_mq):
     ({"dead_letter_queue": 7}, "dead_letter_queue"),
     ({"dedup_window": [1]}, "dedup_window"),
     ({"accum": -0.1}, "accum"),
+    ({"fifo": 1}, "fifo"),
+    ({"tags": {"team": 7}}, "tags"),
+    ({"attributes": ["x"]}, "attributes"),
 ])
 def test_unknown_key_or_wrong_type_is_400_naming_the_key_and_changes_nothing(shared_mq, method,
                                                                             value, key):

@@ -28,6 +28,8 @@ class Message:
     created_ms: int
     dedup_digest: str = ""
     parts: int = 0  # a compound message's number of parts (docs/FORMAT.md); 0 for others
+    group: str = ""
+    attributes: dict | None = None
 
 
 def dedup_digest(key: str) -> str:
@@ -36,12 +38,15 @@ def dedup_digest(key: str) -> str:
 
 
 def encode_message(body: bytes, content_type: str, created_ms: int, message_id: str = "",
-                   dedup_key: str = "", writer: str = "", parts: int = 0) -> bytes:
+                   dedup_key: str = "", writer: str = "", parts: int = 0, group: str = "",
+                   attributes: dict | None = None) -> bytes:
     """The bytes of a message file: magic, header length, msgpack header, body.
 
     writer names the save actor that wrote it, so that one restarted after a crash can tell
     its predecessor's leftovers in new/ from the work of live actors. parts marks a compound
-    message (docs/FORMAT.md, "Accumulation").
+    message (docs/FORMAT.md, "Accumulation"). group is the message group (a queue with the
+    fifo property hands out one message of a group at a time); attributes are a protocol
+    layer's metadata (the SQS API's message attributes), kept as given.
     """
     header = {"ct": content_type, "t": created_ms}
     if message_id:
@@ -52,6 +57,10 @@ def encode_message(body: bytes, content_type: str, created_ms: int, message_id: 
         header["w"] = writer
     if parts:
         header["p"] = parts
+    if group:
+        header["g"] = group
+    if attributes:
+        header["a"] = attributes
     packed = msgpack.packb(header)
     return MAGIC + _LENGTH.pack(len(packed)) + packed + body
 
@@ -69,7 +78,8 @@ def decode_header(queue: str, message_id: str, data: bytes) -> tuple[dict, int]:
         raise CorruptMessage(f"{queue}/{message_id}: bad header: {err}") from None
     if (not isinstance(header, dict) or not isinstance(header.get("ct"), str)
             or not isinstance(header.get("t"), int) or not isinstance(header.get("dk", ""), str)
-            or not isinstance(header.get("p", 0), int)):
+            or not isinstance(header.get("p", 0), int)
+            or not isinstance(header.get("g", ""), str) or not isinstance(header.get("a", {}), dict)):
         raise CorruptMessage(f"{queue}/{message_id}: header is not a message header")
     return header, 7 + length
 
@@ -78,4 +88,4 @@ def decode_message(queue: str, message_id: str, data: bytes) -> Message:
     """Parse a message file's bytes; raise CorruptMessage when they are not one."""
     header, start = decode_header(queue, message_id, data)
     return Message(queue, message_id, data[start:], header["ct"], header["t"], header.get("dk", ""),
-                   header.get("p", 0))
+                   header.get("p", 0), header.get("g", ""), header.get("a"))

@@ -63,6 +63,25 @@ class Queues:
                     self.folder("accum")})
         return ready + moved
 
+    def count_hidden(self, queue: str) -> tuple[int, int]:
+        """(in flight, delayed) messages of a queue: its entries in delay/, by name alone."""
+        in_flight = delayed = 0
+        prefix = queue + ":"
+        for name in os.listdir(self.folder("delay")):
+            if name.startswith(prefix) and (parts := split_name(name)) and parts[0] == queue:
+                if parts[2]:
+                    in_flight += 1
+                else:
+                    delayed += 1
+        return in_flight, delayed
+
+    def list_in_flight(self, queue: str) -> list[tuple[str, int]]:
+        """(id, delivery) of a queue's in-flight messages, by the names in delay/."""
+        prefix = queue + ":"
+        return [(parts[1], parts[2]) for name in os.listdir(self.folder("delay"))
+                if name.startswith(prefix) and (parts := split_name(name))
+                and parts[0] == queue and parts[2]]
+
     def remove_entries(self, queue: str, folders) -> int:
         """Move a queue's entries in shared folders (new/, delay/) to remove/; return how many."""
         moved = 0

@@ -1,0 +1,132 @@
+"""MessageGroups: which message groups of a fetch actor's fifo queues have a message in flight.
+
+A queue with the property `fifo` hands out one group's messages in order: while a message of
+group G is in flight, no younger message of G is handed out, except to the same holder (one
+SQS ReceiveMessage that takes several messages of G at once, in order). An older one that came
+back (its timer ran out, or it was made visible) may go again: it keeps the group's order. A group is held by the
+names of its in-flight files, delay/{q}:{id}.{n}: when that name is gone (acked, deleted,
+nacked, or returned by the mover after its timer) the group is free again, with no
+notification to miss. The record is rebuilt from delay/ the first time a queue is used, so a
+restarted actor keeps holding the groups that were in flight.
+"""
+
+import os
+
+from mq import store as fmt
+
+#: Most message ids whose group is remembered (past it the memory is cleared and re-read), and
+#: most held groups before the ones no longer in flight are dropped.
+MAX_KNOWN = 100_000
+#: Most messages a holder's fetch looks through for the next one of a group it holds.
+PREFER_SCAN = 1000
+
+
+class MessageGroups:
+    """The in-flight groups of fifo queues, and the group of each message seen."""
+
+    def __init__(self, store):
+        self.store = store
+        self.held: dict[tuple[str, str], dict[tuple[str, int], str]] = {}
+        self.known: dict[tuple[str, str], str] = {}
+        self.loaded: set[str] = set()
+
+    def group_of(self, queue: str, message_id: str, path: str) -> str:
+        """The message's group ("" for none, or when its file is gone or not a message)."""
+        key = (queue, message_id)
+        group = self.known.get(key)
+        if group is None:
+            try:
+                with open(path, "rb") as f:
+                    group = fmt.decode_message(queue, message_id, f.read()).group
+            except (FileNotFoundError, fmt.CorruptMessage):
+                return ""  # The claim finds out what happened to it.
+            if len(self.known) >= MAX_KNOWN:
+                self.known.clear()
+            self.known[key] = group
+        return group
+
+    def load(self, queue: str) -> None:
+        """Hold the groups of the queue's messages already in flight (once per queue)."""
+        if queue in self.loaded:
+            return
+        self.loaded.add(queue)
+        for message_id, delivery in self.store.list_in_flight(queue):
+            group = self.group_of(queue, message_id, self.store.delay_path(queue, message_id, delivery))
+            if group:
+                self.held.setdefault((queue, group), {})[(message_id, delivery)] = ""
+
+    def blocked(self, queue: str, group: str, holder: str | None, message_id: str = "~") -> bool:
+        """True while another holder has a message of the group older than message_id in flight."""
+        held = self.held.get((queue, group))
+        if not held:
+            return False
+        for in_flight, delivery in list(held):
+            if not os.path.exists(self.store.delay_path(queue, in_flight, delivery)):
+                del held[(in_flight, delivery)]
+        if not held:
+            del self.held[(queue, group)]
+            return False
+        return any(in_flight < message_id and (not holder or other != holder)
+                   for (in_flight, _), other in held.items())
+
+    def take(self, index, spread: int, queue: str, holder: str | None):
+        """The oldest (id, deliveries) of the index whose group is free for this holder, or None.
+
+        A holder first gets the next message of a group it holds (SQS returns as many messages
+        of one group together as it can); messages of groups held by others are passed over and
+        stay in the index, in their places.
+        """
+        self.load(queue)
+        if holder:
+            taken = self.take_held(index, queue, holder)
+            if taken is not None:
+                return taken
+        passed = []
+        try:
+            while (taken := index.take(spread)) is not None:
+                message_id, attempts = taken
+                group = self.group_of(queue, message_id, self.store.ready_path(queue, message_id, attempts))
+                if group and self.blocked(queue, group, holder, message_id):
+                    passed.append(taken)
+                    continue
+                return taken
+            return None
+        finally:
+            for message_id, attempts in passed:
+                index.add(message_id, attempts)
+
+    def take_held(self, index, queue: str, holder: str):
+        """The oldest message of a group this holder holds, among the PREFER_SCAN oldest."""
+        groups = {group for (q, group), held in self.held.items()
+                  if q == queue and holder in held.values()}
+        passed = []
+        try:
+            while groups and len(passed) < PREFER_SCAN and (taken := index.take(0)) is not None:
+                message_id, attempts = taken
+                if self.group_of(queue, message_id, self.store.ready_path(queue, message_id, attempts)) in groups:
+                    return taken
+                passed.append(taken)
+            return None
+        finally:
+            for message_id, attempts in passed:
+                index.add(message_id, attempts)
+
+    def hold(self, queue: str, group: str, message_id: str, delivery: int, holder: str | None) -> str:
+        """Record a delivery of a group's message; return the holder (the receipt when new)."""
+        holder = holder or f"{message_id}.{delivery}"
+        if group:
+            if len(self.held) >= MAX_KNOWN:
+                self.prune()
+            self.held.setdefault((queue, group), {})[(message_id, delivery)] = holder
+        return holder
+
+    def prune(self) -> None:
+        """Drop the groups none of whose held messages is still in flight."""
+        for queue, group in list(self.held):
+            self.blocked(queue, group, None)
+
+    def forget(self, queue: str) -> None:
+        """Drop what is known of a queue (deleted or purged)."""
+        self.loaded.discard(queue)
+        for key in [k for k in self.held if k[0] == queue]:
+            del self.held[key]

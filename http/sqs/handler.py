@@ -1,0 +1,135 @@
+"""The Tornado side of the SQS API: which requests are SQS's (a route matcher), the handler that
+decodes a call, runs its operation and answers in the protocol it came in, and the table of
+operations."""
+
+import uuid
+
+import tornado.routing
+
+from mq import logs
+from mq.errors import MqError
+from mq.http import access
+from mq.http.api import ApiHandler
+from mq.http.sqs import protocol, queues, receiving, sending
+from mq.http.sqs.errors import SqsError, from_mq
+from mq.http.sqs.names import DEFAULT_REGION, Caller
+from mq.http.sqs.signatures import signed_region
+
+#: Operation name -> async function(service, caller, params) -> result or None.
+OPERATIONS = {
+    "CreateQueue": queues.create_queue,
+    "GetQueueUrl": queues.get_queue_url,
+    "ListQueues": queues.list_queues,
+    "DeleteQueue": queues.delete_queue,
+    "PurgeQueue": queues.purge_queue,
+    "GetQueueAttributes": queues.get_queue_attributes,
+    "SetQueueAttributes": queues.set_queue_attributes,
+    "TagQueue": queues.tag_queue,
+    "UntagQueue": queues.untag_queue,
+    "ListQueueTags": queues.list_queue_tags,
+    "ListDeadLetterSourceQueues": queues.list_dead_letter_source_queues,
+    "StartMessageMoveTask": queues.start_message_move_task,
+    "ListMessageMoveTasks": queues.list_message_move_tasks,
+    "CancelMessageMoveTask": queues.cancel_message_move_task,
+    "AddPermission": queues.unsupported,
+    "RemovePermission": queues.unsupported,
+    "SendMessage": sending.send_message,
+    "SendMessageBatch": sending.send_message_batch,
+    "ReceiveMessage": receiving.receive_message,
+    "DeleteMessage": receiving.delete_message,
+    "DeleteMessageBatch": receiving.delete_message_batch,
+    "ChangeMessageVisibility": receiving.change_message_visibility,
+    "ChangeMessageVisibilityBatch": receiving.change_message_visibility_batch,
+}
+
+
+#: Operations that name no queue, refused when sent to a queue's URL (as SQS refuses them).
+QUEUELESS = ("CreateQueue", "ListQueues")
+
+
+class SqsRequests(tornado.routing.PathMatches):
+    """Matches a path only for requests meant for the SQS API (an SQS content type or target
+    header, or an Action parameter), so mq's own routes on the same paths keep theirs."""
+
+    def match(self, request):
+        """The path's groups for an SQS request, else None."""
+        if not protocol.is_sqs(request.method, request.headers, request.query_arguments):
+            return None
+        return super().match(request)
+
+
+class SqsHandler(ApiHandler):
+    """POST / (and GET /?Action=), and the query protocol's POST to a queue URL."""
+
+    # SQS clients sign their requests (SigV4) and send no bearer token: with --sqs-credentials
+    # the signature is the check; with --token-file alone, serve() refuses every call.
+    scope = {"GET": access.OPEN, "POST": access.OPEN}
+
+    def initialize(self, pool, options, service, signatures=None) -> None:
+        """Take the service the operations use and the signature check, if any."""
+        super().initialize(pool, options)
+        self.service = service
+        self.signatures = signatures
+
+    async def post(self, account: str | None = None, queue: str | None = None) -> None:
+        """Run the call the request makes."""
+        await self.serve(queue)
+
+    async def get(self, account: str | None = None, queue: str | None = None) -> None:
+        """A query-protocol call in the query string."""
+        await self.serve(queue)
+
+    def caller(self) -> Caller:
+        """The base of queue URLs, the account and the region this request speaks for."""
+        base = self.config.sqs_base_url.rstrip("/") or f"{self.request.protocol}://{self.request.host}"
+        return Caller(base, self.config.sqs_account,
+                      signed_region(self.request.headers) or DEFAULT_REGION, self.request.connection)
+
+    async def serve(self, queue: str | None) -> None:
+        """Decode, check the signature, run the operation, answer; every failure as SQS's."""
+        request = self.request
+        request_id = str(uuid.uuid4())
+        kind = protocol.JSON if "X-Amz-Target" in request.headers else protocol.QUERY
+        try:
+            if self.signatures is None and self.application.tokens is not None:
+                raise SqsError("MissingAuthenticationToken", "this daemon checks bearer tokens "
+                               "(--token-file): the SQS API needs --sqs-credentials to check "
+                               "signatures")
+            if self.signatures is not None:
+                self.signatures.check(request.method, f"{request.protocol}://{request.host}{request.uri}",
+                                      request.headers, request.body)
+            call = protocol.decode(request.method, request.headers, request.query, request.body)
+            kind = call.protocol
+            self.log_fields["sqs"] = call.operation
+            if isinstance(call.params.get("QueueUrl"), str):
+                self.log_fields["queue"] = call.params["QueueUrl"].rstrip("/").rpartition("/")[2]
+            operation = OPERATIONS.get(call.operation)
+            if operation is None or (queue is not None and call.operation in QUEUELESS):
+                raise SqsError("UnknownOperationException" if kind == protocol.JSON else "InvalidAction",
+                               f"The action {call.operation} is not valid for this endpoint.")
+            if queue is not None and "QueueUrl" not in call.params:
+                call.params["QueueUrl"] = f"/{self.config.sqs_account}/{queue}"
+            result = await operation(self.service, self.caller(), call.params)
+        except SqsError as err:
+            return self.answer_error(kind, err, request_id)
+        except MqError as err:
+            return self.answer_error(kind, from_mq(err), request_id)
+        except Exception:
+            logs.get().exception("sqs.error", path=request.path)
+            return self.answer_error(kind, SqsError("InternalFailure", "internal error"), request_id)
+        content_type, body = protocol.encode(call, result, request_id)
+        self.set_header("Content-Type", content_type)
+        self.set_header("x-amzn-RequestId", request_id)
+        self.finish(body)
+
+    def answer_error(self, kind: str, error: SqsError, request_id: str) -> None:
+        """An error in the protocol of the request."""
+        headers, body = protocol.encode_error(kind, error, request_id)
+        self.set_status(error.status)
+        for name, value in headers.items():
+            self.set_header(name, value)
+        self.set_header("x-amzn-RequestId", request_id)
+        if error.status == 503:
+            self.set_header("Retry-After", "1")
+        self.log_fields["sqs_error"] = error.code
+        self.finish(body)

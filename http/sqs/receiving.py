@@ -1,0 +1,234 @@
+"""ReceiveMessage and the replies to a delivery (DeleteMessage, ChangeMessageVisibility and
+their batches): the same fetch, ack, nack and extend ops mq's own routes send to the queue's
+fetch actor. A receipt handle is mq's receipt, {id}.{delivery}."""
+
+import asyncio
+import socket
+import time
+
+from mq import store as fmt
+from mq.errors import Conflict, Invalid, MqError, NotFound
+from mq.http.sqs import batches
+from mq.http.sqs.attributes import MIN_TIMEOUT, is_fifo
+from mq.http.sqs.errors import SqsError, from_mq, invalid, missing, queue_missing
+from mq.http.sqs.md5 import md5_of_attributes, md5_of_body
+from mq.http.sqs.message_attributes import as_sent, selected
+from mq.http.sqs.names import Caller, integer, names_list, queue_from_url
+from mq.http.sqs.sending import sequence_number
+
+SYSTEM_ATTRIBUTES = ("SenderId", "SentTimestamp", "ApproximateReceiveCount",
+                     "ApproximateFirstReceiveTimestamp", "SequenceNumber", "MessageDeduplicationId",
+                     "MessageGroupId", "AWSTraceHeader")
+MAX_VISIBILITY = 43200
+#: Seconds between checks that the client of a waiting long poll is still connected.
+CLIENT_CHECK_SECONDS = 0.5
+
+
+def receipt_of(handle) -> tuple[str, str]:
+    """(message id, receipt) of a receipt handle; ReceiptHandleIsInvalid when it is not one."""
+    if handle is None or handle == "":
+        raise missing("ReceiptHandle")
+    message_id, _, delivery = handle.rpartition(".") if isinstance(handle, str) else ("", "", "")
+    try:
+        fmt.validate_id(message_id)
+    except Invalid:
+        message_id = ""
+    if not message_id or not delivery.isdigit() or int(delivery) < 1:
+        raise SqsError("ReceiptHandleIsInvalid",
+                       f'The input receipt handle "{handle}" is not a valid receipt handle.')
+    return message_id, handle
+
+
+def system_attributes(result: dict, names: list[str], caller: Caller, fifo: bool) -> dict:
+    """The system attributes of a received message that the receive asked for."""
+    wanted = SYSTEM_ATTRIBUTES if "All" in names else [n for n in names if n in SYSTEM_ATTRIBUTES]
+    stored = result.get("attributes") or {}
+    values = {
+        "SenderId": caller.account,
+        "SentTimestamp": str(result["created_ms"]),
+        "ApproximateReceiveCount": str(result["attempts"]),
+        "ApproximateFirstReceiveTimestamp": str(int(time.time() * 1000) if result["attempts"] == 1
+                                                else result["created_ms"]),
+    }
+    if result.get("group"):
+        values["MessageGroupId"] = result["group"]
+    if stored.get("d"):
+        values["MessageDeduplicationId"] = stored["d"]
+    if fifo:
+        values["SequenceNumber"] = sequence_number(result["id"])
+    trace = (stored.get("s") or {}).get("AWSTraceHeader")
+    if trace:
+        values["AWSTraceHeader"] = trace["StringValue"]
+    return {name: values[name] for name in wanted if name in values}
+
+
+def as_message(result: dict, caller: Caller, system_names: list, attribute_names: list,
+               fifo: bool) -> dict:
+    """A fetched message in the shape of ReceiveMessage's Messages."""
+    body = result["body"].decode("utf-8", errors="replace")
+    message = {"MessageId": result["id"], "ReceiptHandle": result["receipt"],
+               "MD5OfBody": md5_of_body(body), "Body": body}
+    chosen = selected((result.get("attributes") or {}).get("m") or {}, attribute_names)
+    if chosen:
+        message["MessageAttributes"] = as_sent(chosen)
+        message["MD5OfMessageAttributes"] = md5_of_attributes(chosen)
+    system = system_attributes(result, system_names, caller, fifo)
+    if system:
+        message["Attributes"] = system
+    return message
+
+
+async def receive_message(service, caller: Caller, params: dict) -> dict:
+    """ReceiveMessage: up to MaxNumberOfMessages, waiting up to WaitTimeSeconds for the first."""
+    queue = queue_from_url(params)
+    count = integer(params, "MaxNumberOfMessages", 1, 1, 10)
+    visibility = integer(params, "VisibilityTimeout", None, 0, MAX_VISIBILITY)
+    wait = integer(params, "WaitTimeSeconds", None, 0, 20, "Must be >= 0 and <= 20, if provided.")
+    system_names = names_list(params, "AttributeNames") + names_list(params, "MessageSystemAttributeNames")
+    attribute_names = names_list(params, "MessageAttributeNames")
+    props = (await service.queue(queue))["properties"]
+    if wait is None:
+        wait = int((props.get("attributes") or {}).get("ReceiveMessageWaitTimeSeconds", 0))
+    fetcher = service.pool.fetcher(queue)
+    fetched, holder = [], None
+    while len(fetched) < count:
+        seconds = 0 if fetched else wait
+        watch = []
+        try:
+            result = await fetcher.call(
+                "fetch", queue=queue, wait=seconds, holder=holder,
+                timeout=seconds + service.options.actor_timeout,
+                on_sent=lambda rid: watch.append(asyncio.ensure_future(
+                    watch_client(caller.connection, seconds, lambda: fetcher.cancel(rid))))
+                if seconds and caller.connection is not None else None)
+        except NotFound:
+            raise queue_missing() from None
+        except MqError as err:
+            if fetched:
+                break  # Answer with what was claimed; the next receive meets the error.
+            raise from_mq(err) from None
+        finally:
+            for task in watch:
+                task.cancel()
+        if result.get("empty") or result.get("cancelled"):
+            break
+        holder = result.get("holder", holder)
+        fetched.append(result)
+    if visibility is not None:
+        await asyncio.gather(*(set_visibility(service, queue, r["id"], r["receipt"], visibility)
+                               for r in fetched), return_exceptions=True)
+    fifo = is_fifo(queue, props)
+    messages = [as_message(r, caller, system_names, attribute_names, fifo) for r in fetched]
+    return {"Messages": messages} if messages else {}
+
+
+async def watch_client(connection, wait: float, cancel) -> None:
+    """While a long poll waits, look every CLIENT_CHECK_SECONDS whether its client hung up, and
+    then cancel the poll, so its fetch actor claims no message for nobody (Tornado reads
+    nothing during a request, so it would not notice by itself)."""
+    sock = getattr(getattr(connection, "stream", None), "socket", None)
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        await asyncio.sleep(CLIENT_CHECK_SECONDS)
+        try:
+            closed = sock is None or sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+        except BlockingIOError:
+            closed = False
+        except OSError:
+            closed = True
+        if closed:
+            cancel()
+            return
+
+
+async def set_visibility(service, queue: str, message_id: str, receipt: str, seconds: int) -> None:
+    """Hide an in-flight delivery for `seconds` from now; 0 makes it visible at once."""
+    fetcher = service.pool.fetcher(queue)
+    if seconds == 0:
+        await fetcher.call("nack", queue=queue, id=message_id, receipt=receipt)
+    else:
+        await fetcher.call("extend", queue=queue, id=message_id, receipt=receipt,
+                           seconds=float(max(seconds, MIN_TIMEOUT)))
+
+
+def expired(error: Conflict, receipt: str) -> bool:
+    """Whether a stale receipt's delivery timed out and nobody has received the message since
+    (the fetch actor says it is ready with this delivery's count)."""
+    return f"now ready (delivery {receipt.rpartition('.')[2]})" in error.message
+
+
+async def delete_one(service, queue: str, handle) -> None:
+    """Delete a delivery. An old receipt succeeds and deletes nothing, as in SQS; in a FIFO
+    queue a receipt whose visibility timeout ran out is refused, as in SQS."""
+    message_id, receipt = receipt_of(handle)
+    try:
+        await service.pool.fetcher(queue).call("ack", queue=queue, id=message_id, receipt=receipt)
+    except Conflict as err:
+        if expired(err, receipt) and is_fifo(queue, (await service.queue(queue))["properties"]):
+            raise invalid(f"Value {handle} for parameter ReceiptHandle is invalid. Reason: The "
+                          "receipt handle has expired.") from None
+        return
+    except NotFound:
+        await service.queue(queue)  # QueueDoesNotExist, or the message is already gone: done.
+    except MqError as err:
+        raise from_mq(err) from None
+
+
+async def change_one(service, queue: str, handle, params: dict) -> None:
+    """Change the visibility timeout of an in-flight delivery."""
+    message_id, receipt = receipt_of(handle)
+    seconds = integer(params, "VisibilityTimeout", None, 0, MAX_VISIBILITY)
+    if seconds is None:
+        raise missing("VisibilityTimeout")
+    try:
+        await set_visibility(service, queue, message_id, receipt, seconds)
+    except NotFound:
+        await service.queue(queue)
+        raise invalid(f"Value {handle} for parameter ReceiptHandle is invalid. Reason: Message "
+                      "does not exist or is not available for visibility timeout change.") from None
+    except Conflict as err:
+        if expired(err, receipt):
+            return  # Visible again and not received since: SQS accepts the change.
+        raise SqsError("MessageNotInflight", "Message does not exist or is not available for "
+                       "visibility timeout change.") from None
+    except MqError as err:
+        raise from_mq(err) from None
+
+
+async def delete_message(service, caller: Caller, params: dict) -> None:
+    """DeleteMessage."""
+    await delete_one(service, queue_from_url(params), params.get("ReceiptHandle"))
+
+
+async def change_message_visibility(service, caller: Caller, params: dict) -> None:
+    """ChangeMessageVisibility."""
+    await change_one(service, queue_from_url(params), params.get("ReceiptHandle"), params)
+
+
+async def _batch(service, params: dict, kind: str, apply) -> dict:
+    """Apply one reply to each entry of a batch; each fails alone."""
+    queue = queue_from_url(params)
+    entries = batches.check_entries(params.get("Entries"), kind)
+    await service.queue(queue)
+    outcomes = await asyncio.gather(*(apply(queue, e) for e in entries), return_exceptions=True)
+    successful, failed = [], []
+    for entry, outcome in zip(entries, outcomes):
+        if isinstance(outcome, SqsError):
+            failed.append(batches.failure(entry["Id"], outcome))
+        elif isinstance(outcome, BaseException):
+            raise outcome
+        else:
+            successful.append({"Id": entry["Id"]})
+    return batches.answer(successful, failed)
+
+
+async def delete_message_batch(service, caller: Caller, params: dict) -> dict:
+    """DeleteMessageBatch."""
+    return await _batch(service, params, "DeleteMessageBatch",
+                        lambda queue, e: delete_one(service, queue, e.get("ReceiptHandle")))
+
+
+async def change_message_visibility_batch(service, caller: Caller, params: dict) -> dict:
+    """ChangeMessageVisibilityBatch."""
+    return await _batch(service, params, "ChangeMessageVisibilityBatch",
+                        lambda queue, e: change_one(service, queue, e.get("ReceiptHandle"), e))

@@ -1,0 +1,56 @@
+"""SqsService: what every SQS operation uses: the front's actor pool (the same actors as mq's
+own routes), a read-only view of the root for listings, and the calls every operation makes."""
+
+from mq import properties
+from mq.errors import MqError, NotFound
+from mq.http.actor_links import ActorPool
+from mq.http.sqs.errors import from_mq, queue_missing
+from mq.store import Store
+
+
+class SqsService:
+    """The daemon as the SQS operations see it."""
+
+    def __init__(self, pool: ActorPool, options):
+        self.pool = pool
+        self.options = options
+        # Only read: listing queues and their properties, for ListQueues and the sources of a
+        # dead-letter queue. Every change goes through the actors.
+        self.store = Store(options.root)
+        self.props = properties.PropertyFiles(
+            self.store, {"timeout": options.timeout, "max_body_bytes": options.max_body_bytes})
+        self.tasks: dict[str, dict] = {}  # dead-letter queue -> its last message move task
+        self.purges: dict[str, float] = {}  # queue -> monotonic time of its last purge
+
+    async def call(self, queue: str, op: str, **fields) -> dict:
+        """An op of the queue's fetch actor; a missing queue is QueueDoesNotExist."""
+        try:
+            return await self.pool.fetcher(queue).call(op, queue=queue, **fields)
+        except NotFound:
+            raise queue_missing() from None
+        except MqError as err:
+            raise from_mq(err) from None
+
+    async def queue(self, queue: str, hidden: bool = False) -> dict:
+        """queue_get: the queue's effective properties and counts; QueueDoesNotExist."""
+        return await self.call(queue, "queue_get", hidden=hidden)
+
+    async def fifo_or_none(self, queue: str) -> bool | None:
+        """Whether a queue is FIFO; None when it does not exist."""
+        try:
+            info = await self.queue(queue)
+        except Exception:  # QueueDoesNotExist or an unreachable actor: not a usable target.
+            return None
+        return bool(info["properties"].get("fifo"))
+
+    async def patch(self, queue: str, props: dict) -> dict:
+        """Merge properties into the queue's own."""
+        return await self.call(queue, "props_patch", properties=props)
+
+    async def own(self, queue: str) -> dict:
+        """The queue's own properties."""
+        return (await self.call(queue, "props_get"))["own"]
+
+    def queue_names(self) -> list[str]:
+        """Every queue of the root, sorted."""
+        return self.store.list_queues()

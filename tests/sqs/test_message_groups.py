@@ -1,0 +1,65 @@
+"""Message groups of fifo queues in the fetch actor, served in-process on a real root: one
+message of a group in flight at a time, the same holder excepted, and the held groups found
+again by a fetch actor that starts after a crash."""
+
+from mq.actors.fetch import FetchActor
+
+from actor_support import Actors, request
+
+
+def fifo_queue(actors: Actors, queue: str, messages: list[tuple[str, str]]) -> None:
+    """A fifo queue holding (body, group) messages, added in order."""
+    assert "own" in actors.call("props_put", queue=queue, properties={"fifo": True})
+    for body, group in messages:
+        assert "id" in actors.add({"queue": queue, "body": body.encode(), "group": group or None})[0]
+
+
+def bodies(actors: Actors, queue: str, holder=None, actor=None) -> list[str]:
+    """Fetch until empty; the bodies handed out."""
+    out = []
+    while True:
+        result = (actor or actors.fetcher).handle(
+            [request("fetch", queue=queue, holder=holder)]).results[0]
+        if result.get("empty"):
+            return out
+        out.append(result["body"].decode())
+
+
+def test_a_group_in_flight_is_passed_over_and_other_groups_proceed(tmp_path):
+    actors = Actors(tmp_path)
+    fifo_queue(actors, "q", [("a1", "a"), ("a2", "a"), ("b1", "b"), ("x", "")])
+    first = actors.call("fetch", queue="q")
+    assert (first["body"], first["group"]) == (b"a1", "a")
+    assert bodies(actors, "q") == ["b1", "x"]  # a2 waits for a1; b and ungrouped go on.
+    assert actors.call("ack", queue="q", id=first["id"], receipt=first["receipt"]) == {"id": first["id"]}
+    assert bodies(actors, "q") == ["a2"]
+
+
+def test_the_same_holder_takes_a_group_in_order(tmp_path):
+    actors = Actors(tmp_path)
+    fifo_queue(actors, "q", [("a1", "a"), ("a2", "a"), ("a3", "a")])
+    first = actors.call("fetch", queue="q")
+    assert bodies(actors, "q", holder="someone else") == []
+    assert bodies(actors, "q", holder=first["holder"]) == ["a2", "a3"]
+
+
+def test_a_holder_gets_its_groups_next_messages_first(tmp_path):
+    actors = Actors(tmp_path)
+    fifo_queue(actors, "q", [("a1", "a"), ("b1", "b"), ("a2", "a"), ("b2", "b")])
+    first = actors.call("fetch", queue="q")
+    assert bodies(actors, "q", holder=first["holder"]) == ["a2", "b1", "b2"]
+
+
+def test_a_restarted_fetch_actor_still_holds_groups_in_flight(tmp_path):
+    actors = Actors(tmp_path)
+    fifo_queue(actors, "q", [("a1", "a"), ("a2", "a"), ("b1", "b")])
+    assert actors.call("fetch", queue="q")["body"] == b"a1"
+    restarted = FetchActor(actors.options, 0, actors.run_dir, actors.store)
+    assert bodies(actors, "q", actor=restarted) == ["b1"]
+
+
+def test_without_the_fifo_property_groups_do_not_hold(tmp_path):
+    actors = Actors(tmp_path)
+    for body in ("a1", "a2"):
+        actors.add({"queue": "q", "body": body.encode(), "group": "a"})
+    assert bodies(actors, "q") == ["a1", "a2"]
