@@ -59,7 +59,7 @@ def cell(page, queue: str, column: str) -> str:
 
 @pytest.mark.slow
 @pytest.mark.timeout(90)
-def test_the_dashboard_shows_live_figures_and_peeks_and_purges(mq, browser, tmp_path):
+def test_the_dashboard_shows_live_figures_and_peeks_and_purges(browser, mq, tmp_path):
     page = browser
     for body in BODIES:
         assert mq.request("POST", "/inspect/messages", body.encode()).status == 201
