@@ -106,12 +106,16 @@ def test_dead_letters_from_a_nack_and_from_a_timer_are_counted(daemon, client):
 
 
 def test_purge_and_delete_empty_every_depth(daemon, client):
+    client.create_queue("purged")
+    # Shown at once, not at the fetch actor's next listing of queues/ (every 5 s).
+    assert stats(daemon)["queues"]["purged"]["ready"] == 0
     client.put("purged", "a")
     client.put("purged", "b")
     client.put("purged", "c", delay=60)
     client.get("purged")
     queue_reaches(daemon, "purged", ready=1, delayed=1, in_flight=1)
     assert client.purge("purged") == 3
+    assert stats(daemon)["queues"]["purged"]["ready"] == 0
     queue_reaches(daemon, "purged", ready=0, delayed=0, in_flight=0)
     client.delete_queue("purged")
     poll_for(lambda: "purged" not in stats(daemon)["queues"], 10, what="the deleted queue to go")
