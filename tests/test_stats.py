@@ -15,7 +15,7 @@ from mq.local import LocalClient
 from support import Daemon, command, poll_for
 
 #: Messages written straight into the root before the daemon starts.
-SEEDED = 3
+WRITTEN_EARLIER = 3
 
 
 @pytest.fixture(scope="module")
@@ -23,8 +23,8 @@ def daemon(tmp_path_factory):
     """One daemon; its root already holds a queue no fetch actor has indexed."""
     workdir = tmp_path_factory.mktemp("stats")
     local = LocalClient(str(workdir / "root"))
-    for n in range(SEEDED):
-        local.put("seeded", f"old {n}")
+    for n in range(WRITTEN_EARLIER):
+        local.put("early", f"old {n}")
     local.close()
     mq = Daemon(workdir / "root", workdir, workers=2, timeout=30)
     try:
@@ -64,7 +64,7 @@ def queue_reaches(daemon, queue: str, **want):
 
 
 def test_a_queue_written_before_the_start_is_counted_without_any_fetch(daemon):
-    figures = queue_reaches(daemon, "seeded", ready=SEEDED, delayed=0, in_flight=0)
+    figures = queue_reaches(daemon, "early", ready=WRITTEN_EARLIER, delayed=0, in_flight=0)
     # Its ids were made when the messages were written, before the daemon started.
     started = json.loads((daemon.run_dir() / "health.json").read_text())["started"]
     assert figures["oldest_ready_age_s"] >= time.time() - started - 1
