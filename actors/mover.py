@@ -98,7 +98,7 @@ class DueHeap:
     def _tally(self, key: tuple[str, str, int], change: int) -> None:
         """Count an entry in or out of its queue's delayed (0 deliveries) or in-flight figure."""
         counts = self.counts.setdefault(key[0], [0, 0])
-        counts[key[2] > 0] += change
+        counts[1 if key[2] else 0] += change
         if counts == [0, 0]:
             del self.counts[key[0]]
 

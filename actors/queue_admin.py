@@ -63,13 +63,18 @@ def purge(actor, batch, request) -> dict:
     purged = actor.store.purge_queue(queue)
     actor.forget_queue(queue)
     batch.settled.append((queue, None, None))
+    if actor.queues_listed_at is not None:
+        actor.ready_index(queue)  # Statistics are watched: the queue stays in them, empty.
     return {"queue": queue, "purged": purged}
 
 
 def queue_put(actor, batch, request) -> dict:
     """Create the queue (durably); created is False when it existed."""
     queue = fmt.validate_queue(request.payload.get("queue"))
-    return {"queue": queue, "created": actor.store.create_queue(queue)}
+    created = actor.store.create_queue(queue)
+    if actor.queues_listed_at is not None and queue not in actor.indexes:
+        actor.ready_index(queue)  # Statistics are watched: show the new queue at once.
+    return {"queue": queue, "created": created}
 
 
 def queue_delete(actor, batch, request) -> dict:

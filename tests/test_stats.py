@@ -15,7 +15,7 @@ from mq.local import LocalClient
 from support import Daemon, command, poll_for
 
 #: Messages written straight into the root before the daemon starts.
-SEEDED = 3
+WRITTEN_EARLIER = 3
 
 
 @pytest.fixture(scope="module")
@@ -23,8 +23,8 @@ def daemon(tmp_path_factory):
     """One daemon; its root already holds a queue no fetch actor has indexed."""
     workdir = tmp_path_factory.mktemp("stats")
     local = LocalClient(str(workdir / "root"))
-    for n in range(SEEDED):
-        local.put("seeded", f"old {n}")
+    for n in range(WRITTEN_EARLIER):
+        local.put("early", f"old {n}")
     local.close()
     mq = Daemon(workdir / "root", workdir, workers=2, timeout=30)
     try:
@@ -64,7 +64,7 @@ def queue_reaches(daemon, queue: str, **want):
 
 
 def test_a_queue_written_before_the_start_is_counted_without_any_fetch(daemon):
-    figures = queue_reaches(daemon, "seeded", ready=SEEDED, delayed=0, in_flight=0)
+    figures = queue_reaches(daemon, "early", ready=WRITTEN_EARLIER, delayed=0, in_flight=0)
     # Its ids were made when the messages were written, before the daemon started.
     started = json.loads((daemon.run_dir() / "health.json").read_text())["started"]
     assert figures["oldest_ready_age_s"] >= time.time() - started - 1
@@ -106,12 +106,17 @@ def test_dead_letters_from_a_nack_and_from_a_timer_are_counted(daemon, client):
 
 
 def test_purge_and_delete_empty_every_depth(daemon, client):
+    stats(daemon)  # The fetch actors list queues/ now, and not again for 5 s.
+    client.create_queue("purged")
+    # Shown at once, not at the fetch actor's next listing of queues/.
+    assert stats(daemon)["queues"]["purged"]["ready"] == 0
     client.put("purged", "a")
     client.put("purged", "b")
     client.put("purged", "c", delay=60)
     client.get("purged")
     queue_reaches(daemon, "purged", ready=1, delayed=1, in_flight=1)
     assert client.purge("purged") == 3
+    assert stats(daemon)["queues"]["purged"]["ready"] == 0
     queue_reaches(daemon, "purged", ready=0, delayed=0, in_flight=0)
     client.delete_queue("purged")
     poll_for(lambda: "purged" not in stats(daemon)["queues"], 10, what="the deleted queue to go")
