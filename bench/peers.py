@@ -41,7 +41,7 @@ import tempfile
 import time
 
 import peers_servers as servers
-from harness import Daemon, code_under_test, filesystem, loadavg, machine_line, percentile
+from harness import Daemon, code_under_test, loadavg, machine_line, percentile
 from peers_clients import Beanstalk, Mq, Redis, Unsupported, drive
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -202,7 +202,7 @@ def main(argv=None) -> int:
         print(text, flush=True)
 
     base = tempfile.mkdtemp(prefix="mq-bench-peers-", dir=args.tmp)
-    say(f"machine: {machine_line(base)}; file system {filesystem(base)}")
+    say(f"machine: {machine_line(base)}")
     say(f"mq: {code_under_test()}")
     bench = Bench(args, base, say)
     started = time.monotonic()
