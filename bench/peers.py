@@ -97,8 +97,12 @@ class Bench:
             self.record(("put", conns, system, client), summarize(done))
             if system == "redis":
                 self.last_put[conns] = done["messages"]
-            self.record(("take", conns, system, client),
-                        summarize(asyncio.run(drive(make, take, conns, None))))
+            taken = asyncio.run(drive(make, take, conns, None))
+            self.record(("take", conns, system, client), summarize(taken))
+            for op, result in (("put", done), ("take", taken)):
+                if result.get("refused"):
+                    self.notes.append(f"{system} {op} c{conns}: {result['refused']} calls "
+                                      "answered 503 and were retried")
         except Unsupported as why:
             self.skip.add(system)
             self.notes.append(f"{system} skipped: {why}")
