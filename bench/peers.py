@@ -128,8 +128,12 @@ class Bench:
         elif name == "wrk":
             path = f"/wrk-{tag}/messages"
             for op, script in (("put", "post.lua"), ("take", "fetch_delete.lua")):
-                self.record((op, conns, "mq", "wrk"), servers.wrk(
-                    self.mq.port, os.path.join(HERE, "wrk", script), path, conns, seconds))
+                result = servers.wrk(self.mq.port, os.path.join(HERE, "wrk", script), path,
+                                     conns, seconds)
+                self.record((op, conns, "mq", "wrk"), result)
+                if result["refused"]:
+                    self.notes.append(f"mq wrk {op} c{conns}: {result['refused']} answers were "
+                                      "not 2xx (503: overload)")
         elif name == "file ceiling" and conns == self.args.conns[0]:
             folder = tempfile.mkdtemp(prefix="ceiling-", dir=self.base)
             self.record(("put", "-", "file ceiling", "256 files, 2 syncfs"),
