@@ -41,7 +41,7 @@ import tempfile
 import time
 
 import peers_servers as servers
-from harness import Daemon, code_under_test, filesystem, loadavg, machine_line, percentile
+from harness import Daemon, code_under_test, loadavg, machine_line, percentile
 from peers_clients import Beanstalk, Mq, Redis, Unsupported, drive
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -97,8 +97,12 @@ class Bench:
             self.record(("put", conns, system, client), summarize(done))
             if system == "redis":
                 self.last_put[conns] = done["messages"]
-            self.record(("take", conns, system, client),
-                        summarize(asyncio.run(drive(make, take, conns, None))))
+            taken = asyncio.run(drive(make, take, conns, None))
+            self.record(("take", conns, system, client), summarize(taken))
+            for op, result in (("put", done), ("take", taken)):
+                if result.get("refused"):
+                    self.notes.append(f"{system} {op} c{conns}: {result['refused']} calls "
+                                      "answered 503 and were retried")
         except Unsupported as why:
             self.skip.add(system)
             self.notes.append(f"{system} skipped: {why}")
@@ -124,8 +128,12 @@ class Bench:
         elif name == "wrk":
             path = f"/wrk-{tag}/messages"
             for op, script in (("put", "post.lua"), ("take", "fetch_delete.lua")):
-                self.record((op, conns, "mq", "wrk"), servers.wrk(
-                    self.mq.port, os.path.join(HERE, "wrk", script), path, conns, seconds))
+                result = servers.wrk(self.mq.port, os.path.join(HERE, "wrk", script), path,
+                                     conns, seconds)
+                self.record((op, conns, "mq", "wrk"), result)
+                if result["refused"]:
+                    self.notes.append(f"mq wrk {op} c{conns}: {result['refused']} answers were "
+                                      "not 2xx (503: overload)")
         elif name == "file ceiling" and conns == self.args.conns[0]:
             folder = tempfile.mkdtemp(prefix="ceiling-", dir=self.base)
             self.record(("put", "-", "file ceiling", "256 files, 2 syncfs"),
@@ -202,7 +210,7 @@ def main(argv=None) -> int:
         print(text, flush=True)
 
     base = tempfile.mkdtemp(prefix="mq-bench-peers-", dir=args.tmp)
-    say(f"machine: {machine_line(base)}; file system {filesystem(base)}")
+    say(f"machine: {machine_line(base)}")
     say(f"mq: {code_under_test()}")
     bench = Bench(args, base, say)
     started = time.monotonic()

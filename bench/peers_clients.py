@@ -4,7 +4,9 @@ its raw protocol on keep-alive connections, and the loop that drives N of them a
 Each client has put(), which adds one message, and take(), which takes the oldest and
 acknowledges it (beanstalkd reserve + delete; Redis LMOVE to a work list + LREM, the reliable
 queue pattern; mq GET + DELETE). mq also has put_batch() and take_batch() (the batch API).
-Each returns how many messages it handled, so that an empty queue shows as 0.
+Each returns how many messages it handled, so that an empty queue shows as 0; mq's calls return
+None for a 503 (overload, or an actor slower than --actor-timeout), which the loop counts and
+retries.
 """
 
 import asyncio
@@ -124,6 +126,8 @@ class Mq:
         """POST one message: 201 once durable."""
         status, _, body = await self.http.request("POST", self.path, BODY,
                                                   {"Content-Type": "text/plain"})
+        if status == 503:
+            return None
         if status != 201:
             raise RuntimeError(f"mq add: {status} {body[:200]!r}")
         return 1
@@ -133,12 +137,16 @@ class Mq:
         status, headers, body = await self.http.request("GET", self.path)
         if status == 204:
             return 0
+        if status == 503:
+            return None
         if status != 200:
             raise RuntimeError(f"mq fetch: {status} {body[:200]!r}")
         receipt = headers.get("x-receipt")
         target = f"{self.path}/{headers['x-message-id']}"
         target += f"?receipt={receipt}" if receipt else ""
         status, _, body = await self.http.request("DELETE", target)
+        if status == 503:
+            return None  # The message comes back after the queue's timeout.
         if status != 204:
             raise RuntimeError(f"mq delete: {status} {body[:200]!r}")
         return 1
@@ -150,6 +158,8 @@ class Mq:
         added = orjson.loads(body).get("messages") if status in (200, 201) else None
         if status // 100 == 4 or (status == 201 and not isinstance(added, list)):
             raise Unsupported(f"a batch add answered {status} {body[:120]!r}")
+        if status == 503:
+            return None
         if status != 201 or len(added) != self.batch:
             raise RuntimeError(f"mq batch add: {status} {body[:200]!r}")
         return self.batch
@@ -160,6 +170,8 @@ class Mq:
             "GET", f"{self.path}?max={self.batch}", None, {"Accept": "application/json"})
         if status == 204:
             return 0
+        if status == 503:
+            return None
         if status // 100 == 4 or (status == 200 and "x-count" not in headers):
             raise Unsupported(f"a batch fetch answered {status} without X-Count")
         receipts = [m["receipt"] for m in orjson.loads(body)["messages"]]
@@ -168,6 +180,8 @@ class Mq:
             {"Content-Type": "application/json"})
         if status // 100 == 4:
             raise Unsupported(f"a batch ack answered {status} {body[:120]!r}")
+        if status == 503:
+            return None  # The messages come back after the queue's timeout.
         if status != 200 or orjson.loads(body)["acked"] != len(receipts):
             raise RuntimeError(f"mq batch ack: {status} {body[:200]!r}")
         return len(receipts)
@@ -182,13 +196,17 @@ async def drive(make, op: str, connections: int, seconds: float | None) -> dict:
     until op finds the queue empty); return messages, seconds, and each call's latency."""
     clients = [await make().open() for _ in range(connections)]
     latencies: list[float] = []
-    counts = [0]
+    counts = [0, 0]  # Messages handled, calls refused.
 
     async def loop(client) -> None:
         call = getattr(client, op)
         while seconds is None or time.perf_counter() < deadline:
             t0 = time.perf_counter()
             done = await call()
+            if done is None:
+                counts[1] += 1
+                await asyncio.sleep(0.05)
+                continue
             if not done:
                 return
             latencies.append(time.perf_counter() - t0)
@@ -202,4 +220,4 @@ async def drive(make, op: str, connections: int, seconds: float | None) -> dict:
         for client in clients:
             client.close()
     return {"messages": counts[0], "seconds": time.perf_counter() - started,
-            "latencies": latencies}
+            "latencies": latencies, "refused": counts[1]}

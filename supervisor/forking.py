@@ -38,6 +38,11 @@ def preload() -> None:
     """Import every role's modules in this process, so that forked children share them."""
     for name in PRELOADED:
         importlib.import_module(name)
+    # What is alive now (the modules, mostly) is left alone by the children's collector:
+    # scanning it would write to, and so copy, every page they share with this process. Once
+    # only, after a collection: what the supervisor makes later stays collectable.
+    gc.collect()
+    gc.freeze()
 
 
 class ForkedChild:
@@ -88,9 +93,6 @@ def fork_child(kind: str, index: int, run_dir: str, options) -> ForkedChild:
     """Fork a child that runs one role (mq.supervisor.child.run); in the parent, return it."""
     from mq.supervisor.child import run
 
-    # Objects alive now are left alone by the children's collector: scanning them would write
-    # to (and so copy) every page they share with this process.
-    gc.freeze()
     supervisor = os.getpid()
     sys.stdout.flush()
     sys.stderr.flush()
