@@ -18,6 +18,7 @@ from mq import tokens
 from mq.client import AsyncClient, Client, ForbiddenError, UnauthorizedError
 from mq.ctl import main as ctl
 from mq.errors import Invalid
+from mq.http import access
 
 #: name -> (secret, scopes, queues regex or None)
 TOKENS = {
@@ -260,3 +261,11 @@ def test_every_entry_is_compared_in_constant_time(monkeypatch):
     assert tokens.find(parsed, TOKENS["root"][0]).name == "root"
     assert len(compared) == len(TOKENS)
     assert tokens.find(parsed, WRONG) is None
+
+
+@pytest.mark.parametrize("host, reachable", [
+    ("127.0.0.1", False), ("127.0.0.2", False), ("::1", False), ("localhost", False),
+    ("0.0.0.0", True), ("::", True), ("", True), ("10.1.2.3", True), ("mq.example.com", True),
+])
+def test_the_front_warns_when_it_listens_beyond_loopback_without_tokens(host, reachable):
+    assert access.exposed(host) is reachable
