@@ -267,5 +267,5 @@ def test_every_entry_is_compared_in_constant_time(monkeypatch):
     ("127.0.0.1", False), ("127.0.0.2", False), ("::1", False), ("localhost", False),
     ("0.0.0.0", True), ("::", True), ("", True), ("10.1.2.3", True), ("mq.example.com", True),
 ])
-def test_the_front_warns_when_it_listens_beyond_loopback_without_tokens(host, reachable):
+def test_only_loopback_addresses_count_as_closed_to_other_hosts(host, reachable):
     assert access.exposed(host) is reachable
