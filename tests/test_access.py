@@ -9,6 +9,7 @@ import hmac
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -269,3 +270,15 @@ def test_every_entry_is_compared_in_constant_time(monkeypatch):
 ])
 def test_only_loopback_addresses_count_as_closed_to_other_hosts(host, reachable):
     assert access.exposed(host) is reachable
+
+
+def test_the_token_file_of_the_operations_guide_reads_as_it_says():
+    guide = (Path(__file__).resolve().parents[1] / "docs" / "OPERATIONS.md").read_text()
+    example = guide.split("```toml\n[[tokens]]", 1)[1].split("```", 1)[0]
+    parsed = tokens.parse("[[tokens]]" + example.replace('"..."', '"' + "b" * 64 + '"'))
+    producer, ops = parsed
+    assert (producer.name, producer.allows("read"), producer.allows("admin")) == (
+        "orders-producer", True, False)
+    assert [producer.allows_queue(q) for q in ("orders", "orders.eu", "orders2")] == [
+        True, True, False]
+    assert ops.allows("admin") and ops.every_queue
