@@ -7,7 +7,8 @@ A TOML file with one `[[tokens]]` table per token:
     name = "orders-producer"      # shown in the access log; never the token itself
     sha256 = "9f86d081..."        # hex SHA-256 of the token: the file holds no secret
     scopes = ["write"]            # read, write, admin (admin includes write, write read)
-    queues = "orders(\\..*)?"     # regex a queue name must match whole; default ".*"
+    queues = 'orders(\\..*)?'     # regex (a literal string: no escapes) the whole queue
+                                  # name must match; default ".*"
 
 The daemon keeps the file's tokens in memory and reads the file again when its inode, mtime
 or size changed, looked at no more than once per RECHECK_SECONDS.

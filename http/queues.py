@@ -55,6 +55,8 @@ class PeekHandler(ApiHandler):
         """Up to max (default 10) messages, bodies in base64, oldest first."""
         queue = self.queue_name(name)
         count = parse_number("max", self.get_query_argument("max", None), 10, int, 1)
+        # A frame carries 64-bit integers at most; the actor refuses any max over its own limit.
+        count = min(count, 1 << 31)
         after = self.get_query_argument("after", None)
         result = await self.pool.fetcher(queue).call("peek", queue=queue, max=count, after=after)
         for message in result["messages"]:

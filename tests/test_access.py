@@ -9,6 +9,7 @@ import hmac
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +19,7 @@ from mq import tokens
 from mq.client import AsyncClient, Client, ForbiddenError, UnauthorizedError
 from mq.ctl import main as ctl
 from mq.errors import Invalid
+from mq.http import access
 
 #: name -> (secret, scopes, queues regex or None)
 TOKENS = {
@@ -109,7 +111,8 @@ def test_a_read_token_reads_but_cannot_write_or_administer(daemon):
     assert call(daemon, "GET", "/_mq/properties", "reader").status == 200
     for method, path in [("POST", "/readable/messages"), ("GET", "/readable/messages"),
                          ("PUT", "/readable"), ("POST", "/readable/purge"),
-                         ("PATCH", "/readable/properties")]:
+                         ("PATCH", "/readable/properties"),
+                         ("DELETE", "/readable/peek")]:  # Not declared: admin, not 405.
         resp = call(daemon, method, path, "reader", body=b"{}" if method in ("POST", "PATCH") else None)
         assert resp.status == 403, (method, path, resp.status, resp.body)
         assert resp.json()["error"] == "forbidden"
@@ -259,3 +262,23 @@ def test_every_entry_is_compared_in_constant_time(monkeypatch):
     assert tokens.find(parsed, TOKENS["root"][0]).name == "root"
     assert len(compared) == len(TOKENS)
     assert tokens.find(parsed, WRONG) is None
+
+
+@pytest.mark.parametrize("host, reachable", [
+    ("127.0.0.1", False), ("127.0.0.2", False), ("::1", False), ("localhost", False),
+    ("0.0.0.0", True), ("::", True), ("", True), ("10.1.2.3", True), ("mq.example.com", True),
+])
+def test_only_loopback_addresses_count_as_closed_to_other_hosts(host, reachable):
+    assert access.exposed(host) is reachable
+
+
+def test_the_token_file_of_the_operations_guide_reads_as_it_says():
+    guide = (Path(__file__).resolve().parents[1] / "docs" / "OPERATIONS.md").read_text()
+    example = guide.split("```toml\n[[tokens]]", 1)[1].split("```", 1)[0]
+    parsed = tokens.parse("[[tokens]]" + example.replace('"..."', '"' + "b" * 64 + '"'))
+    producer, ops = parsed
+    assert (producer.name, producer.allows("read"), producer.allows("admin")) == (
+        "orders-producer", True, False)
+    assert [producer.allows_queue(q) for q in ("orders", "orders.eu", "orders2")] == [
+        True, True, False]
+    assert ops.allows("admin") and ops.every_queue

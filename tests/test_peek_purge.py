@@ -22,7 +22,7 @@ def test_peek_shows_the_oldest_ready_messages_and_claims_nothing(mq):
 
 def test_peek_refuses_bad_parameters_and_missing_queues(mq):
     mq.add("peek-args", b"x")
-    for query in ("max=0", "max=1001", "max=two", "after=not-an-id"):
+    for query in ("max=0", "max=1001", "max=two", "after=not-an-id", "max=" + "9" * 30):
         resp = mq.request("GET", f"/peek-args/peek?{query}")
         assert resp.status == 400 and resp.json()["error"] == "invalid", query
     assert mq.request("GET", "/no-such-queue/peek").status == 404
