@@ -29,6 +29,7 @@ class Batch:
     undo: what to call, per request position, when the flush fails (the change is not kept).
     props: queue -> its effective properties, read once per batch (a batch is applied at one
     moment, and a fetch actor's batch often holds many fetches of one queue).
+    settled: (queue, id, deliveries) acked out of delay/, so the mover drops their timers.
     """
 
     requests: list[Request]
@@ -38,6 +39,7 @@ class Batch:
     ready: dict = field(default_factory=dict)
     undo: dict = field(default_factory=dict)
     props: dict = field(default_factory=dict)
+    settled: list = field(default_factory=list)
 
     def add_ready(self, queue: str, message_id: str, attempts: int = 0) -> None:
         """Record a message made ready, to tell its queue's fetch actor after the flush."""

@@ -54,6 +54,10 @@ class DueHeap:
             self.heap = [(d, *k) for k, d in self.due.items()]
             heapq.heapify(self.heap)
 
+    def forget(self, queue: str, message_id: str, attempts: int) -> None:
+        """Stop timing a delivery (its heap entry is dropped when it surfaces, or rebuilt away)."""
+        self.due.pop((queue, message_id, attempts), None)
+
     def next_due(self) -> float | None:
         """The earliest due time, or None when nothing is timed."""
         while self.heap and self.due.get(self.heap[0][1:]) != self.heap[0][0]:
@@ -122,6 +126,12 @@ class MoverActor(Actor):
             self.timers.add(float(due), queue, message_id, int(attempts))
         return {}
 
+    def settled(self, batch, request) -> dict:
+        """Notification: deliveries acked out of delay/; their timers need not fire."""
+        for queue, message_id, attempts in request.payload.get("entries") or ():
+            self.timers.forget(queue, message_id, int(attempts))
+        return {}
+
     def relay(self, batch, request) -> dict:
         """Notification: pass ready ids on to their queue's fetch actor (dead letters)."""
         self.tell_ready(request.payload["queue"], request.payload["ids"])
@@ -132,7 +142,7 @@ class MoverActor(Actor):
         self.rescan()
         return {}
 
-    COMMANDS = {"delayed": delayed, "relay": relay, "rescan": rescan_all}
+    COMMANDS = {"delayed": delayed, "settled": settled, "relay": relay, "rescan": rescan_all}
 
     def tick(self) -> None:
         """Move what is due, flush, then tell each queue's fetch actor."""

@@ -68,6 +68,7 @@ def ack(actor, batch, request) -> dict:
     if not actor.store.ack(queue, message_id, delivery):
         refuse_stale(actor, queue, message_id, delivery)
     batch.dirs.update({actor.store.folder("delay"), actor.store.folder("remove")})
+    batch.settled.append((queue, message_id, delivery))
     return {"id": message_id}
 
 
