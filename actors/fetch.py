@@ -6,7 +6,7 @@ and properties. COMMANDS joins them.
 """
 
 import time
-from collections import deque
+from collections import OrderedDict, deque
 
 from mq import properties
 from mq import store as fmt
@@ -24,6 +24,9 @@ RELIST_EMPTY_SECONDS = 0.5
 NOTICE_SECONDS = 0.5
 #: Longest long poll, in seconds.
 MAX_WAIT_SECONDS = 20.0
+#: Deliveries handed out that the actor remembers, newest kept, so that a DELETE of a
+#: message in flight tries its name first instead of probing the names it may have.
+MAX_HANDED = 65536
 
 
 class FetchActor(Actor):
@@ -37,6 +40,7 @@ class FetchActor(Actor):
         self.notices: dict[str, str] = {}  # queue -> notice token its index has seen
         self.noticed_at = time.monotonic()
         self.waiters: dict[str, deque] = {}
+        self.handed: OrderedDict = OrderedDict()  # (queue, id) -> delivery handed out last
         self.props = properties.PropertyFiles(
             self.store, {"timeout": options.timeout, "max_body_bytes": options.max_body_bytes})
 
@@ -174,6 +178,9 @@ class FetchActor(Actor):
                 self.quarantine(batch, queue, message_id, delivery, due, err)
                 continue
             batch.hidden.append((queue, message_id, delivery, due))
+            self.handed[(queue, message_id)] = delivery
+            if len(self.handed) > MAX_HANDED:
+                self.handed.popitem(last=False)
             return {"id": message_id, "body": message.body, "content_type": message.content_type,
                     "receipt": f"{message_id}.{delivery}", "attempts": delivery, "due": due,
                     "created_ms": message.created_ms}

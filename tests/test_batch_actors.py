@@ -212,3 +212,15 @@ def test_acked_deliveries_are_told_to_the_mover_which_drops_their_timers(tmp_pat
     mover.handle([request("delayed", entries=[list(h) for h in fetched.hidden])])
     mover.handle([request("settled", entries=[list(s) for s in acks.settled])])
     assert list(mover.timers.due) == [("q", fetched.results[0]["messages"][2]["id"], 1)]
+
+
+def test_a_delete_of_a_message_this_actor_handed_out_renames_once(tmp_path):
+    disk = FailingDisk("fs")
+    actors = Actors(tmp_path, disk=disk)
+    [added] = actors.save.handle([request("add_batch", queue="q", messages=batch_of(2))]).results
+    actors.call("fetch_batch", queue="q", max=2)
+    disk.calls.clear()
+    for message in added["messages"]:
+        assert actors.call("delete", queue="q", id=message["id"]) == {"id": message["id"]}
+    assert disk.calls["rename"] == 2  # No probing of the names it might have had.
+    assert visible(actors) == []
