@@ -116,6 +116,7 @@ def test_a_multipart_batch_keeps_binary_bodies_and_part_headers_both_ways(mq):
     (lines({"content_type": "text/plain"}), NDJSON, 400),
     (lines({"body": "x", "delay": -1}), NDJSON, 400),
     (lines({"body": "x", "delay": True}), NDJSON, 400),
+    (lines({"body": "x", "content_type": "text/plain\r\nX-Receipt: forged"}), NDJSON, 400),
     (lines({"body": "x" * (MAX_BODY + 1)}), NDJSON, 413),
     (lines(*[{"body": "x" * 40_000}] * 6), NDJSON, 413),
     (b"--a\r\n\r\nx\r\n", {"Content-Type": "multipart/mixed; boundary=a"}, 400),
