@@ -158,19 +158,19 @@ def test_a_batch_long_poll_waits_and_answers_as_soon_as_one_message_is_there(mq)
 
     def poll():
         started = time.monotonic()
-        answer["messages"] = fetch_json(mq, "polled", 10, wait=10)
+        answer["messages"] = fetch_json(mq, "polled", 10, wait=20)
         answer["seconds"] = time.monotonic() - started
 
     thread = threading.Thread(target=poll)
     thread.start()
     mq.add("polled", b"first")  # Before or while the poll waits: either way it is answered now.
-    thread.join(12)
+    thread.join(30)
     assert [m["body"] for m in answer["messages"]] == ["first"]
-    assert answer["seconds"] < 5
+    assert answer["seconds"] < 15  # Answered by the add, not by the end of its 20 s wait.
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(90)
+@pytest.mark.timeout(150)
 def test_acknowledged_batches_survive_kill_9_of_the_tree_and_acked_ones_stay_gone(start_mq):
     daemon = start_mq(workers=2, timeout=3, args=("--actor-timeout=5",))
     assert daemon.request("PUT", "/orders").status == 201
@@ -206,7 +206,7 @@ def test_acknowledged_batches_survive_kill_9_of_the_tree_and_acked_ones_stay_gon
     threads.append(threading.Thread(target=acker))
     for thread in threads:
         thread.start()
-    poll_for(lambda: len(stored) >= 200 and len(acked) >= 20, 40, what="200 stored and 20 acked")
+    poll_for(lambda: len(stored) >= 200 and len(acked) >= 20, 60, what="200 stored and 20 acked")
     daemon.kill_tree()
     stop.set()
     for thread in threads:
@@ -225,7 +225,7 @@ def test_acknowledged_batches_survive_kill_9_of_the_tree_and_acked_ones_stay_gon
         return set(stored) - acked <= set(seen)
 
     # Messages fetched but not acked before the kill come back when their 3 s timer ends.
-    poll_for(drain, 40, interval=0.1, what="every acknowledged, unacked message")
+    poll_for(drain, 60, interval=0.1, what="every acknowledged, unacked message")
     assert not acked & set(seen), "a message acked by a batch ack came back"
     for message_id, body in seen.items():
         assert message_id not in stored or stored[message_id] == body
