@@ -225,7 +225,10 @@ def test_acknowledged_batches_survive_kill_9_of_the_tree_and_acked_ones_stay_gon
         return set(stored) - acked <= set(seen)
 
     # Messages fetched but not acked before the kill come back when their 3 s timer ends.
-    poll_for(drain, 60, interval=0.1, what="every acknowledged, unacked message")
+    # A 503 (an actor still starting, or late on a loaded machine) is "not yet", as its
+    # Retry-After says.
+    poll_for(drain, 60, interval=0.1, what="every acknowledged, unacked message",
+             ignore=(AssertionError, OSError))
     assert not acked & set(seen), "a message acked by a batch ack came back"
     for message_id, body in seen.items():
         assert message_id not in stored or stored[message_id] == body
