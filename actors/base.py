@@ -96,6 +96,9 @@ class Actor:
         elif batch.hidden:
             # One notification for the whole batch: a batch of fetches makes one, not one each.
             self.send(self.mover, "delayed", entries=[list(entry) for entry in batch.hidden])
+        if batch.settled:
+            # The mover would otherwise wake at each one's due time to find its file gone.
+            self.send(self.mover, "settled", entries=[list(entry) for entry in batch.settled])
         for queue, ids in batch.ready.items():
             self.tell_ready(queue, ids)
         self.post_notices(batch.ready)

@@ -28,7 +28,7 @@ class Batch:
     delay/, for the mover. ready: queue -> [id, deliveries] made ready, for its fetch actor.
     undo: what to call, per request position, when the flush fails (the change is not kept).
     settled: (queue, id, deliveries) taken out of delay/ (id or deliveries None: every one),
-    for the mover's counts of delayed and in-flight messages.
+    for the mover's counts of delayed and in-flight messages and its timers.
     props: queue -> its effective properties, read once per batch (a batch is applied at one
     moment, and a fetch actor's batch often holds many fetches of one queue).
     """

@@ -6,7 +6,7 @@ and properties. COMMANDS joins them.
 """
 
 import time
-from collections import deque
+from collections import OrderedDict, deque
 
 from mq import properties
 from mq import store as fmt
@@ -30,6 +30,9 @@ NOTICE_SECONDS = 0.5
 MAX_WAIT_SECONDS = 20.0
 #: Seconds between listings of queues/ for the stats op, which indexes the queues it owns.
 STATS_LIST_SECONDS = 5.0
+#: Deliveries handed out that the actor remembers, newest kept, so that a DELETE of a
+#: message in flight tries its name first instead of probing the names it may have.
+MAX_HANDED = 65536
 
 
 class FetchActor(Actor):
@@ -45,6 +48,7 @@ class FetchActor(Actor):
         self.noticed_at = time.monotonic()
         self.waiters: dict[str, deque] = {}
         self.watchers: list[fetch_any.Watcher] = []  # pull-any long polls (no claim)
+        self.handed: OrderedDict = OrderedDict()  # (queue, id) -> delivery handed out last
         self.props = properties.PropertyFiles(
             self.store, {"timeout": options.timeout, "max_body_bytes": options.max_body_bytes})
         self.counters = Counters()
@@ -170,12 +174,6 @@ class FetchActor(Actor):
                     fetch_actor_for(queue, self.options.workers) == self.index:
                 self.ready_index(queue)
 
-    def send_notes(self, batch: Batch) -> None:
-        """Also tell the mover which entries of delay/ the batch settled (for its counts)."""
-        super().send_notes(batch)
-        if batch.settled:
-            self.send(self.mover, "settled", entries=batch.settled)
-
     COMMANDS = {
         "fetch": fetch, "fetch_batch": fetch_batch.fetch_batch, "ack_batch": fetch_batch.ack_batch,
         "ready": ready, "relist": relist_all, "cancel": cancel, "stats": stats,
@@ -226,6 +224,9 @@ class FetchActor(Actor):
                 self.quarantine(batch, queue, message_id, delivery, due, err)
                 continue
             batch.hidden.append((queue, message_id, delivery, due))
+            self.handed[(queue, message_id)] = delivery
+            if len(self.handed) > MAX_HANDED:
+                self.handed.popitem(last=False)
             self.counters.count(queue, "fetches")
             if delivery > 1:
                 self.counters.count(queue, "redeliveries")

@@ -79,6 +79,7 @@ def ack_batch(actor, batch, request) -> dict:
             batch.dirs.update({actor.store.folder("delay"), actor.store.folder("remove")})
             batch.settled.append((queue, message_id, delivery))
             actor.counters.count(queue, "acks")
+            actor.handed.pop((queue, message_id), None)
             results.append({"receipt": receipt, "id": message_id, "status": "acked"})
         except MqError as err:
             results.append({"receipt": receipt, "status": err.kind, "message": err.message})

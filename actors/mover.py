@@ -36,8 +36,9 @@ class DueHeap:
     def __init__(self):
         self.heap: list[tuple[float, str, str, int]] = []
         self.due: dict[tuple[str, str, int], float] = {}
-        # Entries a fetch actor took out of delay/ (acked, nacked, deleted, purged): still
-        # timed, since the timer costs nothing when the file is gone, but no longer counted.
+        # Entries of a queue a fetch actor purged or deleted (settled without an id): still
+        # timed, since a delayed add racing the purge may hold the same key space, but no
+        # longer counted.
         self.settled: set[tuple[str, str, int]] = set()
         self.counts: dict[str, list[int]] = {}  # queue -> [delayed, in flight], settled excluded
 
@@ -83,17 +84,27 @@ class DueHeap:
 
 
     def settle(self, queue: str, message_id: str | None, attempts: int | None) -> None:
-        """Stop counting a queue's entries that left delay/ (None: any id, any delivery)."""
+        """Entries that left delay/ (acked, nacked, deleted; None: any delivery, or any id).
+
+        A message's own entries are dropped: their timers need not fire (no wake-up to stat a
+        file that is gone), and a delivery that left delay/ never comes back under its key.
+        A whole queue's (purge, deletion) are only no longer counted: a delayed add racing
+        the purge keeps its timer, whatever order the two notifications arrive in.
+        """
         if message_id is None:
-            keys = [key for key in self.due if key[0] == queue]
-        elif attempts is None:
-            keys = [(queue, message_id, n) for n in range(properties.MAX_RETRY + 2)]
-        else:
-            keys = [(queue, message_id, attempts)]
-        for key in keys:
-            if key in self.due and key not in self.settled:
+            for key in [key for key in self.due if key[0] == queue and key not in self.settled]:
                 self.settled.add(key)
                 self._tally(key, -1)
+            return
+        keys = [(queue, message_id, attempts)] if attempts is not None else \
+            [(queue, message_id, n) for n in range(properties.MAX_RETRY + 2)]
+        for key in keys:
+            if key in self.due:
+                del self.due[key]  # Its heap entry is skipped when it surfaces.
+                if key in self.settled:
+                    self.settled.discard(key)
+                else:
+                    self._tally(key, -1)
 
     def _tally(self, key: tuple[str, str, int], change: int) -> None:
         """Count an entry in or out of its queue's delayed (0 deliveries) or in-flight figure."""
@@ -170,7 +181,8 @@ class MoverActor(Actor):
         return {}
 
     def settled(self, batch, request) -> dict:
-        """Notification: [queue, id, deliveries] entries a fetch actor took out of delay/."""
+        """Notification: [queue, id, deliveries] entries a fetch actor took out of delay/
+        (id or deliveries nil: any), for the counts and the timers (DueHeap.settle)."""
         for queue, message_id, attempts in request.payload.get("entries", ()):
             self.timers.settle(queue, message_id, attempts)
         return {}

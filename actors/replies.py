@@ -35,8 +35,12 @@ def delete(actor, batch, request) -> dict:
     queue, message_id = target(request)
     index = actor.indexes.get(queue)
     known = index.attempts(message_id) if index else None
-    left = actor.store.remove(queue, message_id, MAX_ATTEMPTS,
-                              ("ready", known) if known is not None else None)
+    handed = actor.handed.pop((queue, message_id), None)
+    # A guess tried first (the ready name the index has, or the delivery this actor handed
+    # out); the probe of every name the message may have follows if it is wrong.
+    guess = ("ready", known) if known is not None else \
+        ("in_flight", handed) if handed is not None else None
+    left = actor.store.remove(queue, message_id, MAX_ATTEMPTS, guess)
     if left is None:
         raise NotFound(f"message {message_id} not found in queue {queue!r}")
     if index:
@@ -73,6 +77,7 @@ def ack(actor, batch, request) -> dict:
     batch.dirs.update({actor.store.folder("delay"), actor.store.folder("remove")})
     batch.settled.append((queue, message_id, delivery))
     actor.counters.count(queue, "acks")
+    actor.handed.pop((queue, message_id), None)
     return {"id": message_id}
 
 

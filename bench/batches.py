@@ -104,6 +104,7 @@ async def measure(port: int, args) -> dict:
 
     out = {"batch adds": await run_clients(port, args.clients, args.seconds, batch_add)}
     out["batch fetch+ack"] = await run_clients(port, args.clients, args.seconds / 2, batch_fetch_ack)
+    await run_clients(port, args.clients, args.seconds / 2, batch_add)  # Refill, unmeasured.
     out["single fetch+delete"] = await run_clients(port, args.clients, args.seconds / 2, fetch_delete)
     return out
 

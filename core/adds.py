@@ -41,6 +41,9 @@ def check_add(queue, body, content_type=None, due=None, dedup_id=None, now: floa
         raise Invalid("message body must be bytes")
     if content_type is not None and not isinstance(content_type, str):
         raise Invalid("content type must be a string")
+    if content_type and any(ord(c) < 32 or ord(c) == 127 for c in content_type):
+        # It is sent back as a header (of a fetch, of a batch fetch's part): one line only.
+        raise Invalid("content type must not contain control characters")
     if due is not None:
         if isinstance(due, bool) or not isinstance(due, (int, float)) or not math.isfinite(due):
             raise Invalid(f"due time {due!r}: expected finite Unix seconds")

@@ -26,6 +26,7 @@ class ActorLink:
         self.endpoint = endpoint
         self.timeout = timeout
         self.pending: dict[bytes, asyncio.Future] = {}
+        self.weight = 0  # Messages the pending requests carry (a batch add counts each).
         self.numbers = itertools.count(1)
         self.sock = context.socket(zmq.DEALER)
         self.sock.linger = 0
@@ -39,10 +40,12 @@ class ActorLink:
         self.sock.connect(endpoint)
         self.tasks = [asyncio.ensure_future(self._read()), asyncio.ensure_future(self._watch())]
 
-    async def call(self, op: str, timeout: float | None = None, on_sent=None, **fields) -> dict:
+    async def call(self, op: str, timeout: float | None = None, on_sent=None, weight: int = 1,
+                   **fields) -> dict:
         """Send a request and return the actor's result; raise its error, or Unavailable.
 
-        on_sent(request_id) is called once the request is on its way (to cancel it later).
+        on_sent(request_id) is called once the request is on its way (to cancel it later);
+        weight is how many messages it carries, counted in load until it is answered.
         """
         timeout = self.timeout if timeout is None else timeout
         rid = protocol.request_id(next(self.numbers))
@@ -60,11 +63,13 @@ class ActorLink:
         # A timer on the future itself: cheaper than asyncio.wait_for, which wraps every call
         # in a second future and callbacks (this runs once per request).
         timer = loop.call_later(timeout, _expire, future, self.name, timeout)
+        self.weight += weight
         try:
             result = await future
         finally:
             timer.cancel()
             self.pending.pop(rid, None)
+            self.weight -= weight
         if isinstance(result, MqError):
             raise result
         result.pop("v", None)
@@ -85,8 +90,8 @@ class ActorLink:
 
     @property
     def load(self) -> int:
-        """Requests waiting for a reply."""
-        return len(self.pending)
+        """Messages waiting for a reply (a request carries one, a batch add each of its own)."""
+        return self.weight
 
     async def _read(self) -> None:
         while True:

@@ -172,7 +172,8 @@ async def post_batch(handler: ApiHandler, queue: str, body: bytes) -> None:
     now = time.time()
     defaults = {"delay": handler.param("delay", "X-Delay"), "at": handler.param("at", "X-At")}
     messages = messages_of(handler.request.headers.get("Content-Type"), body, defaults, now)
-    result = await handler.pool.saver().call("add_batch", queue=queue, messages=messages)
+    result = await handler.pool.saver().call("add_batch", queue=queue, messages=messages,
+                                             weight=len(messages))
     handler.log_fields["count"] = len(result["messages"])
     fresh = [m for m in result["messages"] if not m.get("duplicate")]
     reply = [{"id": m["id"], **({"due": m["due"]} if m.get("due") else {}),

@@ -197,3 +197,30 @@ def test_a_batch_that_feeds_long_polls_flushes_once_for_its_changes_and_their_cl
     finally:
         fetcher.sock.close()
         context.term()
+
+
+def test_acked_deliveries_are_told_to_the_mover_which_drops_their_timers(tmp_path):
+    from mq.actors.mover import MoverActor
+
+    actors = Actors(tmp_path)
+    actors.save.handle([request("add_batch", queue="q", messages=batch_of(3))])
+    fetched = actors.fetcher.handle([request("fetch_batch", queue="q", max=3)])
+    acks = actors.fetcher.handle([request("ack_batch", queue="q", receipts=[
+        m["receipt"] for m in fetched.results[0]["messages"][:2]])])
+    assert acks.settled == [("q", m["id"], 1) for m in fetched.results[0]["messages"][:2]]
+    mover = MoverActor(actors.options, 0, actors.run_dir, actors.store)
+    mover.handle([request("delayed", entries=[list(h) for h in fetched.hidden])])
+    mover.handle([request("settled", entries=[list(s) for s in acks.settled])])
+    assert list(mover.timers.due) == [("q", fetched.results[0]["messages"][2]["id"], 1)]
+
+
+def test_a_delete_of_a_message_this_actor_handed_out_renames_once(tmp_path):
+    disk = FailingDisk("fs")
+    actors = Actors(tmp_path, disk=disk)
+    [added] = actors.save.handle([request("add_batch", queue="q", messages=batch_of(2))]).results
+    actors.call("fetch_batch", queue="q", max=2)
+    disk.calls.clear()
+    for message in added["messages"]:
+        assert actors.call("delete", queue="q", id=message["id"]) == {"id": message["id"]}
+    assert disk.calls["rename"] == 2  # No probing of the names it might have had.
+    assert visible(actors) == []

@@ -116,6 +116,7 @@ def test_a_multipart_batch_keeps_binary_bodies_and_part_headers_both_ways(mq):
     (lines({"content_type": "text/plain"}), NDJSON, 400),
     (lines({"body": "x", "delay": -1}), NDJSON, 400),
     (lines({"body": "x", "delay": True}), NDJSON, 400),
+    (lines({"body": "x", "content_type": "text/plain\r\nX-Receipt: forged"}), NDJSON, 400),
     (lines({"body": "x" * (MAX_BODY + 1)}), NDJSON, 413),
     (lines(*[{"body": "x" * 40_000}] * 6), NDJSON, 413),
     (b"--a\r\n\r\nx\r\n", {"Content-Type": "multipart/mixed; boundary=a"}, 400),
@@ -157,19 +158,19 @@ def test_a_batch_long_poll_waits_and_answers_as_soon_as_one_message_is_there(mq)
 
     def poll():
         started = time.monotonic()
-        answer["messages"] = fetch_json(mq, "polled", 10, wait=10)
+        answer["messages"] = fetch_json(mq, "polled", 10, wait=20)
         answer["seconds"] = time.monotonic() - started
 
     thread = threading.Thread(target=poll)
     thread.start()
     mq.add("polled", b"first")  # Before or while the poll waits: either way it is answered now.
-    thread.join(12)
+    thread.join(30)
     assert [m["body"] for m in answer["messages"]] == ["first"]
-    assert answer["seconds"] < 5
+    assert answer["seconds"] < 15  # Answered by the add, not by the end of its 20 s wait.
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(90)
+@pytest.mark.timeout(150)
 def test_acknowledged_batches_survive_kill_9_of_the_tree_and_acked_ones_stay_gone(start_mq):
     daemon = start_mq(workers=2, timeout=3, args=("--actor-timeout=5",))
     assert daemon.request("PUT", "/orders").status == 201
@@ -205,7 +206,7 @@ def test_acknowledged_batches_survive_kill_9_of_the_tree_and_acked_ones_stay_gon
     threads.append(threading.Thread(target=acker))
     for thread in threads:
         thread.start()
-    poll_for(lambda: len(stored) >= 200 and len(acked) >= 20, 40, what="200 stored and 20 acked")
+    poll_for(lambda: len(stored) >= 200 and len(acked) >= 20, 60, what="200 stored and 20 acked")
     daemon.kill_tree()
     stop.set()
     for thread in threads:
@@ -224,7 +225,10 @@ def test_acknowledged_batches_survive_kill_9_of_the_tree_and_acked_ones_stay_gon
         return set(stored) - acked <= set(seen)
 
     # Messages fetched but not acked before the kill come back when their 3 s timer ends.
-    poll_for(drain, 40, interval=0.1, what="every acknowledged, unacked message")
+    # A 503 (an actor still starting, or late on a loaded machine) is "not yet", as its
+    # Retry-After says.
+    poll_for(drain, 60, interval=0.1, what="every acknowledged, unacked message",
+             ignore=(AssertionError, OSError))
     assert not acked & set(seen), "a message acked by a batch ack came back"
     for message_id, body in seen.items():
         assert message_id not in stored or stored[message_id] == body

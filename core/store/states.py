@@ -104,9 +104,16 @@ class MessageStates:
         message may have up to max_attempts deliveries is tried in turn, twice (see locate).
         """
         target = self.remove_path(queue, message_id)
-        paths = [p for _, _, p in self.candidates(queue, message_id, max_attempts)]
         if known:
-            paths.insert(0, self.state_path(queue, message_id, *known))
+            # Tried alone first: the list of every name (two hundred with the full retry
+            # range) is built only when the guess is wrong.
+            source = self.state_path(queue, message_id, *known)
+            try:
+                self.disk.rename(source, target)
+                return os.path.dirname(source)
+            except FileNotFoundError:
+                pass
+        paths = [p for _, _, p in self.candidates(queue, message_id, max_attempts)]
         for source in paths + paths:
             try:
                 self.disk.rename(source, target)
