@@ -10,6 +10,7 @@ drained at the end, lost nothing (bench/total_queue.py).
 """
 
 import argparse
+import json
 import os
 import random
 import shutil
@@ -93,6 +94,8 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=5.0,
                         help="the daemon's --timeout (1%% of deliveries are left to it)")
     parser.add_argument("--tmp", default=tempfile.gettempdir())
+    parser.add_argument("--samples", default="",
+                        help="also write every sample to this file, one JSON line each")
     args = parser.parse_args()
     workdir = tempfile.mkdtemp(prefix="mq-soak-", dir=args.tmp)
     print(f"mq soak: {args.minutes:g} min, {args.adds_per_second:g} adds/s, a sample every "
@@ -117,6 +120,10 @@ def main() -> int:
     finally:
         node.stop()
         shutil.rmtree(workdir, ignore_errors=True)
+    if args.samples:
+        with open(args.samples, "w") as f:
+            for at, sampled in samples:
+                f.write(json.dumps({"s": round(at, 1), **{t: v[1:] for t, v in sampled.items()}}) + "\n")
     rows = verdicts(samples)
     counts = check(history)
     print(f"\n  {len(samples)} samples; load after: {loadavg()}; traffic errors: {traffic.counts}\n")
