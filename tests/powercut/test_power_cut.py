@@ -22,6 +22,8 @@ from support import Daemon, body_is_whole, checked_body, poll_for
 
 LAZYFS = Path(__file__).with_name("lazyfs.py")
 FUSERMOUNT = shutil.which("fusermount3") or shutil.which("fusermount")
+#: The daemon's --timeout: messages in flight at the cut come back this long after their fetch.
+TIMEOUT_SECONDS = 2.0
 
 
 def fuse_missing() -> str:
@@ -86,15 +88,20 @@ def add_under_load(daemon: Daemon, threads: int, each: int) -> dict[str, bytes]:
     return acknowledged
 
 
-def survivors(daemon: Daemon) -> dict[str, bytes]:
-    """id -> body of every message the restarted daemon hands out (fetched and deleted)."""
+def survivors(daemon: Daemon, want: set[str], timeout: float) -> dict[str, bytes]:
+    """id -> body of every message the restarted daemon hands out (fetched and deleted), until
+    every id in want came or timeout seconds passed (in-flight ones return with their timer)."""
     seen: dict[str, bytes] = {}
-    for queue in ("cut-0", "cut-1"):
-        while (resp := daemon.fetch(queue)).status == 200:
-            seen[resp.header("X-Message-Id")] = resp.body
-            daemon.delete(queue, resp.header("X-Message-Id"))
-        assert resp.status in (204, 404), (resp.status, resp.body)
-    return seen
+    deadline = time.monotonic() + timeout
+    while True:
+        for queue in ("cut-0", "cut-1"):
+            while (resp := daemon.fetch(queue)).status == 200:
+                seen[resp.header("X-Message-Id")] = resp.body
+                daemon.delete(queue, resp.header("X-Message-Id"))
+            assert resp.status in (204, 404), (resp.status, resp.body)
+        if want <= set(seen) or time.monotonic() > deadline:
+            return seen
+        time.sleep(0.2)
 
 
 def cut_power_under_load(tmp_path: Path, sync: str) -> tuple[dict, dict, list]:
@@ -110,15 +117,18 @@ def cut_power_under_load(tmp_path: Path, sync: str) -> tuple[dict, dict, list]:
         # Sockets and logs off the FUSE mount: only the root is on it.
         args = (f"--sync={sync}", f"--run-dir={tmp_path / 'run'}")
         (tmp_path / "run").mkdir()
-        daemon = Daemon(mountpoint / "root", tmp_path, workers=2, args=args,
-                        log_file=tmp_path / "mq.log").start().wait_ready()
+        daemon = Daemon(mountpoint / "root", tmp_path, workers=2, timeout=TIMEOUT_SECONDS,
+                        args=args, log_file=tmp_path / "mq.log").start().wait_ready()
         chosen = daemon.events("supervisor.sync_chosen")
         acknowledged = add_under_load(daemon, threads=4, each=25)
+        # Some in flight at the cut: claimed (renamed into delay/, due time set), never acked.
+        in_flight = [daemon.fetch("cut-0") for _ in range(5)]
+        assert all(resp.status == 200 for resp in in_flight)
         daemon.kill_tree()
         lazy.cut_power()
         lazy.mount()
         daemon.start().wait_ready()
-        return acknowledged, survivors(daemon), chosen
+        return acknowledged, survivors(daemon, set(acknowledged), TIMEOUT_SECONDS + 10), chosen
     finally:
         if daemon:
             daemon.cleanup()
