@@ -109,6 +109,8 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=5.0,
                         help="the daemon's --timeout (1%% of deliveries are left to it)")
     parser.add_argument("--tmp", default=tempfile.gettempdir())
+    parser.add_argument("--wait", type=float, default=1.0,
+                        help="seconds each fetch long-polls (0: plain fetches)")
     parser.add_argument("--samples", default="",
                         help="also write every sample to this file, one JSON line each")
     args = parser.parse_args()
@@ -125,7 +127,7 @@ def main() -> int:
         queues = ["soak-0", "soak-1"]
         traffic = Traffic([node.port], queues, history, random.Random(),
                           producers=2, consumers=3, adds_per_second=args.adds_per_second,
-                          abandon=0.01).start()
+                          abandon=0.01, wait=args.wait).start()
         watcher = threading.Thread(target=sampler, args=(node, args.every, samples, stop, queues))
         watcher.start()
         time.sleep(args.minutes * 60)
