@@ -91,8 +91,8 @@ class Traffic:
             self.stopping.wait(self.pause)
 
     def consume(self) -> None:
-        """Fetch (with a long poll of `wait` seconds), record the delivery, ack it with its receipt (or now
-        and then leave it for its timer to bring back)."""
+        """Fetch (with a long poll of `wait` seconds), record the delivery, ack it with its
+        receipt (or now and then leave it for its timer to bring back)."""
         while not self.stopping.is_set():
             queue = self.rng.choice(self.queues)
             if not self.take_one(self.rng.choice(self.ports), queue, wait=self.wait,
