@@ -1,5 +1,6 @@
 """Soak: steady traffic on one daemon for a given time, sampling the resident memory and the
-open files of every process of its tree every few seconds; prints whether both stay flat.
+open files of every process of its tree (and the backlog) every few seconds; prints whether
+both stay flat.
 
     python bench/soak.py --minutes 30
 
@@ -10,6 +11,7 @@ drained at the end, lost nothing (bench/total_queue.py).
 """
 
 import argparse
+import json
 import os
 import random
 import shutil
@@ -28,7 +30,7 @@ import psutil  # noqa: E402
 from cluster import Node  # noqa: E402
 from harness import code_under_test, loadavg, machine_line  # noqa: E402
 from total_queue import History, check, passed, table  # noqa: E402
-from workload import Traffic, drain  # noqa: E402
+from workload import Traffic, call, drain  # noqa: E402
 
 #: Growth allowed between the first and the last quarter: fraction and MB of resident memory,
 #: and open files.
@@ -46,11 +48,23 @@ def sample(node: Node) -> dict[str, tuple[int, float, int]]:
     return out
 
 
-def sampler(node: Node, every: float, samples: list, stop: threading.Event) -> None:
-    """Append (seconds since start, sample) every `every` seconds until stopped."""
+def backlog(node: Node, queues: list[str]) -> int:
+    """Ready messages in the queues now, as the daemon's indexes count them (-1 if unknown)."""
+    total = 0
+    for queue in queues:
+        status, _, body = call(node.port, "GET", f"/{queue}")
+        if status != 200:
+            return -1
+        total += json.loads(body)["ready"]
+    return total
+
+
+def sampler(node: Node, every: float, samples: list, stop: threading.Event,
+            queues: list[str]) -> None:
+    """Append (seconds since start, sample, backlog) every `every` seconds until stopped."""
     started = time.monotonic()
     while not stop.wait(every):
-        samples.append((time.monotonic() - started, sample(node)))
+        samples.append((time.monotonic() - started, sample(node), backlog(node, queues)))
 
 
 def slope_per_hour(points: list[tuple[float, float]]) -> float:
@@ -64,21 +78,23 @@ def slope_per_hour(points: list[tuple[float, float]]) -> float:
 
 
 def verdicts(samples: list) -> list[dict]:
-    """Per process: memory and open files at the start and the end, slope, and flat or not."""
+    """Per process: memory and open files at the start and the end, slope, and flat or not
+    (samples are (seconds, {title: (pid, MB, open files)}, backlog))."""
     warm = samples[len(samples) // 10:]
     quarter = max(1, len(warm) // 4)
     first, last = warm[:quarter], warm[-quarter:]
     rows = []
-    for title in sorted(set(samples[-1][1]) & {t for _, s in first for t in s}):
+    for title in sorted(set(samples[-1][1]) & {t for _, s, _ in first for t in s}):
         def series(part, i, title=title):
-            return [s[title][i] for _, s in part if title in s]
-        pids = {s[title][0] for _, s in warm if title in s}
+            return [s[title][i] for _, s, _ in part if title in s]
+        pids = {s[title][0] for _, s, _ in warm if title in s}
         rss0, rss1 = statistics.median(series(first, 1)), statistics.median(series(last, 1))
         fds0, fds1 = statistics.median(series(first, 2)), statistics.median(series(last, 2))
         rss_flat = rss1 <= rss0 * (1 + RSS_GROWTH) + RSS_SLACK_MB
         fds_flat = fds1 <= fds0 + FDS_SLACK
         rows.append({"process": title, "rss0": rss0, "rss1": rss1,
-                     "rss_slope": slope_per_hour([(t, s[title][1]) for t, s in warm if title in s]),
+                     "rss_slope": slope_per_hour([(t, s[title][1])
+                                                  for t, s, _ in warm if title in s]),
                      "fds0": fds0, "fds1": fds1, "restarted": len(pids) > 1,
                      "flat": rss_flat and fds_flat})
     return rows
@@ -93,6 +109,10 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=5.0,
                         help="the daemon's --timeout (1%% of deliveries are left to it)")
     parser.add_argument("--tmp", default=tempfile.gettempdir())
+    parser.add_argument("--wait", type=float, default=1.0,
+                        help="seconds each fetch long-polls (0: plain fetches)")
+    parser.add_argument("--samples", default="",
+                        help="also write every sample to this file, one JSON line each")
     args = parser.parse_args()
     workdir = tempfile.mkdtemp(prefix="mq-soak-", dir=args.tmp)
     print(f"mq soak: {args.minutes:g} min, {args.adds_per_second:g} adds/s, a sample every "
@@ -104,10 +124,11 @@ def main() -> int:
     try:
         node.start()
         node.wait_answering()
-        traffic = Traffic([node.port], ["soak-0", "soak-1"], history, random.Random(),
+        queues = ["soak-0", "soak-1"]
+        traffic = Traffic([node.port], queues, history, random.Random(),
                           producers=2, consumers=3, adds_per_second=args.adds_per_second,
-                          abandon=0.01).start()
-        watcher = threading.Thread(target=sampler, args=(node, args.every, samples, stop))
+                          abandon=0.01, wait=args.wait).start()
+        watcher = threading.Thread(target=sampler, args=(node, args.every, samples, stop, queues))
         watcher.start()
         time.sleep(args.minutes * 60)
         stop.set()
@@ -117,6 +138,11 @@ def main() -> int:
     finally:
         node.stop()
         shutil.rmtree(workdir, ignore_errors=True)
+    if args.samples:
+        with open(args.samples, "w") as f:
+            for at, sampled, ready in samples:
+                f.write(json.dumps({"s": round(at, 1), "ready": ready,
+                                    **{t: v[1:] for t, v in sampled.items()}}) + "\n")
     rows = verdicts(samples)
     counts = check(history)
     print(f"\n  {len(samples)} samples; load after: {loadavg()}; traffic errors: {traffic.counts}\n")

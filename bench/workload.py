@@ -48,9 +48,10 @@ class Traffic:
 
     def __init__(self, ports: list[int], queues: list[str], history: History,
                  rng: random.Random, producers: int = 2, consumers: int = 3,
-                 adds_per_second: float = 50.0, abandon: float = 0.02, max_body: int = 2000):
+                 adds_per_second: float = 50.0, abandon: float = 0.02, max_body: int = 2000,
+                 wait: float = 1.0):
         self.ports, self.queues, self.history = ports, queues, history
-        self.rng, self.abandon, self.max_body = rng, abandon, max_body
+        self.rng, self.abandon, self.max_body, self.wait = rng, abandon, max_body, wait
         self.pause = producers / adds_per_second if adds_per_second > 0 else 0.0
         self.stopping = threading.Event()
         self.counts = {"adds refused": 0, "add errors": 0, "fetch errors": 0, "ack errors": 0}
@@ -90,11 +91,11 @@ class Traffic:
             self.stopping.wait(self.pause)
 
     def consume(self) -> None:
-        """Fetch with a short long poll, record the delivery, ack it with its receipt (or now
-        and then leave it for its timer to bring back)."""
+        """Fetch (with a long poll of `wait` seconds), record the delivery, ack it with its
+        receipt (or now and then leave it for its timer to bring back)."""
         while not self.stopping.is_set():
             queue = self.rng.choice(self.queues)
-            if not self.take_one(self.rng.choice(self.ports), queue, wait=1.0,
+            if not self.take_one(self.rng.choice(self.ports), queue, wait=self.wait,
                                  abandon=self.rng.random() < self.abandon):
                 self.stopping.wait(0.05)
 

@@ -21,3 +21,10 @@ def test_procfs_type_is_read_from_statfs():
     # /proc has a fixed, well-known type: PROC_SUPER_MAGIC.
     assert filesystem_type("/proc") == 0x9FA0
     assert choose_sync("/proc") == ("fs", "0x9fa0")
+
+
+def test_the_broker_less_library_chooses_the_same_way(tmp_path):
+    from mq.local import LocalClient
+
+    client = LocalClient(tmp_path / "root")
+    assert (client.store.sync, client.store.filesystem) == choose_sync(str(tmp_path))

@@ -21,16 +21,17 @@ class LocalClient:
     """Producer and consumer of the queues under one root, safe beside other processes and
     daemons started with --peers >= 1 on the same root (README.md, "Broker-less library").
 
-    sync: the flush policy, "fs" (syncfs) or "file" (fsync each file and folder), as mq --sync.
+    sync: the flush policy, "fs" (syncfs), "file" (fsync each file and folder) or "auto" (file
+    on network and FUSE file systems, else fs), as mq --sync.
     timeout: seconds a message stays hidden after get, for queues without a timeout property.
     strict_fifo: every get takes the oldest ready message of a fresh listing (Taker).
     """
 
     @translated
-    def __init__(self, root, *, sync: str = "fs", timeout: float = 30.0,
+    def __init__(self, root, *, sync: str = "auto", timeout: float = 30.0,
                  strict_fifo: bool = False):
-        if sync not in ("fs", "file"):
-            raise Invalid(f"sync must be 'fs' or 'file', not {sync!r}")
+        if sync not in ("auto", "fs", "file"):
+            raise Invalid(f"sync must be 'auto', 'fs' or 'file', not {sync!r}")
         system = properties.validate({"timeout": timeout})
         self.store = Store(str(root), sync=sync)
         self.store.init()

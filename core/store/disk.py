@@ -14,8 +14,6 @@ from mq.ids import new_id
 #: fsync of every file written and every folder changed.
 SYNC_MODES = ("fs", "file")
 
-#: What --sync accepts: "auto" picks "file" on the file systems below, else "fs".
-SYNC_OPTIONS = ("auto",) + SYNC_MODES
 #: statfs(2) f_type of file systems on which syncfs(2) may not reach stable storage: on FUSE
 #: (GlusterFS, CephFS's ceph-fuse, virtiofs...) it never reaches the file system's daemon; on
 #: network file systems it may not reach the server. Only per-file fsync is sure there

@@ -18,13 +18,13 @@ from total_queue import MUST_BE_ZERO, table  # noqa: E402
 @pytest.mark.slow
 @pytest.mark.timeout(150)
 def test_a_cluster_under_kills_and_pauses_loses_nothing_acknowledged(tmp_path):
-    counts = run(seconds=25, workdir=str(tmp_path), daemons=3, timeout=2.0, fault_interval=1.5,
+    counts = run(seconds=20, workdir=str(tmp_path), daemons=3, timeout=2.0, fault_interval=1.0,
                  adds_per_second=30, say=lambda line: None)
     faults = counts.pop("faults")
     counts.pop("client errors")
     shown = f"faults {faults}\n{table(counts)}"
     assert counts.pop("drained"), f"the cluster did not drain\n{shown}"
     assert counts["acknowledged adds"] > 100, shown
-    assert sum(faults.values()) >= 8, shown
+    assert sum(faults.values()) >= 5, shown
     for name in MUST_BE_ZERO:
         assert counts[name] == 0, f"{name}\n{shown}"

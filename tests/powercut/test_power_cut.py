@@ -22,6 +22,8 @@ from support import Daemon, body_is_whole, checked_body, poll_for
 
 LAZYFS = Path(__file__).with_name("lazyfs.py")
 FUSERMOUNT = shutil.which("fusermount3") or shutil.which("fusermount")
+#: The daemon's --timeout: messages in flight at the cut come back this long after their fetch.
+TIMEOUT_SECONDS = 2.0
 
 
 def fuse_missing() -> str:
@@ -67,34 +69,52 @@ class LazyMount:
             self.proc.wait(30)
 
 
-def add_under_load(daemon: Daemon, threads: int, each: int) -> dict[str, bytes]:
-    """Adds from several threads at once; id -> body of every add answered 201."""
-    acknowledged: dict[str, bytes] = {}
+class Producers:
+    """Threads adding checkable bodies until told to stop or the daemon stops answering."""
 
-    def produce(n: int) -> None:
-        for i in range(each):
-            body = checked_body(n * 1000 + i, 200 + 37 * i)
-            resp = daemon.request("POST", f"/cut-{n % 2}/messages", body)
+    def __init__(self, daemon: Daemon, threads: int):
+        self.daemon = daemon
+        self.acknowledged: dict[str, bytes] = {}  # id -> body of every add answered 201
+        self.stopping = threading.Event()
+        self.threads = [threading.Thread(target=self.produce, args=(n,)) for n in range(threads)]
+        for thread in self.threads:
+            thread.start()
+
+    def produce(self, n: int) -> None:
+        """Add until stopped; a refused or broken connection ends this producer."""
+        i = 0
+        while not self.stopping.is_set():
+            i += 1
+            body = checked_body(n * 100_000 + i, 200 + 37 * (i % 50))
+            try:
+                resp = self.daemon.request("POST", f"/cut-{n % 2}/messages", body, timeout=10)
+            except OSError:
+                return
             if resp.status == 201:
-                acknowledged[resp.header("X-Message-Id")] = body
+                self.acknowledged[resp.header("X-Message-Id")] = body
 
-    workers = [threading.Thread(target=produce, args=(n,)) for n in range(threads)]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join(60)
-    return acknowledged
+    def stop(self) -> dict[str, bytes]:
+        """Stop and wait for every thread; the acknowledged adds."""
+        self.stopping.set()
+        for thread in self.threads:
+            thread.join(30)
+        return dict(self.acknowledged)
 
 
-def survivors(daemon: Daemon) -> dict[str, bytes]:
-    """id -> body of every message the restarted daemon hands out (fetched and deleted)."""
+def survivors(daemon: Daemon, want: set[str], timeout: float) -> dict[str, bytes]:
+    """id -> body of every message the restarted daemon hands out (fetched and deleted), until
+    every id in want came or timeout seconds passed (in-flight ones return with their timer)."""
     seen: dict[str, bytes] = {}
-    for queue in ("cut-0", "cut-1"):
-        while (resp := daemon.fetch(queue)).status == 200:
-            seen[resp.header("X-Message-Id")] = resp.body
-            daemon.delete(queue, resp.header("X-Message-Id"))
-        assert resp.status in (204, 404), (resp.status, resp.body)
-    return seen
+    deadline = time.monotonic() + timeout
+    while True:
+        for queue in ("cut-0", "cut-1"):
+            while (resp := daemon.fetch(queue)).status == 200:
+                seen[resp.header("X-Message-Id")] = resp.body
+                daemon.delete(queue, resp.header("X-Message-Id"))
+            assert resp.status in (204, 404), (resp.status, resp.body)
+        if want <= set(seen) or time.monotonic() > deadline:
+            return seen
+        time.sleep(0.2)
 
 
 def cut_power_under_load(tmp_path: Path, sync: str) -> tuple[dict, dict, list]:
@@ -110,15 +130,20 @@ def cut_power_under_load(tmp_path: Path, sync: str) -> tuple[dict, dict, list]:
         # Sockets and logs off the FUSE mount: only the root is on it.
         args = (f"--sync={sync}", f"--run-dir={tmp_path / 'run'}")
         (tmp_path / "run").mkdir()
-        daemon = Daemon(mountpoint / "root", tmp_path, workers=2, args=args,
-                        log_file=tmp_path / "mq.log").start().wait_ready()
+        daemon = Daemon(mountpoint / "root", tmp_path, workers=2, timeout=TIMEOUT_SECONDS,
+                        args=args, log_file=tmp_path / "mq.log").start().wait_ready()
         chosen = daemon.events("supervisor.sync_chosen")
-        acknowledged = add_under_load(daemon, threads=4, each=25)
-        daemon.kill_tree()
+        producers = Producers(daemon, threads=4)
+        poll_for(lambda: len(producers.acknowledged) >= 80, 60, what="80 adds acknowledged")
+        # Some in flight at the cut: claimed (renamed into delay/, due time set), never acked.
+        in_flight = [daemon.fetch("cut-0") for _ in range(5)]
+        assert all(resp.status == 200 for resp in in_flight)
+        daemon.kill_tree()  # While the producers are still adding.
+        acknowledged = producers.stop()
         lazy.cut_power()
         lazy.mount()
         daemon.start().wait_ready()
-        return acknowledged, survivors(daemon), chosen
+        return acknowledged, survivors(daemon, set(acknowledged), TIMEOUT_SECONDS + 10), chosen
     finally:
         if daemon:
             daemon.cleanup()
@@ -130,7 +155,7 @@ def cut_power_under_load(tmp_path: Path, sync: str) -> tuple[dict, dict, list]:
 def test_every_acknowledged_message_survives_a_power_cut_on_fuse_with_sync_auto(tmp_path):
     acknowledged, survived, chosen = cut_power_under_load(tmp_path, "auto")
     assert [(c["sync"], c["filesystem"]) for c in chosen] == [("file", "fuse")]
-    assert len(acknowledged) >= 90, "most adds should have been acknowledged"
+    assert len(acknowledged) >= 80
     lost = set(acknowledged) - set(survived)
     assert not lost, f"{len(lost)} of {len(acknowledged)} acknowledged messages lost"
     changed = [i for i in acknowledged if survived[i] != acknowledged[i]]
