@@ -258,8 +258,9 @@ def test_sigterm_lets_the_in_flight_handler_finish_and_ack_before_exit(kind, url
     proc = subprocess.Popen([sys.executable, str(script), str(tmp_path), queue, kind],
                             env={**os.environ, "MQ_URL": url}, stderr=subprocess.PIPE)
     try:
-        poll_for(lambda: (tmp_path / "started").exists() or proc.poll() is not None, 15,
-                 what="the handler to start")
+        # Its content, not the file alone: write_text creates the file before writing.
+        poll_for(lambda: (tmp_path / "started").exists() and (tmp_path / "started").read_text()
+                 or proc.poll() is not None, 15, what="the handler to start")
         assert (tmp_path / "started").read_text() == first
         second = client.put(queue, b"not taken after the signal")
         proc.send_signal(signal.SIGTERM)
