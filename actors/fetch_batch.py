@@ -10,7 +10,7 @@ from collections import deque
 
 from mq import store as fmt
 from mq.actors.batch import DEFERRED
-from mq.actors.replies import refuse_stale
+from mq.actors.replies import ack_delivery
 from mq.adds import MAX_BATCH_MESSAGES
 from mq.errors import Invalid, MqError, NotFound, from_os_error
 
@@ -74,12 +74,7 @@ def ack_batch(actor, batch, request) -> dict:
     for receipt in receipts:
         try:
             message_id, delivery = parse_receipt(receipt)
-            if not actor.store.ack(queue, message_id, delivery):
-                refuse_stale(actor, queue, message_id, delivery)
-            batch.dirs.update({actor.store.folder("delay"), actor.store.folder("remove")})
-            batch.settled.append((queue, message_id, delivery))
-            actor.counters.count(queue, "acks")
-            actor.handed.pop((queue, message_id), None)
+            ack_delivery(actor, batch, queue, message_id, delivery)
             results.append({"receipt": receipt, "id": message_id, "status": "acked"})
         except MqError as err:
             results.append({"receipt": receipt, "status": err.kind, "message": err.message})

@@ -71,14 +71,18 @@ def ack(actor, batch, request) -> dict:
     if not request.payload.get("receipt"):
         return delete(actor, batch, request)
     queue, message_id = target(request)
-    delivery = delivery_of(actor, request, queue, message_id)
+    ack_delivery(actor, batch, queue, message_id, delivery_of(actor, request, queue, message_id))
+    return {"id": message_id}
+
+
+def ack_delivery(actor, batch, queue: str, message_id: str, delivery: int) -> None:
+    """Remove one in-flight delivery (NotFound or Conflict when it is over); flushed with batch."""
     if not actor.store.ack(queue, message_id, delivery):
         refuse_stale(actor, queue, message_id, delivery)
     batch.dirs.update({actor.store.folder("delay"), actor.store.folder("remove")})
     batch.settled.append((queue, message_id, delivery))
     actor.counters.count(queue, "acks")
     actor.handed.pop((queue, message_id), None)
-    return {"id": message_id}
 
 
 def extend(actor, batch, request) -> dict:

@@ -9,7 +9,6 @@ number: run the workloads in turn, twice (--rounds 2), and read the ranges.
 
 import argparse
 import asyncio
-import ctypes
 import json
 import os
 import re
@@ -20,36 +19,10 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import AsyncClient, Daemon, code_under_test, loadavg, machine_line  # noqa: E402
+from peers_servers import file_ceiling  # noqa: E402
 
 QUEUE = "bench-batches"
 NDJSON = {"Content-Type": "application/x-ndjson"}
-
-
-def file_ceiling(folder: str, seconds: float) -> float:
-    """Files per second the disk takes the way a batch add stores them: 256 new files, a
-    rename each into another folder, and two syncfs."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    new, ready = os.path.join(folder, "new"), os.path.join(folder, "ready")
-    os.makedirs(new)
-    os.makedirs(ready)
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    done, started, n = 0, time.monotonic(), 0
-    try:
-        while time.monotonic() - started < seconds:
-            names = [f"{n + i}" for i in range(256)]
-            n += 256
-            for name in names:
-                f = os.open(os.path.join(new, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-                os.write(f, b"x" * 100)
-                os.close(f)
-            libc.syncfs(fd)
-            for name in names:
-                os.rename(os.path.join(new, name), os.path.join(ready, name))
-            libc.syncfs(fd)
-            done += 256
-    finally:
-        os.close(fd)
-    return done / (time.monotonic() - started)
 
 
 async def run_clients(port: int, clients: int, seconds: float, work) -> float:
@@ -125,8 +98,8 @@ def main(argv=None) -> int:
     daemon = Daemon(os.path.join(base, "root"), args.workers, extra=["--no-access-log"]).start()
     try:
         for r in range(args.rounds):
-            ceiling = file_ceiling(os.path.join(base, f"ceiling-{r}"), 3)
-            shutil.rmtree(os.path.join(base, f"ceiling-{r}"))
+            ceiling = file_ceiling(os.path.join(base, f"ceiling-{r}"), 3)  # Removes its folder.
+            ceiling = ceiling["messages"] / ceiling["seconds"]
             print(f"round {r + 1}: file ceiling {ceiling:,.0f} files/s", flush=True)
             for name, rate in asyncio.run(measure(daemon.port, args)).items():
                 print(f"  {name}: {rate:,.0f} messages/s", flush=True)

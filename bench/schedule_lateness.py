@@ -37,178 +37,25 @@ falls due, not what waits.
 
 import argparse
 import asyncio
-import ctypes
 import multiprocessing
 import os
 import random
-import select
 import shutil
-import struct
 import tempfile
 import time
 
 import psutil
-from harness import AsyncClient as Http
-from harness import Daemon, cpu_snapshot, machine_line, percentile, summary
+from harness import Daemon, cpu_snapshot, loadavg, machine_line, percentile, summary
+from schedule_mover_cost import mover_cost
+from schedule_traffic import QUEUE, consume, http_fill, set_timeout, store_fill
+from schedule_watch import read_watch, watch_folder
 
 from mq import store as fmt
-from mq.ids import new_id
-
-QUEUE = "sched"
-HOLD_TIMEOUT = 12 * 3600.0  # the queue's visibility timeout: no redelivery during the run
-
-
-def loadavg():
-    """The load averages, two decimals each."""
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def cpu_delta(before, after):
+    """{process: CPU seconds between two cpu_snapshot()s}."""
     return {k: after[k] - before[k] for k in before if k in after}
-
-
-# -- the inotify watch on the queue's folder ------------------------------------------------
-
-IN_MOVED_TO, IN_CREATE, IN_Q_OVERFLOW = 0x80, 0x100, 0x4000
-
-
-def watch_folder(path, out_path, stop_event, ready_event):
-    """Append "unix_time name" for every file renamed or created in path, until stop_event."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    fd = libc.inotify_init1(os.O_NONBLOCK)
-    if fd < 0 or libc.inotify_add_watch(fd, path.encode(), IN_MOVED_TO | IN_CREATE) < 0:
-        raise OSError(ctypes.get_errno(), "inotify")
-    overflow = 0
-    with open(out_path, "w") as out:
-        ready_event.set()
-        while not stop_event.is_set():
-            r, _, _ = select.select([fd], [], [], 0.2)
-            if not r:
-                continue
-            try:
-                buf = os.read(fd, 1 << 20)
-            except BlockingIOError:
-                continue
-            now = time.time()  # after the read: an upper bound for every event in buf
-            pos = 0
-            while pos < len(buf):
-                _, mask, _, length = struct.unpack_from("iIII", buf, pos)
-                name = buf[pos + 16:pos + 16 + length].rstrip(b"\0").decode()
-                pos += 16 + length
-                if mask & IN_Q_OVERFLOW:
-                    overflow += 1
-                elif name:
-                    out.write(f"{now:.6f} {name}\n")
-        if overflow:
-            out.write(f"overflow {overflow}\n")
-    os.close(fd)
-
-
-def read_watch(out_path):
-    seen, overflow = {}, 0
-    with open(out_path) as f:
-        for line in f:
-            a, b = line.split()
-            if a == "overflow":
-                overflow = int(b)
-                continue
-            message_id = fmt.parse_entry(b)
-            if message_id and message_id[0] not in seen:
-                seen[message_id[0]] = float(a)
-    return seen, overflow
-
-
-# -- fills ------------------------------------------------------------------------------------
-
-def store_fill(root, dues):
-    """Write every delayed message with the store's own calls, one flush at the end."""
-    store = fmt.Store(root, sync="fs")
-    store.init()
-    ids = {}
-    for due in dues:
-        message_id = new_id()
-        data = fmt.encode_message(f"{due:.6f}".encode(), "text/plain", int(time.time() * 1000),
-                                  message_id)
-        store.write_new(QUEUE, message_id, data, due)
-        store.deliver_new(QUEUE, message_id, delayed=True)
-        ids[message_id] = due
-    store.flush({store.folder("new"), store.folder("delay"), store.folder("queues")})
-    return ids
-
-
-async def http_fill(port, dues, producers):
-    """POST every message with ?at=DUE from `producers` concurrent connections."""
-    ids, todo = {}, list(dues)
-    errors = []
-
-    async def producer():
-        conn = await Http(port).open()
-        try:
-            while todo:
-                due = todo.pop()
-                status, hdrs, _ = await conn.request(
-                    "POST", f"/{QUEUE}/messages?at={due:.6f}", f"{due:.6f}".encode(),
-                    {"Content-Type": "text/plain"})
-                if status == 503:  # an actor still connecting at start: try again
-                    todo.append(due)
-                    errors.append(status)
-                    await asyncio.sleep(0.1)
-                    continue
-                if status != 201:
-                    errors.append(status)
-                    continue
-                ids[hdrs["x-message-id"]] = due
-        finally:
-            conn.close()
-
-    await asyncio.gather(*(producer() for _ in range(producers)))
-    return ids, errors
-
-
-# -- consumers ----------------------------------------------------------------------------------
-
-async def consume(port, consumers, expected, deadline, got, statuses):
-    """`consumers` connections long-polling until `expected` messages are in `got` or deadline."""
-    done = asyncio.Event()
-
-    async def consumer():
-        conn = await Http(port).open()
-        try:
-            while not done.is_set():
-                status, hdrs, body = await conn.request("GET", f"/{QUEUE}/messages?wait=20")
-                now = time.time()
-                statuses[status] = statuses.get(status, 0) + 1
-                if status == 200:
-                    got[hdrs["x-message-id"]] = (now, float(body))
-                    if len(got) >= expected:
-                        done.set()
-        finally:
-            conn.close()
-
-    tasks = [asyncio.ensure_future(consumer()) for _ in range(consumers)]
-    try:
-        await asyncio.wait_for(done.wait(), max(1.0, deadline - time.time()))
-    except asyncio.TimeoutError:
-        pass
-    for t in tasks:
-        t.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
-
-
-async def set_timeout(port):
-    """PATCH the queue's timeout to 12 h; retry while the actors are still connecting (503)."""
-    deadline = time.time() + 30
-    while True:
-        conn = await Http(port).open()
-        status, _, body = await conn.request("PATCH", f"/{QUEUE}/properties",
-                                             f'{{"timeout": {HOLD_TIMEOUT}}}'.encode(),
-                                             {"Content-Type": "application/json"})
-        conn.close()
-        if status == 200:
-            return
-        if status != 503 or time.time() > deadline:
-            raise RuntimeError(f"PATCH properties: {status} {body!r}")
-        await asyncio.sleep(0.2)
 
 
 # -- the schedule run ---------------------------------------------------------------------------
@@ -224,6 +71,7 @@ def rate_table(events, start, seconds, step=5.0):
 
 
 def schedule_run(args):
+    """The schedule run: fill, start the daemon, consume, and print the figures."""
     print(f"# schedule_lateness: {args.messages} messages due over {args.spread:g} s, "
           f"fill={args.fill}, {args.consumers} consumers, --workers {args.workers}")
     print(f"machine: {machine_line(tempfile.gettempdir())}")
@@ -391,69 +239,8 @@ def schedule_run(args):
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-# -- move_due alone ---------------------------------------------------------------------------
-
-def mover_cost(args):
-    """Time move_due passes on a scratch root: k due, with delay/ holding k or k + big files."""
-    from mq.actors.mover import DueHeap, move_due
-
-    repeats = args.repeats
-    print("# mover cost: mq.actors.mover.move_due on a scratch root, in this process")
-    print(f"machine: {machine_line()}; load {loadavg()}")
-    print(f"median of {repeats} passes; 'not due' files are due in an hour, as a big schedule is")
-    print(f"{'not due':>8} {'due/pass':>8} {'pass ms':>8} {'flush ms':>9} {'excl. flush ms':>15} "
-          f"{'µs/moved excl.':>15} {'idle tick µs':>13}")
-    for waiting in args.waiting:
-        for due_count in args.due:
-            tmp = tempfile.mkdtemp(prefix="mq-movercost-", dir=args.tmp)
-            try:
-                store = fmt.Store(os.path.join(tmp, "root"), sync="fs")
-                store.init()
-                now = time.time()
-                groups = [now - repeats + r for r in range(repeats)]  # one group per pass
-                for i in range(waiting + due_count * repeats):
-                    message_id = new_id()
-                    due = now + 3600 if i < waiting else groups[(i - waiting) % repeats]
-                    store.write_new(QUEUE, message_id, b"x", due)
-                    store.deliver_new(QUEUE, message_id, delayed=True)
-                store.flush(set())
-                heap = DueHeap()
-                for entry in store.list_delayed():  # what the mover loads at start
-                    heap.add(*entry)
-                # A tick with nothing due (what every poll wake-up costs), on the same heap.
-                t = time.perf_counter()
-                for _ in range(1000):
-                    move_due(store, heap, groups[0] - 0.5)
-                idle_tick = (time.perf_counter() - t) / 1000 * 1e6
-                flush_t = []
-                real_flush = store.flush
-
-                def timed_flush(dirs):
-                    s = time.perf_counter()
-                    real_flush(dirs)
-                    flush_t.append(time.perf_counter() - s)
-
-                store.flush = timed_flush
-                passes = []
-                for r in range(repeats):
-                    store.disk.syncfs(store.root)
-                    flush_t.clear()
-                    t = time.perf_counter()
-                    moved = move_due(store, heap, groups[r] + 0.5)
-                    took = time.perf_counter() - t
-                    n = sum(len(v) for v in moved.values())
-                    assert n == due_count, (n, due_count)
-                    passes.append((took, sum(flush_t)))
-                took = percentile([p[0] for p in passes], 50)
-                flush = percentile([p[1] for p in passes], 50)
-                excl = percentile([p[0] - p[1] for p in passes], 50)
-                print(f"{waiting:>8} {due_count:>8} {took * 1000:8.2f} {flush * 1000:9.2f} "
-                      f"{excl * 1000:15.2f} {excl / due_count * 1e6:15.1f} {idle_tick:13.1f}")
-            finally:
-                shutil.rmtree(tmp, ignore_errors=True)
-
-
 def main():
+    """Parse the command line and run the chosen mode."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--mode", choices=["schedule", "mover-cost"], default="schedule")
     p.add_argument("--messages", type=int, default=100_000)

@@ -13,7 +13,7 @@ from urllib.parse import quote, urlencode
 
 import pytest
 
-from support import Daemon, Response, files_in, poll_for
+from support import Daemon, Response, files_in, poll_for, ready_daemon
 
 _names = itertools.count(1)
 
@@ -26,13 +26,7 @@ def fresh_queue(prefix: str = "q") -> str:
 @pytest.fixture(scope="module")
 def shared_mq(tmp_path_factory):
     """A ready daemon with two worker pairs and a one-second redelivery timer, for one module."""
-    workdir = tmp_path_factory.mktemp("shared")
-    daemon = Daemon(workdir / "root", workdir, workers=2, timeout=1).start()
-    try:
-        daemon.wait_ready()
-        yield daemon
-    finally:
-        daemon.cleanup()
+    yield from ready_daemon(tmp_path_factory.mktemp("shared"), workers=2, timeout=1)
 
 
 @pytest.fixture

@@ -474,3 +474,15 @@ def files_in(folder: Path) -> list[str]:
         return sorted(os.listdir(folder))
     except FileNotFoundError:
         return []
+
+
+def ready_daemon(workdir: Path, **options):
+    """A module-scoped fixture's daemon on workdir/root (Daemon's options), started and ready;
+    yield from it, and its tree is killed when the module is done."""
+    daemon = Daemon(Path(workdir) / "root", workdir, **options)
+    try:
+        daemon.start()
+        daemon.wait_ready()
+        yield daemon
+    finally:
+        daemon.cleanup()

@@ -22,7 +22,7 @@ import pytest
 
 from delivery_support import add, assert_json_error, fetch, fetch_when_ready, reply, set_props
 from mq.store.message import decode_header
-from support import Daemon, files_in, poll_for
+from support import files_in, poll_for, ready_daemon
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 
@@ -30,14 +30,8 @@ README = Path(__file__).resolve().parent.parent / "README.md"
 @pytest.fixture(scope="module")
 def shared_mq(tmp_path_factory):
     """The module's daemon: two worker pairs, adds spread over both save actors."""
-    workdir = tmp_path_factory.mktemp("accum")
-    daemon = Daemon(workdir / "root", workdir, workers=2, timeout=1,
-                    args=("--save-batch=0",)).start()
-    try:
-        daemon.wait_ready()
-        yield daemon
-    finally:
-        daemon.cleanup()
+    yield from ready_daemon(tmp_path_factory.mktemp("accum"), workers=2, timeout=1,
+                            args=("--save-batch=0",))
 
 
 def at_window_start(accum: float, share: float = 0.5) -> None:

@@ -11,20 +11,14 @@ import time
 import pytest
 
 from delivery_support import add, added, assert_json_error, fetch, fresh_queue
-from support import Daemon, queue_owned_by
+from support import queue_owned_by, ready_daemon
 
 
 @pytest.fixture(scope="module")
 def shared_mq(tmp_path_factory):
     """delivery_support's shared daemon, with the debug lines that show a poll waiting."""
-    workdir = tmp_path_factory.mktemp("long-poll")
-    daemon = Daemon(workdir / "root", workdir, workers=2, timeout=1,
-                    args=("--log-level=debug",)).start()
-    try:
-        daemon.wait_ready()
-        yield daemon
-    finally:
-        daemon.cleanup()
+    yield from ready_daemon(tmp_path_factory.mktemp("long-poll"), workers=2, timeout=1,
+                            args=("--log-level=debug",))
 
 
 def waiting_polls(mq, queue: str, count: int) -> list[dict]:

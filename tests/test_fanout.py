@@ -16,7 +16,7 @@ from actor_support import Actors
 from actor_support import request as actor_request
 from disks import FailingDisk
 from mq.errors import Invalid, Unavailable
-from support import Daemon, body_is_whole, checked_body, files_in, poll_for, request
+from support import body_is_whole, checked_body, files_in, poll_for, ready_daemon, request
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 IDS = re.compile(rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
@@ -25,13 +25,7 @@ IDS = re.compile(rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}
 @pytest.fixture(scope="module")
 def fan_mq(tmp_path_factory):
     """One daemon for the module's short tests (each uses its own queue names)."""
-    workdir = tmp_path_factory.mktemp("fanout")
-    daemon = Daemon(workdir / "root", workdir, workers=2, timeout=30).start()
-    try:
-        daemon.wait_ready()
-        yield daemon
-    finally:
-        daemon.cleanup()
+    yield from ready_daemon(tmp_path_factory.mktemp("fanout"), workers=2, timeout=30)
 
 
 def fan_out(mq, pattern: str, body: bytes = b"x", query: str = "", headers=None):

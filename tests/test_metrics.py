@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from support import Daemon, command, poll_for
+from support import command, poll_for, ready_daemon
 
 OPERATIONS = Path(__file__).resolve().parent.parent / "docs" / "OPERATIONS.md"
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -30,16 +30,10 @@ def statsd_socket():
 @pytest.fixture(scope="module")
 def daemon(tmp_path_factory, statsd_socket):
     """One daemon sending StatsD lines to the socket every 0.2 s."""
-    workdir = tmp_path_factory.mktemp("metrics")
     host, port = statsd_socket.getsockname()
-    mq = Daemon(workdir / "root", workdir, workers=2, timeout=30,
-                args=(f"--statsd={host}:{port}", "--statsd-interval=0.2", "--statsd-prefix=mqt"))
-    try:
-        mq.start()
-        mq.wait_ready()
-        yield mq
-    finally:
-        mq.cleanup()
+    yield from ready_daemon(tmp_path_factory.mktemp("metrics"), workers=2, timeout=30,
+                            args=(f"--statsd={host}:{port}", "--statsd-interval=0.2",
+                                  "--statsd-prefix=mqt"))
 
 
 def scrape(daemon) -> dict:

@@ -14,7 +14,7 @@ from schemathesis import GenerationMode
 from schemathesis.checks import (content_type_conformance, response_headers_conformance,
                                  response_schema_conformance, status_code_conformance)
 
-from support import Daemon
+from support import ready_daemon
 
 REPO = Path(__file__).resolve().parent.parent
 SPEC = REPO / "core" / "openapi.yaml"
@@ -59,14 +59,7 @@ CHECKS = [no_server_error_but_retryable, status_code_conformance, content_type_c
 @pytest.fixture(scope="module")
 def daemon(tmp_path_factory):
     """One daemon for every operation: starting one per operation would cost more than the run."""
-    workdir = tmp_path_factory.mktemp("openapi")
-    mq = Daemon(workdir / "root", workdir, workers=2, timeout=5)
-    try:
-        mq.start()
-        mq.wait_ready()
-        yield mq
-    finally:
-        mq.cleanup()
+    yield from ready_daemon(tmp_path_factory.mktemp("openapi"), workers=2, timeout=5)
 
 
 def shorter(wait):

@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 import pytest
 
-from support import Daemon, queue_owned_by
+from support import queue_owned_by, ready_daemon
 
 prefixes = (f"pa{n}" for n in itertools.count())
 
@@ -22,14 +22,8 @@ prefixes = (f"pa{n}" for n in itertools.count())
 @pytest.fixture(scope="module")
 def any_mq(tmp_path_factory):
     """One daemon for the module (each test uses its own queue names)."""
-    workdir = tmp_path_factory.mktemp("pull-any")
-    daemon = Daemon(workdir / "root", workdir, workers=2, timeout=30,
-                    args=("--log-level=debug",)).start()
-    try:
-        daemon.wait_ready()
-        yield daemon
-    finally:
-        daemon.cleanup()
+    yield from ready_daemon(tmp_path_factory.mktemp("pull-any"), workers=2, timeout=30,
+                            args=("--log-level=debug",))
 
 
 def pull_any(mq, pattern: str, wait: float | None = None):

@@ -12,7 +12,7 @@ from mq.client import Client
 from mq.errors import Unavailable
 from mq.http.stats import EVENTS, merge
 from mq.local import LocalClient
-from support import Daemon, command, poll_for
+from support import command, poll_for, ready_daemon
 
 #: Messages written straight into the root before the daemon starts.
 WRITTEN_EARLIER = 3
@@ -26,13 +26,7 @@ def daemon(tmp_path_factory):
     for n in range(WRITTEN_EARLIER):
         local.put("early", f"old {n}")
     local.close()
-    mq = Daemon(workdir / "root", workdir, workers=2, timeout=30)
-    try:
-        mq.start()
-        mq.wait_ready()
-        yield mq
-    finally:
-        mq.cleanup()
+    yield from ready_daemon(workdir, workers=2, timeout=30)
 
 
 @pytest.fixture(scope="module")
