@@ -9,6 +9,7 @@ import time
 from collections import deque
 
 from mq import properties
+from mq.ids import id_time_ms
 from mq import store as fmt
 from mq.actors import queue_admin, replies
 from mq.actors.base import Actor
@@ -154,12 +155,16 @@ class FetchActor(Actor):
         index = self.ready_index(queue)
         props = self.props.effective(queue)
         timeout, fifo = props["timeout"], props["fifo"]
+        expired_before = (time.time() - props["retention"]) * 1000
         while True:
             taken = self.groups.take(index, self.options.peers, queue, holder) if fifo \
                 else index.take(self.options.peers)
             if taken is None:
                 return None
             message_id, attempts = taken
+            if id_time_ms(message_id) < expired_before:
+                self.expire(batch, queue, message_id, attempts)
+                continue
             due = time.time() + timeout
             try:
                 data = self.store.claim(queue, message_id, due, attempts)
@@ -186,6 +191,13 @@ class FetchActor(Actor):
             if fifo:
                 result["holder"] = self.groups.hold(queue, message.group, message_id, delivery, holder)
             return result
+
+    def expire(self, batch: Batch, queue: str, message_id: str, attempts: int) -> None:
+        """Remove a ready message older than its queue's retention instead of handing it out."""
+        left = self.store.remove(queue, message_id, known=("ready", attempts))
+        if left is not None:
+            batch.dirs.update({left, self.store.folder("remove")})
+            self.log.info("fetch.expired", queue=queue, id=message_id)
 
     def quarantine(self, batch: Batch, queue: str, message_id: str, delivery: int, due: float,
                    err: Exception) -> None:

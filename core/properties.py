@@ -26,11 +26,14 @@ SYSTEM = {
     "fifo": False,            # a group's messages in order: none while an older one is in flight
     "tags": {},               # the queue's tags, names to values
     "attributes": {},         # a protocol layer's queue attributes (the SQS API's), kept as given
+    "retention": 345600.0,    # seconds a message is kept after it was added, in any state
 }
 
 #: Largest retry count accepted; it bounds the names probed for a message (docs/FORMAT.md).
 MAX_RETRY = 100
 MAX_TIMEOUT = 12 * 3600.0
+#: Longest retention, in seconds (14 days, as SQS).
+MAX_RETENTION = 14 * 86400.0
 
 
 def _number(key, value, low, high):
@@ -87,6 +90,7 @@ CHECKS = {
     "fifo": _bool,
     "tags": lambda k, v: _strings(k, v, 50, 128, 256),
     "attributes": lambda k, v: _strings(k, v, 64, 128, 65536),
+    "retention": lambda k, v: float(_number(k, v, 1, MAX_RETENTION)),
 }
 
 

@@ -9,7 +9,7 @@ from delivery_support import (add, added, assert_json_error, fetch, fetch_when_r
 from mq.properties import SYSTEM
 
 PROPS = ("timeout", "retry", "delay", "dedup_window", "max_body_bytes", "dead_letter_queue", "accum",
-         "fifo", "tags", "attributes")
+         "fifo", "tags", "attributes", "retention")
 
 
 def props(mq, queue: str) -> dict:

@@ -3,7 +3,8 @@
 import os
 
 from mq.errors import NotFound
-from mq.store.names import is_queue, split_name
+from mq.ids import id_time_ms
+from mq.store.names import is_queue, parse_entry, split_name
 
 
 class Queues:
@@ -94,3 +95,44 @@ class Queues:
                     except FileNotFoundError:
                         pass
         return moved
+
+    def remove_expired(self, cutoffs: dict[str, int]) -> tuple[dict[str, int], dict[str, int]]:
+        """Move to remove/ every message, ready, delayed or in flight, whose id says it was
+        created before its queue's cutoff (Unix ms); flush once.
+
+        Returns (messages removed per queue, creation time in ms of the oldest message kept
+        per queue). A message that moves meanwhile (claimed, acked, released) is left to the
+        next pass, or to the fetch actor, which never hands out an expired message.
+        """
+        removed: dict[str, int] = {}
+        oldest: dict[str, int] = {}
+        touched = set()
+
+        def consider(queue: str, message_id: str, source: str) -> None:
+            created = id_time_ms(message_id)
+            if created >= cutoffs[queue]:
+                oldest[queue] = min(oldest.get(queue, created), created)
+                return
+            try:
+                self.disk.rename(source, self.remove_path(queue, message_id))
+            except FileNotFoundError:
+                return
+            removed[queue] = removed.get(queue, 0) + 1
+            touched.add(os.path.dirname(source))
+
+        for queue in cutoffs:
+            folder = self.queue_dir(queue)
+            try:
+                names = os.listdir(folder)
+            except FileNotFoundError:
+                continue
+            for name in names:
+                if parsed := parse_entry(name):
+                    consider(queue, parsed[0], os.path.join(folder, name))
+        delay = self.folder("delay")
+        for name in os.listdir(delay):
+            if (parts := split_name(name)) and parts[0] in cutoffs:
+                consider(parts[0], parts[1], os.path.join(delay, name))
+        if touched:
+            self.flush(touched | {self.folder("remove")})
+        return removed, oldest
