@@ -1,9 +1,9 @@
 """Queue attributes of the SQS API on mq's queue properties (docs/SQS.md, "Queue attributes").
 
 VisibilityTimeout is `timeout`, DelaySeconds `delay`, MaximumMessageSize `max_body_bytes`,
-RedrivePolicy `retry` (maxReceiveCount - 1) and `dead_letter_queue`, FifoQueue `fifo`; the
-attributes mq does not act on (MessageRetentionPeriod, ReceiveMessageWaitTimeSeconds, the
-timestamps, ContentBasedDeduplication, Policy, ...) are kept in the property `attributes`.
+RedrivePolicy `retry` (maxReceiveCount - 1) and `dead_letter_queue`, FifoQueue `fifo`,
+MessageRetentionPeriod `retention`; the others (ReceiveMessageWaitTimeSeconds, the timestamps,
+ContentBasedDeduplication, Policy, ...) are kept in the property `attributes`.
 """
 
 import time
@@ -18,7 +18,6 @@ from mq.properties import MAX_RETRY
 MIN_TIMEOUT = 0.001
 #: Settable attributes kept as given in the `attributes` property, with their checks.
 KEPT = {
-    "MessageRetentionPeriod": (60, 1209600),
     "ReceiveMessageWaitTimeSeconds": (0, 20),
     "KmsDataKeyReusePeriodSeconds": (60, 86400),
     "KmsMasterKeyId": None,
@@ -29,7 +28,7 @@ KEPT = {
 FIFO_ONLY = {"ContentBasedDeduplication": "bool", "DeduplicationScope": ("queue", "messageGroup"),
              "FifoThroughputLimit": ("perQueue", "perMessageGroupId")}
 MAPPED = {"VisibilityTimeout": (0, 43200), "DelaySeconds": (0, 900),
-          "MaximumMessageSize": (1024, 1048576)}
+          "MaximumMessageSize": (1024, 1048576), "MessageRetentionPeriod": (60, 1209600)}
 READ_ONLY = ("ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible",
              "ApproximateNumberOfMessagesDelayed", "CreatedTimestamp", "LastModifiedTimestamp",
              "QueueArn")
@@ -111,6 +110,8 @@ async def to_properties(given: dict, fifo: bool, exists, creating: bool) -> tupl
                 props["timeout"] = float(max(number, MIN_TIMEOUT))
             elif name == "DelaySeconds":
                 props["delay"] = float(number)
+            elif name == "MessageRetentionPeriod":
+                props["retention"] = float(number)
             else:
                 props["max_body_bytes"] = number
         elif name == "RedrivePolicy":
@@ -143,13 +144,13 @@ async def to_properties(given: dict, fifo: bool, exists, creating: bool) -> tupl
 def new_queue_properties(props: dict, kept: dict, fifo: bool, tags: dict) -> dict:
     """The whole set of own properties of a queue CreateQueue makes (SQS's defaults filled in)."""
     now = str(int(time.time()))
-    attributes = {"MessageRetentionPeriod": DEFAULTS["MessageRetentionPeriod"],
-                  "ReceiveMessageWaitTimeSeconds": DEFAULTS["ReceiveMessageWaitTimeSeconds"],
+    attributes = {"ReceiveMessageWaitTimeSeconds": DEFAULTS["ReceiveMessageWaitTimeSeconds"],
                   "CreatedTimestamp": now, "LastModifiedTimestamp": now, **kept}
     if fifo:
         attributes.setdefault("ContentBasedDeduplication", "false")
     return {"timeout": 30.0, "delay": 0.0, "max_body_bytes": int(DEFAULTS["MaximumMessageSize"]),
-            "retry": MAX_RETRY, "dead_letter_queue": "", **props, "fifo": fifo,
+            "retry": MAX_RETRY, "dead_letter_queue": "",
+            "retention": float(DEFAULTS["MessageRetentionPeriod"]), **props, "fifo": fifo,
             "attributes": attributes, "tags": tags}
 
 
@@ -178,7 +179,7 @@ def current(caller: Caller, name: str, info: dict) -> dict:
         "LastModifiedTimestamp": kept.get("LastModifiedTimestamp", now),
         "VisibilityTimeout": str(int(round(props["timeout"]))),
         "MaximumMessageSize": str(max_message_size(props)),
-        "MessageRetentionPeriod": kept.get("MessageRetentionPeriod", DEFAULTS["MessageRetentionPeriod"]),
+        "MessageRetentionPeriod": str(int(props["retention"])),
         "DelaySeconds": str(int(props["delay"])),
         "ReceiveMessageWaitTimeSeconds": kept.get("ReceiveMessageWaitTimeSeconds", "0"),
         "SqsManagedSseEnabled": kept.get("SqsManagedSseEnabled", "true"),

@@ -2,11 +2,13 @@
 attributes, tags, dead-letter sources, and the errors SQS answers them with."""
 
 import json
+import time
 
 import pytest
 from botocore.exceptions import ClientError
 
 from sqs_support import unique_name
+from support import poll_for
 
 
 def error_of(call, *args, **kwargs) -> dict:
@@ -104,6 +106,26 @@ def test_the_same_properties_through_mq_s_own_api(sqs, sqs_daemon):
     sqs_daemon.request("PATCH", f"/{name}/properties", json.dumps({"delay": 4}).encode())
     got = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["DelaySeconds"])["Attributes"]
     assert got == {"DelaySeconds": "4"}
+
+
+def test_message_retention_period_is_mq_s_retention(sqs, sqs_daemon):
+    name = unique_name("retain")
+    url = sqs.create_queue(QueueName=name)["QueueUrl"]
+    props = sqs_daemon.request("GET", f"/{name}/properties").json()["properties"]
+    assert props["retention"] == 345600.0
+    sqs.set_queue_attributes(QueueUrl=url, Attributes={"MessageRetentionPeriod": "60"})
+    assert sqs_daemon.request("GET", f"/{name}/properties").json()["properties"]["retention"] == 60.0
+    for bad in ("30", "1209601", "soon"):
+        error = error_of(sqs.set_queue_attributes, QueueUrl=url, Attributes={"MessageRetentionPeriod": bad})
+        assert (error["Code"], error["Status"]) == ("InvalidAttributeValue", 400)
+    # Below SQS's minimum only through mq's API: a message sent then is gone a second later.
+    sqs_daemon.request("PATCH", f"/{name}/properties", json.dumps({"retention": 1}).encode())
+    got = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["MessageRetentionPeriod"])
+    assert got["Attributes"] == {"MessageRetentionPeriod": "1"}
+    sent = time.time()
+    sqs.send_message(QueueUrl=url, MessageBody="short-lived")
+    poll_for(lambda: time.time() > sent + 1.1, timeout=5, what="a second and more")
+    assert "Messages" not in sqs.receive_message(QueueUrl=url, WaitTimeSeconds=0)
 
 
 def test_tags(sqs, queue_url):
