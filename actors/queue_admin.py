@@ -58,9 +58,10 @@ def peek(actor, batch, request) -> dict:
 
 
 def purge(actor, batch, request) -> dict:
-    """Remove every message of the queue, in every state; the queue and its settings stay."""
+    """Remove every message of the queue, in every state (with `keys`, its de-duplication keys
+    too); the queue and its settings stay."""
     queue = fmt.validate_queue(request.payload.get("queue"))
-    purged = actor.store.purge_queue(queue)
+    purged = actor.store.purge_queue(queue, keys=request.payload.get("keys") is True)
     actor.forget_queue(queue)
     return {"queue": queue, "purged": purged}
 

@@ -46,9 +46,10 @@ class Queues:
                     ("queues", "remove", "new", "delay", "props", "dedup", "notices")})
         return moved
 
-    def purge_queue(self, queue: str) -> int:
+    def purge_queue(self, queue: str, keys: bool = False) -> int:
         """Remove every message of a queue, ready, delayed or in flight; keep the queue, its
-        properties and keys. Returns how many messages went (the ready ones are counted)."""
+        properties and (unless `keys`) its de-duplication keys. Returns how many messages went
+        (the ready ones are counted)."""
         if not self.queue_exists(queue):
             raise NotFound(f"queue {queue!r} does not exist")
         ready = len(os.listdir(self.queue_dir(queue)))
@@ -59,7 +60,12 @@ class Queues:
             raise NotFound(f"queue {queue!r} does not exist") from None
         self.create_queue(queue)
         moved = self.remove_entries(queue, ("delay",))
-        self.flush({self.folder("queues"), self.folder("remove"), self.folder("delay")})
+        if keys:
+            try:
+                self.disk.rename(self.dedup_dir(queue), self.trash_path(queue, "dedup"))
+            except FileNotFoundError:
+                pass
+        self.flush({self.folder(name) for name in ("queues", "remove", "delay", "dedup")})
         return ready + moved
 
     def count_hidden(self, queue: str) -> tuple[int, int]:

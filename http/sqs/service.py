@@ -21,6 +21,7 @@ class SqsService:
             self.store, {"timeout": options.timeout, "max_body_bytes": options.max_body_bytes})
         self.tasks: dict[str, dict] = {}  # dead-letter queue -> its last message move task
         self.purges: dict[str, float] = {}  # queue -> monotonic time of its last purge
+        self.deleted: dict[str, float] = {}  # queue -> monotonic time of its DeleteQueue
 
     async def call(self, queue: str, op: str, **fields) -> dict:
         """An op of the queue's fetch actor; a missing queue is QueueDoesNotExist."""

@@ -32,6 +32,11 @@ def test_create_get_list_and_delete_a_queue(sqs, endpoint):
     assert (error["Code"], error["Status"]) == ("AWS.SimpleQueueService.NonExistentQueue", 400)
     with pytest.raises(sqs.exceptions.QueueDoesNotExist):
         sqs.delete_queue(QueueUrl=url)
+    error = error_of(sqs.create_queue, QueueName=name)  # The name is free again after 60 s.
+    assert (error["Code"], error["Status"]) == ("AWS.SimpleQueueService.QueueDeletedRecently", 400)
+    with pytest.raises(sqs.exceptions.QueueDeletedRecently):
+        sqs.create_queue(QueueName=name)
+    assert "QueueUrls" not in sqs.list_queues(QueueNamePrefix=name)
 
 
 def test_list_queues_by_prefix_a_page_at_a_time(sqs):
@@ -167,3 +172,19 @@ def test_purge_empties_a_queue_in_every_state(sqs, queue_url):
             counts["ApproximateNumberOfMessagesDelayed"]) == ("0", "0", "0")
     error = error_of(sqs.purge_queue, QueueUrl=queue_url)  # One purge a minute.
     assert (error["Code"], error["Status"]) == ("AWS.SimpleQueueService.PurgeQueueInProgress", 403)
+
+
+def test_purge_forgets_fifo_deduplication_ids(sqs):
+    url = sqs.create_queue(QueueName=unique_name("pdedup") + ".fifo",
+                           Attributes={"FifoQueue": "true"})["QueueUrl"]
+    first = sqs.send_message(QueueUrl=url, MessageBody="a", MessageGroupId="g",
+                             MessageDeduplicationId="same")["MessageId"]
+    again = sqs.send_message(QueueUrl=url, MessageBody="a", MessageGroupId="g",
+                             MessageDeduplicationId="same")["MessageId"]
+    assert again == first
+    sqs.purge_queue(QueueUrl=url)
+    after = sqs.send_message(QueueUrl=url, MessageBody="b", MessageGroupId="g",
+                             MessageDeduplicationId="same")["MessageId"]
+    assert after != first
+    got = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=1)["Messages"]
+    assert [(m["MessageId"], m["Body"]) for m in got] == [(after, "b")]
