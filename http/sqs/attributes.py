@@ -35,7 +35,7 @@ READ_ONLY = ("ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisib
 #: Every name GetQueueAttributes knows.
 KNOWN = ("All", "Policy", *MAPPED, *KEPT, *FIFO_ONLY, *READ_ONLY, "RedrivePolicy", "FifoQueue")
 #: What SQS gives a new queue.
-DEFAULTS = {"VisibilityTimeout": "30", "DelaySeconds": "0", "MaximumMessageSize": "262144",
+DEFAULTS = {"VisibilityTimeout": "30", "DelaySeconds": "0", "MaximumMessageSize": "1048576",
             "MessageRetentionPeriod": "345600", "ReceiveMessageWaitTimeSeconds": "0"}
 MAX_RECEIVE_COUNT = 1000
 

@@ -107,7 +107,7 @@ def test_the_same_properties_through_mq_s_own_api(sqs, sqs_daemon):
     name = unique_name("props")
     url = sqs.create_queue(QueueName=name, Attributes={"VisibilityTimeout": "12"})["QueueUrl"]
     props = sqs_daemon.request("GET", f"/{name}/properties").json()["properties"]
-    assert props["timeout"] == 12.0 and props["max_body_bytes"] == 262144
+    assert props["timeout"] == 12.0 and props["max_body_bytes"] == 1048576
     sqs_daemon.request("PATCH", f"/{name}/properties", json.dumps({"delay": 4}).encode())
     got = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["DelaySeconds"])["Attributes"]
     assert got == {"DelaySeconds": "4"}
