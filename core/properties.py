@@ -31,6 +31,8 @@ SYSTEM = {
 
 #: Largest retry count accepted; it bounds the names probed for a message (docs/FORMAT.md).
 MAX_RETRY = 100
+#: The retry count that means "redeliver forever": no message ever goes to a dead-letter queue.
+UNLIMITED_RETRY = -1
 MAX_TIMEOUT = 12 * 3600.0
 #: Longest retention, in seconds (14 days, as SQS).
 MAX_RETENTION = 14 * 86400.0
@@ -81,7 +83,7 @@ def _strings(key, value, most, longest_key, longest_value):
 
 CHECKS = {
     "timeout": lambda k, v: float(_number(k, v, 0.001, MAX_TIMEOUT)),
-    "retry": lambda k, v: _integer(k, v, 0, MAX_RETRY),
+    "retry": lambda k, v: _integer(k, v, UNLIMITED_RETRY, MAX_RETRY),
     "delay": lambda k, v: float(_number(k, v, 0, 366 * 86400)),
     "dedup_window": lambda k, v: float(_number(k, v, 0, 30 * 86400)),
     "max_body_bytes": lambda k, v: _integer(k, v, 0, 1 << 30),
@@ -92,6 +94,12 @@ CHECKS = {
     "attributes": lambda k, v: _strings(k, v, 64, 128, 65536),
     "retention": lambda k, v: float(_number(k, v, 1, MAX_RETENTION)),
 }
+
+
+def exhausted(props: dict, deliveries: int) -> bool:
+    """Whether a message delivered `deliveries` times has had every redelivery its queue's
+    `retry` allows (never, with UNLIMITED_RETRY)."""
+    return props["retry"] != UNLIMITED_RETRY and deliveries > props["retry"]
 
 
 def validate(props) -> dict:

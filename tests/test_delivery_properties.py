@@ -55,7 +55,7 @@ def test_put_replaces_patch_merges_delete_resets(shared_mq):
     ({"timeout": True}, "timeout"),
     ({"timeout": 0}, "timeout"),
     ({"retry": 1.5}, "retry"),
-    ({"retry": -1}, "retry"),
+    ({"retry": -2}, "retry"),
     ({"delay": None}, "delay"),
     ({"max_body_bytes": "1k"}, "max_body_bytes"),
     ({"dead_letter_queue": "a/b"}, "dead_letter_queue"),

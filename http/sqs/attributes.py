@@ -12,7 +12,7 @@ import orjson
 
 from mq.http.sqs.errors import SqsError, invalid
 from mq.http.sqs.names import Caller, queue_from_arn
-from mq.properties import MAX_RETRY
+from mq.properties import MAX_RETRY, UNLIMITED_RETRY
 
 #: The smallest timeout mq keeps: a VisibilityTimeout of 0 is stored as this.
 MIN_TIMEOUT = 0.001
@@ -38,6 +38,9 @@ KNOWN = ("All", "Policy", *MAPPED, *KEPT, *FIFO_ONLY, *READ_ONLY, "RedrivePolicy
 DEFAULTS = {"VisibilityTimeout": "30", "DelaySeconds": "0", "MaximumMessageSize": "1048576",
             "MessageRetentionPeriod": "345600", "ReceiveMessageWaitTimeSeconds": "0"}
 MAX_RECEIVE_COUNT = 1000
+#: Key in `attributes` of the maxReceiveCount given: mq keeps at most MAX_RETRY + 1 deliveries,
+#: so a larger count is applied as that and shown as given.
+RECEIVE_COUNT = "RedriveMaxReceiveCount"
 
 
 def _bad(name: str, reason: str = "") -> SqsError:
@@ -62,10 +65,11 @@ def _bool(name: str, value) -> str:
     return text
 
 
-async def redrive_properties(value, fifo: bool, exists) -> dict:
-    """The properties a RedrivePolicy sets; `exists(queue)` tells whether its target exists."""
+async def redrive_properties(value, fifo: bool, exists) -> tuple[dict, str]:
+    """(the properties a RedrivePolicy sets, its maxReceiveCount or ""); `exists(queue)` tells
+    whether its target exists."""
     if value in ("", "{}", None):
-        return {"retry": MAX_RETRY, "dead_letter_queue": ""}
+        return {"retry": UNLIMITED_RETRY, "dead_letter_queue": ""}, ""
     try:
         policy = orjson.loads(value) if isinstance(value, str) else value
     except orjson.JSONDecodeError:
@@ -94,7 +98,7 @@ async def redrive_properties(value, fifo: bool, exists) -> dict:
     if target_fifo != fifo:
         raise invalid(f"Value {value} for parameter RedrivePolicy is invalid. Reason: Dead-letter "
                       "queue must be same type of queue as the source.")
-    return {"retry": min(count - 1, MAX_RETRY), "dead_letter_queue": target}
+    return {"retry": min(count - 1, MAX_RETRY), "dead_letter_queue": target}, str(count)
 
 
 async def to_properties(given: dict, fifo: bool, exists, creating: bool) -> tuple[dict, dict]:
@@ -115,7 +119,8 @@ async def to_properties(given: dict, fifo: bool, exists, creating: bool) -> tupl
             else:
                 props["max_body_bytes"] = number
         elif name == "RedrivePolicy":
-            props.update(await redrive_properties(value, fifo, exists))
+            redrive, kept[RECEIVE_COUNT] = await redrive_properties(value, fifo, exists)
+            props.update(redrive)
         elif name in KEPT:
             check = KEPT[name]
             kept[name] = (_bool(name, value) if check == "bool" else
@@ -149,7 +154,7 @@ def new_queue_properties(props: dict, kept: dict, fifo: bool, tags: dict) -> dic
     if fifo:
         attributes.setdefault("ContentBasedDeduplication", "false")
     return {"timeout": 30.0, "delay": 0.0, "max_body_bytes": int(DEFAULTS["MaximumMessageSize"]),
-            "retry": MAX_RETRY, "dead_letter_queue": "",
+            "retry": UNLIMITED_RETRY, "dead_letter_queue": "",
             "retention": float(DEFAULTS["MessageRetentionPeriod"]), **props, "fifo": fifo,
             "attributes": attributes, "tags": tags}
 
@@ -184,10 +189,10 @@ def current(caller: Caller, name: str, info: dict) -> dict:
         "ReceiveMessageWaitTimeSeconds": kept.get("ReceiveMessageWaitTimeSeconds", "0"),
         "SqsManagedSseEnabled": kept.get("SqsManagedSseEnabled", "true"),
     }
-    if props["retry"] < MAX_RETRY:
+    if has_redrive_policy(props):
         values["RedrivePolicy"] = orjson.dumps({
             "deadLetterTargetArn": caller.arn(props["dead_letter_queue"]),
-            "maxReceiveCount": props["retry"] + 1}).decode()
+            "maxReceiveCount": receive_count(props["retry"], kept)}).decode()
     for key in ("Policy", "RedriveAllowPolicy", "KmsMasterKeyId", "KmsDataKeyReusePeriodSeconds"):
         if key in kept:
             values[key] = kept[key]
@@ -197,6 +202,19 @@ def current(caller: Caller, name: str, info: dict) -> dict:
         values["DeduplicationScope"] = kept.get("DeduplicationScope", "queue")
         values["FifoThroughputLimit"] = kept.get("FifoThroughputLimit", "perQueue")
     return values
+
+
+def has_redrive_policy(props: dict) -> bool:
+    """Whether a queue shows a RedrivePolicy: whether it dead-letters."""
+    return props["retry"] >= 0
+
+
+def receive_count(retry: int, kept: dict) -> int:
+    """The maxReceiveCount of a queue: the one given, when `retry` is still what it made."""
+    given = kept.get(RECEIVE_COUNT, "")
+    if given.isdigit() and min(int(given) - 1, MAX_RETRY) == retry:
+        return int(given)
+    return retry + 1
 
 
 def check_names(names: list[str]) -> None:

@@ -11,7 +11,6 @@ from mq.http.sqs import attributes
 from mq.http.sqs.errors import SqsError, invalid, missing
 from mq.http.sqs.names import (Caller, check_new_name, existing_name, integer, names_list,
                                queue_from_arn, queue_from_url, text)
-from mq.properties import MAX_RETRY
 
 MAX_TAGS = 50
 #: Seconds after a purge in which another purge of the queue is refused.
@@ -207,7 +206,7 @@ def sources_of(service, dead_letter_queue: str) -> list[str]:
     sources = []
     for name in service.queue_names():
         props = service.props.effective(name)
-        if props["dead_letter_queue"] == dead_letter_queue and props["retry"] < MAX_RETRY \
+        if props["dead_letter_queue"] == dead_letter_queue and attributes.has_redrive_policy(props) \
                 and name != dead_letter_queue:
             sources.append(name)
     return sources

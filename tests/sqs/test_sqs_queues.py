@@ -108,6 +108,7 @@ def test_the_same_properties_through_mq_s_own_api(sqs, sqs_daemon):
     url = sqs.create_queue(QueueName=name, Attributes={"VisibilityTimeout": "12"})["QueueUrl"]
     props = sqs_daemon.request("GET", f"/{name}/properties").json()["properties"]
     assert props["timeout"] == 12.0 and props["max_body_bytes"] == 1048576
+    assert props["retry"] == -1  # No RedrivePolicy: redelivered forever, as in SQS.
     sqs_daemon.request("PATCH", f"/{name}/properties", json.dumps({"delay": 4}).encode())
     got = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["DelaySeconds"])["Attributes"]
     assert got == {"DelaySeconds": "4"}
@@ -155,7 +156,22 @@ def test_a_redrive_policy_names_the_dead_letter_queue_and_its_sources(sqs):
     error = error_of(sqs.set_queue_attributes, QueueUrl=source, Attributes={"RedrivePolicy": missing})
     assert error["Code"] == "InvalidParameterValue"
     sqs.set_queue_attributes(QueueUrl=source, Attributes={"RedrivePolicy": ""})
+    assert "RedrivePolicy" not in sqs.get_queue_attributes(QueueUrl=source, AttributeNames=["All"])["Attributes"]
     assert sqs.list_dead_letter_source_queues(QueueUrl=dead)["queueUrls"] == []
+
+
+
+def test_a_max_receive_count_above_mq_s_most_deliveries_reads_back_as_given(sqs, sqs_daemon):
+    dead = sqs.create_queue(QueueName=unique_name("dlq"))["QueueUrl"]
+    dead_arn = sqs.get_queue_attributes(QueueUrl=dead, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    attributes = {"RedrivePolicy": json.dumps({"deadLetterTargetArn": dead_arn, "maxReceiveCount": 1000})}
+    name = unique_name("patient")
+    url = sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]
+    assert sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"] == url
+    got = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["RedrivePolicy"])["Attributes"]
+    assert json.loads(got["RedrivePolicy"])["maxReceiveCount"] == 1000
+    assert sqs_daemon.request("GET", f"/{name}/properties").json()["properties"]["retry"] == 100
+    assert sqs.list_dead_letter_source_queues(QueueUrl=dead)["queueUrls"] == [url]
 
 
 def test_purge_empties_a_queue_in_every_state(sqs, queue_url):
