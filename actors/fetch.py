@@ -155,7 +155,8 @@ class FetchActor(Actor):
         index = self.ready_index(queue)
         props = self.props.effective(queue)
         timeout, fifo = props["timeout"], props["fifo"]
-        expired_before = (time.time() - props["retention"]) * 1000
+        # 0: no retention limit. Ids are never older than the epoch.
+        expired_before = (time.time() - props["retention"]) * 1000 if props["retention"] else 0
         while True:
             taken = self.groups.take(index, self.options.peers, queue, holder) if fifo \
                 else index.take(self.options.peers)

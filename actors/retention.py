@@ -30,7 +30,10 @@ class RetentionSweep:
         queues = self.store.list_queues()
         self.oldest = {q: self.oldest[q] for q in queues if q in self.oldest}  # drop deleted ones
         for queue in queues:
-            cutoff = int((now - self.props.effective(queue)["retention"]) * 1000)
+            retention = self.props.effective(queue)["retention"]
+            if not retention:
+                continue  # Kept until acked.
+            cutoff = int((now - retention) * 1000)
             oldest, listed = self.oldest.get(queue, (None, float("-inf")))
             if oldest is None or oldest < cutoff or time.monotonic() - listed > FULL_SWEEP_SECONDS:
                 cutoffs[queue] = cutoff

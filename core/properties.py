@@ -26,7 +26,7 @@ SYSTEM = {
     "fifo": False,            # a group's messages in order: none while an older one is in flight
     "tags": {},               # the queue's tags, names to values
     "attributes": {},         # a protocol layer's queue attributes (the SQS API's), kept as given
-    "retention": 345600.0,    # seconds a message is kept after it was added, in any state
+    "retention": 0.0,         # seconds a message is kept after it was added; 0: until acked
 }
 
 #: Largest retry count accepted; it bounds the names probed for a message (docs/FORMAT.md).
@@ -50,6 +50,12 @@ def _integer(key, value, low, high):
     if isinstance(value, bool) or not isinstance(value, int):
         raise Invalid(f"property {key!r} must be an integer")
     return _number(key, value, low, high)
+
+
+def _retention(key, value):
+    if _number(key, value, 0, MAX_RETENTION) and value < 1:
+        raise Invalid(f"property {key!r} must be 0 (no limit) or between 1 and {MAX_RETENTION:g}")
+    return value
 
 
 def _queue_name(key, value):
@@ -92,7 +98,7 @@ CHECKS = {
     "fifo": _bool,
     "tags": lambda k, v: _strings(k, v, 50, 128, 256),
     "attributes": lambda k, v: _strings(k, v, 64, 128, 65536),
-    "retention": lambda k, v: float(_number(k, v, 1, MAX_RETENTION)),
+    "retention": lambda k, v: float(_retention(k, v)),
 }
 
 

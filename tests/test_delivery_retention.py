@@ -7,6 +7,7 @@ import pytest
 
 from delivery_support import add, added, fetch, fresh_queue, reply, set_props, shared_mq  # noqa: F401
 from mq.ids import id_time_ms
+from mq.store import Store, encode_message
 from support import files_in, poll_for
 
 
@@ -57,9 +58,22 @@ def test_a_young_message_is_kept(shared_mq):
     assert resp.status == 200 and resp.header("X-Message-Id") == message_id
 
 
-@pytest.mark.parametrize("value", [0, 0.5, 1209601, "60", None])
+@pytest.mark.parametrize("value", [-1, 0.5, 1209601, "60", None])
 def test_retention_is_checked(shared_mq, value):
     queue = fresh_queue("keep")
     resp = shared_mq.request("PATCH", f"/{queue}/properties", json.dumps({"retention": value}).encode())
     assert resp.status == 400 and "retention" in resp.json()["message"]
     assert add(shared_mq, queue).status == 201
+
+
+def test_without_a_retention_an_old_message_is_kept(shared_mq):
+    queue = fresh_queue("keep")
+    assert add(shared_mq, queue).status == 201  # Creates the queue.
+    store = Store(str(shared_mq.root))
+    old = "01800000-0000-7000-8000-000000000001"  # Added in 2022, by another writer on the root.
+    store.write_new(queue, old, encode_message(b"old", "text/plain", 1, old), None)
+    store.deliver_new(queue, old, delayed=False)
+    store.flush({store.queue_dir(queue)})
+    wait_past(added(shared_mq, queue, b"young"), 1.5)  # A reaper pass and more.
+    resp = fetch(shared_mq, queue)
+    assert resp.status == 200 and resp.header("X-Message-Id") == old

@@ -184,7 +184,8 @@ def current(caller: Caller, name: str, info: dict) -> dict:
         "LastModifiedTimestamp": kept.get("LastModifiedTimestamp", now),
         "VisibilityTimeout": str(int(round(props["timeout"]))),
         "MaximumMessageSize": str(max_message_size(props)),
-        "MessageRetentionPeriod": str(int(props["retention"])),
+        # A queue without a retention (mq's default) keeps messages at least as long as any.
+        "MessageRetentionPeriod": str(int(props["retention"]) or MAPPED["MessageRetentionPeriod"][1]),
         "DelaySeconds": str(int(props["delay"])),
         "ReceiveMessageWaitTimeSeconds": kept.get("ReceiveMessageWaitTimeSeconds", "0"),
         "SqsManagedSseEnabled": kept.get("SqsManagedSseEnabled", "true"),
