@@ -12,7 +12,7 @@ from mq import logs
 #: Seconds between passes. A pass lists only the queues whose oldest message may have expired.
 SWEEP_SECONDS = 1.0
 #: Seconds after which a queue is listed again whatever it held: covers messages with old ids
-#: that arrived since (a redrive from a dead-letter queue) and retention that was shortened.
+#: that arrived since its last listing (a redrive from a dead-letter queue, another writer).
 FULL_SWEEP_SECONDS = 300.0
 
 
