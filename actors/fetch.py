@@ -9,7 +9,7 @@ import time
 from collections import deque
 
 from mq import properties
-from mq.ids import id_time_ms
+from mq.ids import id_floor, id_time_ms
 from mq import store as fmt
 from mq.actors import queue_admin, replies
 from mq.actors.base import Actor
@@ -192,6 +192,15 @@ class FetchActor(Actor):
             if fifo:
                 result["holder"] = self.groups.hold(queue, message.group, message_id, delivery, holder)
             return result
+
+    def drop_expired(self, batch: Batch, queue: str) -> None:
+        """Remove the ready messages of the index older than the queue's retention (its oldest),
+        so its count is right and none of them is handed out."""
+        retention = self.props.effective(queue)["retention"]
+        index = self.indexes.get(queue)
+        if retention and index:
+            for message_id, attempts in index.drop_before(id_floor(int((time.time() - retention) * 1000))):
+                self.expire(batch, queue, message_id, attempts)
 
     def expire(self, batch: Batch, queue: str, message_id: str, attempts: int) -> None:
         """Remove a ready message older than its queue's retention instead of handing it out."""

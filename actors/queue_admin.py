@@ -23,8 +23,9 @@ def queue_get(actor, batch, request) -> dict:
     queue = fmt.validate_queue(request.payload.get("queue"))
     if not actor.store.queue_exists(queue):
         raise NotFound(f"queue {queue!r} does not exist")
-    result = {"queue": queue, "properties": actor.props.effective(queue),
-              "ready": len(actor.ready_index(queue))}
+    index = actor.ready_index(queue)
+    actor.drop_expired(batch, queue)
+    result = {"queue": queue, "properties": actor.props.effective(queue), "ready": len(index)}
     if request.payload.get("hidden"):
         result["in_flight"], result["delayed"] = actor.store.count_hidden(queue)
     return result

@@ -35,6 +35,17 @@ def test_an_expired_ready_message_is_never_handed_out(shared_mq):
     poll_for(lambda: not entries(shared_mq, queue) or None, timeout=10, what="files removed")
 
 
+def test_expired_messages_leave_the_ready_count(shared_mq):
+    queue = fresh_queue("keep")
+    set_props(shared_mq, queue, {"retention": 1})
+    ids = [added(shared_mq, queue, b"old") for _ in range(3)]
+    assert shared_mq.request("GET", f"/{queue}").json()["ready"] == 3
+    wait_past(ids[-1], 1)
+    young = added(shared_mq, queue, b"young")
+    assert shared_mq.request("GET", f"/{queue}").json()["ready"] == 1
+    assert fetch(shared_mq, queue).header("X-Message-Id") == young
+
+
 def test_in_flight_and_delayed_messages_expire_on_disk(shared_mq):
     queue = fresh_queue("keep")
     set_props(shared_mq, queue, {"retention": 2, "timeout": 60})
