@@ -9,6 +9,7 @@ import time
 from collections import OrderedDict, deque
 
 from mq import properties
+from mq.ids import id_floor, id_time_ms
 from mq import store as fmt
 from mq.actors import fetch_any, fetch_batch, queue_admin, replies
 from mq.actors.base import Actor
@@ -199,13 +200,19 @@ class FetchActor(Actor):
         index = self.ready_index(queue)
         if queue not in batch.props:
             batch.props[queue] = self.props.effective(queue)
-        timeout, fifo = batch.props[queue]["timeout"], batch.props[queue]["fifo"]
+        props = batch.props[queue]
+        timeout, fifo = props["timeout"], props["fifo"]
+        # 0: no retention limit. Ids are never older than the epoch.
+        expired_before = (time.time() - props["retention"]) * 1000 if props["retention"] else 0
         while True:
             taken = self.groups.take(index, self.options.peers, queue, holder) if fifo \
                 else index.take(self.options.peers)
             if taken is None:
                 return None
             message_id, attempts = taken
+            if id_time_ms(message_id) < expired_before:
+                self.expire(batch, queue, message_id, attempts)
+                continue
             due = time.time() + timeout
             try:
                 data = self.store.claim(queue, message_id, due, attempts)
@@ -238,6 +245,22 @@ class FetchActor(Actor):
             if fifo:
                 result["holder"] = self.groups.hold(queue, message.group, message_id, delivery, holder)
             return result
+
+    def drop_expired(self, batch: Batch, queue: str) -> None:
+        """Remove the ready messages of the index older than the queue's retention (its oldest),
+        so its count is right and none of them is handed out."""
+        retention = self.props.effective(queue)["retention"]
+        index = self.indexes.get(queue)
+        if retention and index:
+            for message_id, attempts in index.drop_before(id_floor(int((time.time() - retention) * 1000))):
+                self.expire(batch, queue, message_id, attempts)
+
+    def expire(self, batch: Batch, queue: str, message_id: str, attempts: int) -> None:
+        """Remove a ready message older than its queue's retention instead of handing it out."""
+        left = self.store.remove(queue, message_id, known=("ready", attempts))
+        if left is not None:
+            batch.dirs.update({left, self.store.folder("remove")})
+            self.log.info("fetch.expired", queue=queue, id=message_id)
 
     def quarantine(self, batch: Batch, queue: str, message_id: str, delivery: int, due: float,
                    err: Exception) -> None:

@@ -232,7 +232,7 @@ def move_due(store, timers: DueHeap, now: float, props=None, counters=None) -> d
         dead = None
         if props is not None and attempts:
             effective = props.effective(queue)
-            if attempts > effective["retry"]:
+            if properties.exhausted(effective, attempts):
                 dead = effective["dead_letter_queue"]
         try:
             outcome, due = store.release(queue, message_id, now, attempts, dead)

@@ -23,8 +23,9 @@ def queue_get(actor, batch, request) -> dict:
     queue = fmt.validate_queue(request.payload.get("queue"))
     if not actor.store.queue_exists(queue):
         raise NotFound(f"queue {queue!r} does not exist")
-    result = {"queue": queue, "properties": actor.props.effective(queue),
-              "ready": len(actor.ready_index(queue))}
+    index = actor.ready_index(queue)
+    actor.drop_expired(batch, queue)
+    result = {"queue": queue, "properties": actor.props.effective(queue), "ready": len(index)}
     if request.payload.get("hidden"):
         result["in_flight"], result["delayed"] = actor.store.count_hidden(queue)
     return result
@@ -58,9 +59,10 @@ def peek(actor, batch, request) -> dict:
 
 
 def purge(actor, batch, request) -> dict:
-    """Remove every message of the queue, in every state; the queue and its settings stay."""
+    """Remove every message of the queue, in every state (with `keys`, its de-duplication keys
+    too); the queue and its settings stay."""
     queue = fmt.validate_queue(request.payload.get("queue"))
-    purged = actor.store.purge_queue(queue)
+    purged = actor.store.purge_queue(queue, keys=request.payload.get("keys") is True)
     actor.forget_queue(queue)
     batch.settled.append((queue, None, None))
     if actor.queues_listed_at is not None:

@@ -47,6 +47,15 @@ class QueueIndex:
             heapq.heappop(self.heap)  # A discarded or taken entry, dropped lazily.
         return self.heap[0] if self.heap else None
 
+    def drop_before(self, floor: str) -> list[tuple[str, int]]:
+        """Forget and return the (id, deliveries) whose id sorts before `floor` (the oldest)."""
+        dropped = []
+        while self.heap and self.heap[0] < floor:
+            message_id = heapq.heappop(self.heap)
+            if message_id in self.members:
+                dropped.append((message_id, self.members.pop(message_id)))
+        return dropped
+
     def take(self, spread: int = 0) -> tuple[str, int] | None:
         """Remove and return the oldest (id, deliveries), or with spread > 0 one of the
         spread+1 oldest.

@@ -1,7 +1,8 @@
 """The reaper: unlinks what reaches remove/, runs the root's chores; also the standalone mq-reaper.
 
 Chores of the daemon's reaper: files in new/ whose writer died, expired de-duplication keys
-and stale notice temporaries every DEDUP_SWEEP_SECONDS; Spark stage folders every STAGE_SWEEP_SECONDS (jobs whose driver died
+and stale notice temporaries every DEDUP_SWEEP_SECONDS; messages past their queue's retention
+(actors/retention.py); Spark stage folders every STAGE_SWEEP_SECONDS (jobs whose driver died
 mid-commit are rolled forward, abandoned ones removed: docs/PIPELINE.md, "Stage folders").
 Every chore also runs at the reaper's first pass, so a daemon's start finishes at once what
 a crash left.
@@ -15,6 +16,7 @@ import time
 
 from mq import logs
 from mq.liveness import writer_is_dead
+from mq.actors.retention import SWEEP_SECONDS, RetentionSweep
 from mq.properties import PropertyFiles
 from mq.store import Disk, Store, reap_folder
 from mq.store.publishing import roll_forward, sweep_abandoned_stages
@@ -81,7 +83,8 @@ def run_actor(options) -> None:
 
     reap_forever(store.folder("remove"), INTERVAL_SECONDS, stopping,
                  [(DEDUP_SWEEP_SECONDS, sweep_keys),
-                  (STAGE_SWEEP_SECONDS, lambda: sweep_stages(store, window))], store.disk)
+                  (STAGE_SWEEP_SECONDS, lambda: sweep_stages(store, window)),
+                  (SWEEP_SECONDS, RetentionSweep(store, props))], store.disk)
 
 
 def sweep_stages(store: Store, dedup_window) -> None:

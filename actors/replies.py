@@ -106,7 +106,7 @@ def nack(actor, batch, request) -> dict:
     queue, message_id = target(request)
     delivery = delivery_of(actor, request, queue, message_id)
     props = actor.props.effective(queue)
-    dead = props["dead_letter_queue"] if delivery > props["retry"] else None
+    dead = props["dead_letter_queue"] if properties.exhausted(props, delivery) else None
     outcome, _ = actor.store.release(queue, message_id, time.time(), delivery, dead, force=True)
     if outcome not in ("ready", "dead"):
         refuse_stale(actor, queue, message_id, delivery)

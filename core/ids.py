@@ -36,6 +36,13 @@ def is_id(text: str) -> bool:
     return bool(ID_PATTERN.fullmatch(text))
 
 
+def id_floor(ms: int) -> str:
+    """A string that every id made at or after Unix milliseconds `ms` sorts after, and every
+    id made before it sorts before."""
+    h = f"{max(ms, 0) & 0xFFFFFFFFFFFF:012x}"
+    return f"{h[:8]}-{h[8:]}"
+
+
 def id_time_ms(message_id: str) -> int:
     """The creation time in Unix milliseconds that a v7 id carries."""
     return int(message_id.replace("-", "")[:12], 16)

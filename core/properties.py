@@ -26,11 +26,16 @@ SYSTEM = {
     "fifo": False,            # a group's messages in order: none while an older one is in flight
     "tags": {},               # the queue's tags, names to values
     "attributes": {},         # a protocol layer's queue attributes (the SQS API's), kept as given
+    "retention": 0.0,         # seconds a message is kept after it was added; 0: until acked
 }
 
 #: Largest retry count accepted; it bounds the names probed for a message (docs/FORMAT.md).
 MAX_RETRY = 100
+#: The retry count that means "redeliver forever": no message ever goes to a dead-letter queue.
+UNLIMITED_RETRY = -1
 MAX_TIMEOUT = 12 * 3600.0
+#: Longest retention, in seconds (14 days, as SQS).
+MAX_RETENTION = 14 * 86400.0
 
 
 def _number(key, value, low, high):
@@ -45,6 +50,12 @@ def _integer(key, value, low, high):
     if isinstance(value, bool) or not isinstance(value, int):
         raise Invalid(f"property {key!r} must be an integer")
     return _number(key, value, low, high)
+
+
+def _retention(key, value):
+    if _number(key, value, 0, MAX_RETENTION) and value < 1:
+        raise Invalid(f"property {key!r} must be 0 (no limit) or between 1 and {MAX_RETENTION:g}")
+    return value
 
 
 def _queue_name(key, value):
@@ -78,7 +89,7 @@ def _strings(key, value, most, longest_key, longest_value):
 
 CHECKS = {
     "timeout": lambda k, v: float(_number(k, v, 0.001, MAX_TIMEOUT)),
-    "retry": lambda k, v: _integer(k, v, 0, MAX_RETRY),
+    "retry": lambda k, v: _integer(k, v, UNLIMITED_RETRY, MAX_RETRY),
     "delay": lambda k, v: float(_number(k, v, 0, 366 * 86400)),
     "dedup_window": lambda k, v: float(_number(k, v, 0, 30 * 86400)),
     "max_body_bytes": lambda k, v: _integer(k, v, 0, 1 << 30),
@@ -87,7 +98,14 @@ CHECKS = {
     "fifo": _bool,
     "tags": lambda k, v: _strings(k, v, 50, 128, 256),
     "attributes": lambda k, v: _strings(k, v, 64, 128, 65536),
+    "retention": lambda k, v: float(_retention(k, v)),
 }
+
+
+def exhausted(props: dict, deliveries: int) -> bool:
+    """Whether a message delivered `deliveries` times has had every redelivery its queue's
+    `retry` allows (never, with UNLIMITED_RETRY)."""
+    return props["retry"] != UNLIMITED_RETRY and deliveries > props["retry"]
 
 
 def validate(props) -> dict:

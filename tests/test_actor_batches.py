@@ -192,9 +192,15 @@ def test_a_relist_finds_a_message_whose_ready_was_lost(tmp_path):
     assert late in got
 
 
+def minute_old_id(n: int) -> str:
+    """An id made a minute ago (older than any new one, well within a queue's retention)."""
+    ms = int(time.time() * 1000) - 60_000
+    return f"{ms >> 16:08x}-{ms & 0xFFFF:04x}-7000-8000-{n:012x}"
+
+
 def test_a_corrupt_file_is_quarantined_and_the_others_are_served(tmp_path):
     actors = Actors(tmp_path)
-    bad = "01a00000-0000-7000-8000-000000000001"  # Older than any new id: it comes first.
+    bad = minute_old_id(1)  # Older than any new id: it comes first.
     header = msgpack.packb([1, 2])  # Valid msgpack, not a map.
     actors.store.create_queue("q")
     with open(actors.store.ready_path("q", bad), "wb") as f:
@@ -208,7 +214,7 @@ def test_a_corrupt_file_is_quarantined_and_the_others_are_served(tmp_path):
 def test_a_corrupt_file_does_not_end_a_long_poll_or_the_actor(tmp_path):
     actors = Actors(tmp_path)
     actors.store.create_queue("q")
-    bad = "01a00000-0000-7000-8000-000000000002"
+    bad = minute_old_id(2)
     with open(actors.store.ready_path("q", bad), "wb") as f:
         f.write(fmt.MAGIC + b"\x00\x00\x00\x01\xc1")  # 0xc1: never valid msgpack.
     answers = []

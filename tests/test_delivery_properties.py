@@ -9,7 +9,7 @@ from delivery_support import (add, added, assert_json_error, fetch, fetch_when_r
 from mq.properties import SYSTEM
 
 PROPS = ("timeout", "retry", "delay", "dedup_window", "max_body_bytes", "dead_letter_queue", "accum",
-         "fifo", "tags", "attributes")
+         "fifo", "tags", "attributes", "retention")
 
 
 def props(mq, queue: str) -> dict:
@@ -55,7 +55,7 @@ def test_put_replaces_patch_merges_delete_resets(shared_mq):
     ({"timeout": True}, "timeout"),
     ({"timeout": 0}, "timeout"),
     ({"retry": 1.5}, "retry"),
-    ({"retry": -1}, "retry"),
+    ({"retry": -2}, "retry"),
     ({"delay": None}, "delay"),
     ({"max_body_bytes": "1k"}, "max_body_bytes"),
     ({"dead_letter_queue": "a/b"}, "dead_letter_queue"),

@@ -98,3 +98,20 @@ def test_dead_lettering_and_redrive_survive_kill_9(start_killed):
     resp = fetched(mq, queue)
     assert (resp.header("X-Message-Id"), resp.body, resp.header("X-Attempts")) == (
         message_id, b"keeps failing", "1")
+
+
+def test_retry_minus_one_redelivers_forever_past_the_probed_counts(shared_mq):
+    queue = fresh_queue("forever")
+    set_props(shared_mq, queue, {"retry": -1, "timeout": 60})
+    message_id = added(shared_mq, queue, b"again")
+    for n in range(1, 104):  # Past 101 deliveries, the most a `retry` count allows.
+        resp = fetched(shared_mq, queue)
+        assert resp.header("X-Attempts") == str(n)
+        assert reply(shared_mq, queue, message_id, "nack", resp.header("X-Receipt")).status == 204
+    set_props(shared_mq, queue, {"timeout": 0.2})
+    assert fetched(shared_mq, queue).header("X-Attempts") == "104"
+    resp, _ = fetch_when_ready(shared_mq, queue)  # The timer ran out: back, not dead.
+    assert resp.header("X-Attempts") == "105"
+    assert reply(shared_mq, queue, message_id, "ack", resp.header("X-Receipt")).status == 204
+    assert names_of(shared_mq, message_id) == []
+    assert shared_mq.request("GET", f"/{queue}.dead").status == 404

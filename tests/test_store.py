@@ -452,7 +452,8 @@ def test_fetch_actor_serves_from_its_index_without_listing_the_folder(start_mq):
     assert mq.fetch("indexed").header("X-Message-Id") == first  # the index is built here
     # Another writer on the root (a peer, the Spark source) adds an older message by rename.
     store = Store(str(mq.root))
-    older = ready_message(store, "indexed", b"older", "00000000-0000-7000-8000-000000000001")
+    ms = id_time_ms(first) - 1000  # Older, yet well within the queue's retention.
+    older = ready_message(store, "indexed", b"older", f"{ms >> 16:08x}-{ms & 0xFFFF:04x}-7000-8000-000000000001")
     assert older < first
     # A fetch that listed the folder would hand out the older one first; the index does not.
     assert mq.fetch("indexed").header("X-Message-Id") == second

@@ -60,7 +60,7 @@ def nack(store, props, message) -> None:
     """Make the delivery ready again now, or a dead letter once it used up the queue's retries."""
     number = delivery(store, message)
     effective = props.effective(message.queue)
-    dead = effective["dead_letter_queue"] if number > effective["retry"] else None
+    dead = effective["dead_letter_queue"] if properties.exhausted(effective, number) else None
     outcome, _ = store.release(message.queue, message.id, time.time(), number, dead, force=True)
     if outcome not in ("ready", "dead"):
         raise stale(store, message.queue, message.id, number)

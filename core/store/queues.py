@@ -3,7 +3,8 @@
 import os
 
 from mq.errors import NotFound
-from mq.store.names import is_queue, split_name
+from mq.ids import id_time_ms
+from mq.store.names import is_queue, parse_entry, split_name
 
 
 class Queues:
@@ -45,10 +46,10 @@ class Queues:
                     ("queues", "remove", "new", "delay", "props", "dedup", "notices", "accum")})
         return moved
 
-    def purge_queue(self, queue: str) -> int:
+    def purge_queue(self, queue: str, keys: bool = False) -> int:
         """Remove every message of a queue, ready, delayed or in flight; keep the queue, its
-        properties and keys. Returns how many messages went (the ready ones and the parts of
-        open windows are counted)."""
+        properties and (unless `keys`) its de-duplication keys. Returns how many messages went
+        (the ready ones and the parts of open windows are counted)."""
         if not self.queue_exists(queue):
             raise NotFound(f"queue {queue!r} does not exist")
         ready = len(os.listdir(self.queue_dir(queue))) + self.purge_windows(queue)
@@ -59,8 +60,12 @@ class Queues:
             raise NotFound(f"queue {queue!r} does not exist") from None
         self.create_queue(queue)
         moved = self.remove_entries(queue, ("delay",))
-        self.flush({self.folder("queues"), self.folder("remove"), self.folder("delay"),
-                    self.folder("accum")})
+        if keys:
+            try:
+                self.disk.rename(self.dedup_dir(queue), self.trash_path(queue, "dedup"))
+            except FileNotFoundError:
+                pass
+        self.flush({self.folder(name) for name in ("queues", "remove", "delay", "accum", "dedup")})
         return ready + moved
 
     def count_hidden(self, queue: str) -> tuple[int, int]:
@@ -96,3 +101,44 @@ class Queues:
                     except FileNotFoundError:
                         pass
         return moved
+
+    def remove_expired(self, cutoffs: dict[str, int]) -> tuple[dict[str, int], dict[str, int]]:
+        """Move to remove/ every message, ready, delayed or in flight, whose id says it was
+        created before its queue's cutoff (Unix ms); flush once.
+
+        Returns (messages removed per queue, creation time in ms of the oldest message kept
+        per queue). A message that moves meanwhile (claimed, acked, released) is left to the
+        next pass, or to the fetch actor, which never hands out an expired message.
+        """
+        removed: dict[str, int] = {}
+        oldest: dict[str, int] = {}
+        touched = set()
+
+        def consider(queue: str, message_id: str, source: str) -> None:
+            created = id_time_ms(message_id)
+            if created >= cutoffs[queue]:
+                oldest[queue] = min(oldest.get(queue, created), created)
+                return
+            try:
+                self.disk.rename(source, self.remove_path(queue, message_id))
+            except FileNotFoundError:
+                return
+            removed[queue] = removed.get(queue, 0) + 1
+            touched.add(os.path.dirname(source))
+
+        for queue in cutoffs:
+            folder = self.queue_dir(queue)
+            try:
+                names = os.listdir(folder)
+            except FileNotFoundError:
+                continue
+            for name in names:
+                if parsed := parse_entry(name):
+                    consider(queue, parsed[0], os.path.join(folder, name))
+        delay = self.folder("delay")
+        for name in os.listdir(delay):
+            if (parts := split_name(name)) and parts[0] in cutoffs:
+                consider(parts[0], parts[1], os.path.join(delay, name))
+        if touched:
+            self.flush(touched | {self.folder("remove")})
+        return removed, oldest

@@ -1,9 +1,9 @@
 """Queue attributes of the SQS API on mq's queue properties (docs/SQS.md, "Queue attributes").
 
 VisibilityTimeout is `timeout`, DelaySeconds `delay`, MaximumMessageSize `max_body_bytes`,
-RedrivePolicy `retry` (maxReceiveCount - 1) and `dead_letter_queue`, FifoQueue `fifo`; the
-attributes mq does not act on (MessageRetentionPeriod, ReceiveMessageWaitTimeSeconds, the
-timestamps, ContentBasedDeduplication, Policy, ...) are kept in the property `attributes`.
+RedrivePolicy `retry` (maxReceiveCount - 1) and `dead_letter_queue`, FifoQueue `fifo`,
+MessageRetentionPeriod `retention`; the others (ReceiveMessageWaitTimeSeconds, the timestamps,
+ContentBasedDeduplication, Policy, ...) are kept in the property `attributes`.
 """
 
 import time
@@ -12,13 +12,12 @@ import orjson
 
 from mq.http.sqs.errors import SqsError, invalid
 from mq.http.sqs.names import Caller, queue_from_arn
-from mq.properties import MAX_RETRY
+from mq.properties import MAX_RETRY, UNLIMITED_RETRY
 
 #: The smallest timeout mq keeps: a VisibilityTimeout of 0 is stored as this.
 MIN_TIMEOUT = 0.001
 #: Settable attributes kept as given in the `attributes` property, with their checks.
 KEPT = {
-    "MessageRetentionPeriod": (60, 1209600),
     "ReceiveMessageWaitTimeSeconds": (0, 20),
     "KmsDataKeyReusePeriodSeconds": (60, 86400),
     "KmsMasterKeyId": None,
@@ -29,16 +28,19 @@ KEPT = {
 FIFO_ONLY = {"ContentBasedDeduplication": "bool", "DeduplicationScope": ("queue", "messageGroup"),
              "FifoThroughputLimit": ("perQueue", "perMessageGroupId")}
 MAPPED = {"VisibilityTimeout": (0, 43200), "DelaySeconds": (0, 900),
-          "MaximumMessageSize": (1024, 1048576)}
+          "MaximumMessageSize": (1024, 1048576), "MessageRetentionPeriod": (60, 1209600)}
 READ_ONLY = ("ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible",
              "ApproximateNumberOfMessagesDelayed", "CreatedTimestamp", "LastModifiedTimestamp",
              "QueueArn")
 #: Every name GetQueueAttributes knows.
 KNOWN = ("All", "Policy", *MAPPED, *KEPT, *FIFO_ONLY, *READ_ONLY, "RedrivePolicy", "FifoQueue")
 #: What SQS gives a new queue.
-DEFAULTS = {"VisibilityTimeout": "30", "DelaySeconds": "0", "MaximumMessageSize": "262144",
+DEFAULTS = {"VisibilityTimeout": "30", "DelaySeconds": "0", "MaximumMessageSize": "1048576",
             "MessageRetentionPeriod": "345600", "ReceiveMessageWaitTimeSeconds": "0"}
 MAX_RECEIVE_COUNT = 1000
+#: Key in `attributes` of the maxReceiveCount given: mq keeps at most MAX_RETRY + 1 deliveries,
+#: so a larger count is applied as that and shown as given.
+RECEIVE_COUNT = "RedriveMaxReceiveCount"
 
 
 def _bad(name: str, reason: str = "") -> SqsError:
@@ -63,10 +65,11 @@ def _bool(name: str, value) -> str:
     return text
 
 
-async def redrive_properties(value, fifo: bool, exists) -> dict:
-    """The properties a RedrivePolicy sets; `exists(queue)` tells whether its target exists."""
+async def redrive_properties(value, fifo: bool, exists) -> tuple[dict, str]:
+    """(the properties a RedrivePolicy sets, its maxReceiveCount or ""); `exists(queue)` tells
+    whether its target exists."""
     if value in ("", "{}", None):
-        return {"retry": MAX_RETRY, "dead_letter_queue": ""}
+        return {"retry": UNLIMITED_RETRY, "dead_letter_queue": ""}, ""
     try:
         policy = orjson.loads(value) if isinstance(value, str) else value
     except orjson.JSONDecodeError:
@@ -95,7 +98,7 @@ async def redrive_properties(value, fifo: bool, exists) -> dict:
     if target_fifo != fifo:
         raise invalid(f"Value {value} for parameter RedrivePolicy is invalid. Reason: Dead-letter "
                       "queue must be same type of queue as the source.")
-    return {"retry": min(count - 1, MAX_RETRY), "dead_letter_queue": target}
+    return {"retry": min(count - 1, MAX_RETRY), "dead_letter_queue": target}, str(count)
 
 
 async def to_properties(given: dict, fifo: bool, exists, creating: bool) -> tuple[dict, dict]:
@@ -111,10 +114,13 @@ async def to_properties(given: dict, fifo: bool, exists, creating: bool) -> tupl
                 props["timeout"] = float(max(number, MIN_TIMEOUT))
             elif name == "DelaySeconds":
                 props["delay"] = float(number)
+            elif name == "MessageRetentionPeriod":
+                props["retention"] = float(number)
             else:
                 props["max_body_bytes"] = number
         elif name == "RedrivePolicy":
-            props.update(await redrive_properties(value, fifo, exists))
+            redrive, kept[RECEIVE_COUNT] = await redrive_properties(value, fifo, exists)
+            props.update(redrive)
         elif name in KEPT:
             check = KEPT[name]
             kept[name] = (_bool(name, value) if check == "bool" else
@@ -143,13 +149,13 @@ async def to_properties(given: dict, fifo: bool, exists, creating: bool) -> tupl
 def new_queue_properties(props: dict, kept: dict, fifo: bool, tags: dict) -> dict:
     """The whole set of own properties of a queue CreateQueue makes (SQS's defaults filled in)."""
     now = str(int(time.time()))
-    attributes = {"MessageRetentionPeriod": DEFAULTS["MessageRetentionPeriod"],
-                  "ReceiveMessageWaitTimeSeconds": DEFAULTS["ReceiveMessageWaitTimeSeconds"],
+    attributes = {"ReceiveMessageWaitTimeSeconds": DEFAULTS["ReceiveMessageWaitTimeSeconds"],
                   "CreatedTimestamp": now, "LastModifiedTimestamp": now, **kept}
     if fifo:
         attributes.setdefault("ContentBasedDeduplication", "false")
     return {"timeout": 30.0, "delay": 0.0, "max_body_bytes": int(DEFAULTS["MaximumMessageSize"]),
-            "retry": MAX_RETRY, "dead_letter_queue": "", **props, "fifo": fifo,
+            "retry": UNLIMITED_RETRY, "dead_letter_queue": "",
+            "retention": float(DEFAULTS["MessageRetentionPeriod"]), **props, "fifo": fifo,
             "attributes": attributes, "tags": tags}
 
 
@@ -178,15 +184,16 @@ def current(caller: Caller, name: str, info: dict) -> dict:
         "LastModifiedTimestamp": kept.get("LastModifiedTimestamp", now),
         "VisibilityTimeout": str(int(round(props["timeout"]))),
         "MaximumMessageSize": str(max_message_size(props)),
-        "MessageRetentionPeriod": kept.get("MessageRetentionPeriod", DEFAULTS["MessageRetentionPeriod"]),
+        # A queue without a retention (mq's default) keeps messages at least as long as any.
+        "MessageRetentionPeriod": str(int(props["retention"]) or MAPPED["MessageRetentionPeriod"][1]),
         "DelaySeconds": str(int(props["delay"])),
         "ReceiveMessageWaitTimeSeconds": kept.get("ReceiveMessageWaitTimeSeconds", "0"),
         "SqsManagedSseEnabled": kept.get("SqsManagedSseEnabled", "true"),
     }
-    if props["retry"] < MAX_RETRY:
+    if has_redrive_policy(props):
         values["RedrivePolicy"] = orjson.dumps({
             "deadLetterTargetArn": caller.arn(props["dead_letter_queue"]),
-            "maxReceiveCount": props["retry"] + 1}).decode()
+            "maxReceiveCount": receive_count(props["retry"], kept)}).decode()
     for key in ("Policy", "RedriveAllowPolicy", "KmsMasterKeyId", "KmsDataKeyReusePeriodSeconds"):
         if key in kept:
             values[key] = kept[key]
@@ -196,6 +203,19 @@ def current(caller: Caller, name: str, info: dict) -> dict:
         values["DeduplicationScope"] = kept.get("DeduplicationScope", "queue")
         values["FifoThroughputLimit"] = kept.get("FifoThroughputLimit", "perQueue")
     return values
+
+
+def has_redrive_policy(props: dict) -> bool:
+    """Whether a queue shows a RedrivePolicy: whether it dead-letters."""
+    return props["retry"] >= 0
+
+
+def receive_count(retry: int, kept: dict) -> int:
+    """The maxReceiveCount of a queue: the one given, when `retry` is still what it made."""
+    given = kept.get(RECEIVE_COUNT, "")
+    if given.isdigit() and min(int(given) - 1, MAX_RETRY) == retry:
+        return int(given)
+    return retry + 1
 
 
 def check_names(names: list[str]) -> None:

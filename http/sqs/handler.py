@@ -5,12 +5,14 @@ operations."""
 import uuid
 
 import tornado.routing
+import tornado.web
 
 from mq import logs
 from mq.errors import MqError
 from mq.http import access
 from mq.http.api import ApiHandler
-from mq.http.sqs import protocol, queues, receiving, sending
+from mq.http.messages import UNLIMITED_CHUNKED_BODY
+from mq.http.sqs import attributes, protocol, queues, receiving, sending
 from mq.http.sqs.errors import SqsError, from_mq
 from mq.http.sqs.names import DEFAULT_REGION, Caller
 from mq.http.sqs.signatures import signed_region
@@ -58,8 +60,20 @@ class SqsRequests(tornado.routing.PathMatches):
         return super().match(request)
 
 
+def request_limit(options) -> int:
+    """The largest SQS request body: the largest message with every byte escaped as JSON
+    escapes a control character (six bytes), and room for the rest of the call."""
+    return 6 * min(options.max_body_bytes, attributes.MAPPED["MaximumMessageSize"][1]) + 65536
+
+
+@tornado.web.stream_request_body
 class SqsHandler(ApiHandler):
-    """POST / (and GET /?Action=), and the query protocol's POST to a queue URL."""
+    """POST / (and GET /?Action=), and the query protocol's POST to a queue URL.
+
+    The body is streamed in under a limit of its own (request_limit), so that a message over
+    the queue's MaximumMessageSize is answered as SQS answers it, whatever --max-body-bytes
+    makes of the server's limit on other routes.
+    """
 
     # SQS clients sign their requests (SigV4) and send no bearer token: with --sqs-credentials
     # the signature is the check; with --token-file alone, serve() refuses every call.
@@ -71,8 +85,32 @@ class SqsHandler(ApiHandler):
         self.service = service
         self.signatures = signatures
 
+    def prepare(self) -> None:
+        """Set the body limit of SQS calls before the body is read."""
+        super().prepare()
+        self.chunks: list[bytes] = []
+        self.received = 0
+        self.limit = request_limit(self.config)
+        length = self.request.headers.get("Content-Length", "")
+        # A body over the limit is read and dropped (data_received), then refused as SQS
+        # refuses a call; a chunked one declares no length and is counted as it comes.
+        self.request.connection.set_max_body_size(
+            max(int(length), self.limit) if length.isdigit() else UNLIMITED_CHUNKED_BODY)
+
+    def data_received(self, chunk: bytes) -> None:
+        """Collect the body, up to the limit (the rest is dropped and the call refused)."""
+        self.received += len(chunk)
+        if self.received <= self.limit:
+            self.chunks.append(chunk)
+
     async def post(self, account: str | None = None, queue: str | None = None) -> None:
         """Run the call the request makes."""
+        self.request.body = b"".join(self.chunks)
+        if self.received > self.limit:
+            kind = protocol.JSON if "X-Amz-Target" in self.request.headers else protocol.QUERY
+            return self.answer_error(kind, SqsError("InvalidParameterValue", "One or more "
+                                     f"parameters are invalid. Reason: the request is longer "
+                                     f"than {self.limit} bytes."), str(uuid.uuid4()))
         await self.serve(queue)
 
     async def get(self, account: str | None = None, queue: str | None = None) -> None:

@@ -11,11 +11,12 @@ from mq.http.sqs import attributes
 from mq.http.sqs.errors import SqsError, invalid, missing
 from mq.http.sqs.names import (Caller, check_new_name, existing_name, integer, names_list,
                                queue_from_arn, queue_from_url, text)
-from mq.properties import MAX_RETRY
 
 MAX_TAGS = 50
 #: Seconds after a purge in which another purge of the queue is refused.
 PURGE_SECONDS = 60
+#: Seconds after a DeleteQueue in which CreateQueue of the same name is refused.
+DELETED_SECONDS = 60
 
 
 async def create_queue(service, caller: Caller, params: dict) -> dict:
@@ -37,6 +38,10 @@ async def create_queue(service, caller: Caller, params: dict) -> dict:
         if err.name != "QueueDoesNotExist":
             raise
         info = None
+    deleted = service.deleted.get(name)
+    if info is None and deleted is not None and time.monotonic() - deleted < DELETED_SECONDS:
+        raise SqsError("QueueDeletedRecently", "You must wait 60 seconds after deleting a queue "
+                       "before you can create another with the same name.")
     if info is not None:
         now = attributes.current(caller, name, info)
         for key, value in given.items():
@@ -110,6 +115,9 @@ async def delete_queue(service, caller: Caller, params: dict) -> None:
     name = queue_from_url(params)
     await service.call(name, "queue_delete")
     service.purges.pop(name, None)
+    now = time.monotonic()
+    service.deleted = {q: t for q, t in service.deleted.items() if now - t < DELETED_SECONDS}
+    service.deleted[name] = now
 
 
 async def purge_queue(service, caller: Caller, params: dict) -> None:
@@ -120,7 +128,7 @@ async def purge_queue(service, caller: Caller, params: dict) -> None:
         await service.queue(name)
         raise SqsError("PurgeQueueInProgress", f"Only one PurgeQueue operation on {name} is "
                        f"allowed every {PURGE_SECONDS} seconds.")
-    await service.call(name, "purge")
+    await service.call(name, "purge", keys=True)  # SQS forgets de-duplication ids on a purge.
     service.purges[name] = time.monotonic()
 
 
@@ -198,7 +206,7 @@ def sources_of(service, dead_letter_queue: str) -> list[str]:
     sources = []
     for name in service.queue_names():
         props = service.props.effective(name)
-        if props["dead_letter_queue"] == dead_letter_queue and props["retry"] < MAX_RETRY \
+        if props["dead_letter_queue"] == dead_letter_queue and attributes.has_redrive_policy(props) \
                 and name != dead_letter_queue:
             sources.append(name)
     return sources

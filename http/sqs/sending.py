@@ -19,8 +19,9 @@ from mq.http.sqs.names import Caller, integer, queue_from_url
 #: Group and de-duplication ids: 1 to 128 printable ASCII characters.
 FIFO_ID = re.compile(r"[!-~]{1,128}")
 CONTENT_TYPE = "text/plain; charset=utf-8"
-#: Most bytes of bodies in one SendMessageBatch, whatever the queue's MaximumMessageSize.
-MAX_BATCH_BYTES = 262144
+#: Most bytes of bodies in one SendMessageBatch, whatever the queue's MaximumMessageSize (1 MiB
+#: since 2025, as a message).
+MAX_BATCH_BYTES = 1048576
 
 
 @dataclass

@@ -21,6 +21,7 @@ class SqsService:
             self.store, {"timeout": options.timeout, "max_body_bytes": options.max_body_bytes})
         self.tasks: dict[str, dict] = {}  # dead-letter queue -> its last message move task
         self.purges: dict[str, float] = {}  # queue -> monotonic time of its last purge
+        self.deleted: dict[str, float] = {}  # queue -> monotonic time of its DeleteQueue
 
     async def call(self, queue: str, op: str, **fields) -> dict:
         """An op of the queue's fetch actor; a missing queue is QueueDoesNotExist."""
@@ -32,8 +33,14 @@ class SqsService:
             raise from_mq(err) from None
 
     async def queue(self, queue: str, hidden: bool = False) -> dict:
-        """queue_get: the queue's effective properties and counts; QueueDoesNotExist."""
-        return await self.call(queue, "queue_get", hidden=hidden)
+        """queue_get: the queue's effective properties and counts; QueueDoesNotExist.
+
+        `max_body_bytes` is the limit the daemon applies: never above --max-body-bytes.
+        """
+        info = await self.call(queue, "queue_get", hidden=hidden)
+        props = info["properties"]
+        props["max_body_bytes"] = min(props["max_body_bytes"], self.options.max_body_bytes)
+        return info
 
     async def fifo_or_none(self, queue: str) -> bool | None:
         """Whether a queue is FIFO; None when it does not exist."""

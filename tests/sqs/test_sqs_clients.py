@@ -20,16 +20,18 @@ from support import free_port, request
 
 SQS_PORT = free_port()
 BASE_URL, ACCOUNT = "http://sqs.mq.test:9324", "123456789012"
+MAX_BODY_BYTES = 600_000
 
 
 def DAEMON_ARGS(workdir):
-    """Check signatures against a credentials file holding the test keys; SQS on SQS_PORT."""
+    """Check signatures against a credentials file holding the test keys; SQS on SQS_PORT;
+    a message size limit below SQS's."""
     path = workdir / "credentials"
     path.write_text(f"[other]\naws_access_key_id = AKIDOTHER\naws_secret_access_key = x\n\n"
                     f"[default]\naws_access_key_id = {ACCESS_KEY}\n"
                     f"aws_secret_access_key = {SECRET_KEY}\n")
     return (f"--sqs-credentials={path}", f"--sqs-port={SQS_PORT}", f"--sqs-base-url={BASE_URL}",
-            f"--sqs-account={ACCOUNT}")
+            f"--sqs-account={ACCOUNT}", f"--max-body-bytes={MAX_BODY_BYTES}")
 
 
 @pytest.fixture(scope="module")
@@ -45,11 +47,25 @@ def test_the_sqs_port_base_url_and_account(sqs, sqs_daemon):
     sqs.send_message(QueueUrl=url, MessageBody="via the sqs port")
     arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     assert arn == f"arn:aws:sqs:{REGION}:{ACCOUNT}:{name}"
+    # The daemon's --max-body-bytes bounds SQS's MaximumMessageSize, and says so.
+    size = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["MaximumMessageSize"])
+    assert size["Attributes"] == {"MaximumMessageSize": str(MAX_BODY_BYTES)}
+    assert sqs.send_message(QueueUrl=url, MessageBody="y" * (MAX_BODY_BYTES - 1000))["MessageId"]
+    with pytest.raises(ClientError) as caught:
+        sqs.send_message(QueueUrl=url, MessageBody="x" * MAX_BODY_BYTES, MessageAttributes={
+            "name": {"DataType": "String", "StringValue": "value"}})
+    assert caught.value.response["Error"]["Code"] == "InvalidParameterValue"
+    assert f"shorter than {MAX_BODY_BYTES} bytes" in caught.value.response["Error"]["Message"]
+    with pytest.raises(ClientError) as caught:  # Over what any message can make of a call.
+        sqs.send_message(QueueUrl=url, MessageBody="x" * (7 * MAX_BODY_BYTES))
+    assert caught.value.response["Error"]["Code"] == "InvalidParameterValue"
+    assert "the request is longer than" in caught.value.response["Error"]["Message"]
     # The main port serves mq's own API only.
     main = sqs_daemon.request("POST", "/", b"{}", {
         "Content-Type": "application/x-amz-json-1.0", "X-Amz-Target": "AmazonSQS.ListQueues"})
     assert main.status == 404 and main.json()["error"] == "not_found"
     assert sqs_daemon.request("GET", f"/{name}/messages").body == b"via the sqs port"
+    assert sqs_daemon.request("GET", f"/{name}/messages").body == b"y" * (MAX_BODY_BYTES - 1000)
 
 
 def test_signatures_are_checked_with_the_configured_keys(sqs, endpoint, sqs_daemon):

@@ -86,7 +86,7 @@ def test_receive_filters_attributes_and_counts_receives(sqs):
 def test_send_is_checked_as_sqs_checks_it(sqs, queue_url):
     assert code_of(sqs.send_message, QueueUrl=queue_url, MessageBody="") == "MissingParameter"
     assert code_of(sqs.send_message, QueueUrl=queue_url, MessageBody="a\x00b") == "InvalidMessageContents"
-    assert code_of(sqs.send_message, QueueUrl=queue_url, MessageBody="x" * (256 * 1024 + 1)) == \
+    assert code_of(sqs.send_message, QueueUrl=queue_url, MessageBody="x" * (1024 * 1024 + 1)) == \
         "InvalidParameterValue"
     assert code_of(sqs.send_message, QueueUrl=queue_url, MessageBody="x", DelaySeconds=901) == \
         "InvalidParameterValue"
@@ -103,7 +103,7 @@ def test_send_is_checked_as_sqs_checks_it(sqs, queue_url):
         "attr.1øßä": {"DataType": "String", "StringValue": "valid"}})["MD5OfMessageAttributes"]
     assert code_of(sqs.send_message, QueueUrl=queue_url + "-gone", MessageBody="x") == \
         "AWS.SimpleQueueService.NonExistentQueue"
-    assert sqs.send_message(QueueUrl=queue_url, MessageBody="x" * (256 * 1024))["MessageId"]
+    assert sqs.send_message(QueueUrl=queue_url, MessageBody="x" * (1024 * 1024))["MessageId"]
 
 
 def test_batches_answer_each_entry_and_keep_sqs_limits(sqs, queue_url):
@@ -125,7 +125,7 @@ def test_batches_answer_each_entry_and_keep_sqs_limits(sqs, queue_url):
         sqs.delete_message_batch(QueueUrl=queue_url, Entries=[])
     with pytest.raises(sqs.exceptions.BatchRequestTooLong):
         sqs.send_message_batch(QueueUrl=queue_url, Entries=[
-            {"Id": str(i), "MessageBody": "x" * 100_000} for i in range(3)])
+            {"Id": str(i), "MessageBody": "x" * 400_000} for i in range(3)])
     got = receive(sqs, queue_url, MaxNumberOfMessages=10)
     assert sorted(m["Body"] for m in got) == ["one", "three"]
     deleted = sqs.delete_message_batch(QueueUrl=queue_url, Entries=[

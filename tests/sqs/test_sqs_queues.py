@@ -2,11 +2,13 @@
 attributes, tags, dead-letter sources, and the errors SQS answers them with."""
 
 import json
+import time
 
 import pytest
 from botocore.exceptions import ClientError
 
 from sqs_support import unique_name
+from support import poll_for
 
 
 def error_of(call, *args, **kwargs) -> dict:
@@ -30,6 +32,11 @@ def test_create_get_list_and_delete_a_queue(sqs, endpoint):
     assert (error["Code"], error["Status"]) == ("AWS.SimpleQueueService.NonExistentQueue", 400)
     with pytest.raises(sqs.exceptions.QueueDoesNotExist):
         sqs.delete_queue(QueueUrl=url)
+    error = error_of(sqs.create_queue, QueueName=name)  # The name is free again after 60 s.
+    assert (error["Code"], error["Status"]) == ("AWS.SimpleQueueService.QueueDeletedRecently", 400)
+    with pytest.raises(sqs.exceptions.QueueDeletedRecently):
+        sqs.create_queue(QueueName=name)
+    assert "QueueUrls" not in sqs.list_queues(QueueNamePrefix=name)
 
 
 def test_list_queues_by_prefix_a_page_at_a_time(sqs):
@@ -100,10 +107,31 @@ def test_the_same_properties_through_mq_s_own_api(sqs, sqs_daemon):
     name = unique_name("props")
     url = sqs.create_queue(QueueName=name, Attributes={"VisibilityTimeout": "12"})["QueueUrl"]
     props = sqs_daemon.request("GET", f"/{name}/properties").json()["properties"]
-    assert props["timeout"] == 12.0 and props["max_body_bytes"] == 262144
+    assert props["timeout"] == 12.0 and props["max_body_bytes"] == 1048576
+    assert props["retry"] == -1  # No RedrivePolicy: redelivered forever, as in SQS.
     sqs_daemon.request("PATCH", f"/{name}/properties", json.dumps({"delay": 4}).encode())
     got = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["DelaySeconds"])["Attributes"]
     assert got == {"DelaySeconds": "4"}
+
+
+def test_message_retention_period_is_mq_s_retention(sqs, sqs_daemon):
+    name = unique_name("retain")
+    url = sqs.create_queue(QueueName=name)["QueueUrl"]
+    props = sqs_daemon.request("GET", f"/{name}/properties").json()["properties"]
+    assert props["retention"] == 345600.0
+    sqs.set_queue_attributes(QueueUrl=url, Attributes={"MessageRetentionPeriod": "60"})
+    assert sqs_daemon.request("GET", f"/{name}/properties").json()["properties"]["retention"] == 60.0
+    for bad in ("30", "1209601", "soon"):
+        error = error_of(sqs.set_queue_attributes, QueueUrl=url, Attributes={"MessageRetentionPeriod": bad})
+        assert (error["Code"], error["Status"]) == ("InvalidAttributeValue", 400)
+    # Below SQS's minimum only through mq's API: a message sent then is gone a second later.
+    sqs_daemon.request("PATCH", f"/{name}/properties", json.dumps({"retention": 1}).encode())
+    got = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["MessageRetentionPeriod"])
+    assert got["Attributes"] == {"MessageRetentionPeriod": "1"}
+    sent = time.time()
+    sqs.send_message(QueueUrl=url, MessageBody="short-lived")
+    poll_for(lambda: time.time() > sent + 1.1, timeout=5, what="a second and more")
+    assert "Messages" not in sqs.receive_message(QueueUrl=url, WaitTimeSeconds=0)
 
 
 def test_tags(sqs, queue_url):
@@ -128,7 +156,22 @@ def test_a_redrive_policy_names_the_dead_letter_queue_and_its_sources(sqs):
     error = error_of(sqs.set_queue_attributes, QueueUrl=source, Attributes={"RedrivePolicy": missing})
     assert error["Code"] == "InvalidParameterValue"
     sqs.set_queue_attributes(QueueUrl=source, Attributes={"RedrivePolicy": ""})
+    assert "RedrivePolicy" not in sqs.get_queue_attributes(QueueUrl=source, AttributeNames=["All"])["Attributes"]
     assert sqs.list_dead_letter_source_queues(QueueUrl=dead)["queueUrls"] == []
+
+
+
+def test_a_max_receive_count_above_mq_s_most_deliveries_reads_back_as_given(sqs, sqs_daemon):
+    dead = sqs.create_queue(QueueName=unique_name("dlq"))["QueueUrl"]
+    dead_arn = sqs.get_queue_attributes(QueueUrl=dead, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    attributes = {"RedrivePolicy": json.dumps({"deadLetterTargetArn": dead_arn, "maxReceiveCount": 1000})}
+    name = unique_name("patient")
+    url = sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]
+    assert sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"] == url
+    got = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["RedrivePolicy"])["Attributes"]
+    assert json.loads(got["RedrivePolicy"])["maxReceiveCount"] == 1000
+    assert sqs_daemon.request("GET", f"/{name}/properties").json()["properties"]["retry"] == 100
+    assert sqs.list_dead_letter_source_queues(QueueUrl=dead)["queueUrls"] == [url]
 
 
 def test_purge_empties_a_queue_in_every_state(sqs, queue_url):
@@ -145,3 +188,19 @@ def test_purge_empties_a_queue_in_every_state(sqs, queue_url):
             counts["ApproximateNumberOfMessagesDelayed"]) == ("0", "0", "0")
     error = error_of(sqs.purge_queue, QueueUrl=queue_url)  # One purge a minute.
     assert (error["Code"], error["Status"]) == ("AWS.SimpleQueueService.PurgeQueueInProgress", 403)
+
+
+def test_purge_forgets_fifo_deduplication_ids(sqs):
+    url = sqs.create_queue(QueueName=unique_name("pdedup") + ".fifo",
+                           Attributes={"FifoQueue": "true"})["QueueUrl"]
+    first = sqs.send_message(QueueUrl=url, MessageBody="a", MessageGroupId="g",
+                             MessageDeduplicationId="same")["MessageId"]
+    again = sqs.send_message(QueueUrl=url, MessageBody="a", MessageGroupId="g",
+                             MessageDeduplicationId="same")["MessageId"]
+    assert again == first
+    sqs.purge_queue(QueueUrl=url)
+    after = sqs.send_message(QueueUrl=url, MessageBody="b", MessageGroupId="g",
+                             MessageDeduplicationId="same")["MessageId"]
+    assert after != first
+    got = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=1)["Messages"]
+    assert [(m["MessageId"], m["Body"]) for m in got] == [(after, "b")]
