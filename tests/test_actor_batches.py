@@ -317,6 +317,21 @@ def test_the_movers_heap_stays_small_when_one_message_is_extended_again_and_agai
     assert heap.pop_due(1e9) == [("q", "id", 1)]
 
 
+def test_settled_entries_of_a_message_drop_their_timers_and_of_a_queue_only_their_counts():
+    heap = DueHeap()
+    heap.add(10.0, "q", "acked", 1)
+    heap.add(10.0, "q", "deleted", 0)
+    heap.add(10.0, "q", "racing", 0)  # A delayed add whose note came before the purge's.
+    assert heap.counts == {"q": [2, 1]}
+    heap.settle("q", "acked", 1)
+    heap.settle("q", "deleted", None)
+    assert heap.counts == {"q": [1, 0]} and len(heap) == 1
+    heap.settle("q", None, None)  # A purge: the racing add may still be in delay/.
+    assert heap.counts == {} and len(heap) == 1
+    assert heap.pop_due(20.0) == [("q", "racing", 0)], "its timer still fires"
+    assert heap.counts == {}
+
+
 def test_fetches_of_missing_queues_leave_nothing_behind(tmp_path):
     actors = Actors(tmp_path)
     for n in range(500):
