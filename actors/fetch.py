@@ -27,6 +27,9 @@ RELIST_EMPTY_SECONDS = 0.5
 #: Seconds between reads of the notice files of the queues this actor has indexed: a writer
 #: no daemon hears (a Spark driver on another host) posts one after each commit.
 NOTICE_SECONDS = 0.5
+#: A folder whose mtime is this recent (ns) may have changed again unseen: directory times
+#: move in clock ticks, so a rename in the tick of a listing leaves the listed mtime as it was.
+COARSE_MTIME_NS = 50_000_000
 #: Longest long poll, in seconds.
 MAX_WAIT_SECONDS = 20.0
 #: Seconds between listings of queues/ for the stats op, which indexes the queues it owns.
@@ -65,11 +68,25 @@ class FetchActor(Actor):
     def ready_index(self, queue: str) -> QueueIndex:
         """The queue's index, built from its folder on first use or when empty and stale."""
         index = self.indexes.get(queue)
-        if index is None or (not index and time.monotonic() - index.listed_at > RELIST_EMPTY_SECONDS):
-            # The notice is read before the listing, so one posted meanwhile is seen as new.
+        if index is None or (not index and self.may_have_more(queue, index)):
+            # The notice is read before the listing, so one posted meanwhile is seen as new;
+            # the folder's mtime likewise, so a change meanwhile is seen on the next fetch.
             self.notices[queue] = self.store.read_notice(queue)
+            changed = self.store.queue_changed_ns(queue)
             index = self.indexes[queue] = QueueIndex(self.store.list_ready(queue))
+            index.changed_ns = changed
         return index
+
+    def may_have_more(self, queue: str, index: QueueIndex) -> bool:
+        """Whether an empty index is listed again: RELIST_EMPTY_SECONDS after its listing, or
+        at once when the folder changed since. A save actor's "ready" travels on another
+        socket than the fetch a client sends once its add is answered, and may be read after
+        that fetch; the folder's mtime has changed by then (one stat per such fetch)."""
+        if time.monotonic() - index.listed_at > RELIST_EMPTY_SECONDS:
+            return True
+        changed = self.store.queue_changed_ns(queue)
+        return changed is not None and (changed != index.changed_ns
+                                        or time.time_ns() - changed < COARSE_MTIME_NS)
 
     def forget_queue(self, queue: str) -> None:
         """Drop what this actor keeps about a queue (deleted, or asked for but missing)."""

@@ -17,6 +17,7 @@ class QueueIndex:
         self.heap = list(self.members)
         heapq.heapify(self.heap)
         self.listed_at = time.monotonic()
+        self.changed_ns: int | None = None  # The folder's mtime when listed (FetchActor).
 
     def __len__(self) -> int:
         return len(self.members)

@@ -332,6 +332,15 @@ def test_settled_entries_of_a_message_drop_their_timers_and_of_a_queue_only_thei
     assert heap.counts == {}
 
 
+def test_a_message_whose_ready_note_is_late_is_fetched_from_an_index_just_listed_empty(tmp_path):
+    actors = Actors(tmp_path)  # In-process: the save actor sends no "ready" at all.
+    actors.store.create_queue("q")
+    assert actors.call("fetch", queue="q") == {"empty": True}  # Listed now, empty.
+    message_id = ok(actors.add({"queue": "q", "body": b"answered 201"})[0])["id"]
+    # Well within RELIST_EMPTY_SECONDS of the listing: only the folder's change shows it.
+    assert actors.call("fetch", queue="q")["id"] == message_id
+
+
 def test_fetches_of_missing_queues_leave_nothing_behind(tmp_path):
     actors = Actors(tmp_path)
     for n in range(500):

@@ -10,6 +10,14 @@ from mq.store.names import is_queue, parse_entry, split_name
 class Queues:
     """Creating, listing and deleting queues (a part of Store)."""
 
+    def queue_changed_ns(self, queue: str) -> int | None:
+        """The queue folder's mtime in ns (a message entering or leaving changes it), or None
+        when there is no such queue."""
+        try:
+            return os.stat(self.queue_dir(queue)).st_mtime_ns
+        except FileNotFoundError:
+            return None
+
     def queue_exists(self, queue: str) -> bool:
         """True when the queue's folder exists."""
         return os.path.isdir(self.queue_dir(queue))
