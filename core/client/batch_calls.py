@@ -6,7 +6,7 @@ import uuid
 
 import httpx
 
-from mq.client.calls import (TEXT_CONTENT_TYPE, Call, _present, _seconds, _text, at_value,
+from mq.client.calls import (Call, _present, _seconds, _text, at_value, body_bytes,
                              queue_path)
 from mq.client.message import Message
 from mq.ids import id_time_ms
@@ -59,13 +59,11 @@ def _part(number: int, message) -> tuple[dict, bytes]:
         message = {"body": message}
     if not isinstance(message, dict):
         raise TypeError(f"message {number}: expected bytes, str or dict, not {type(message).__name__}")
-    body, content_type = message.get("body"), _text("content_type", message.get("content_type"))
-    if isinstance(body, str):
-        body, content_type = body.encode(), content_type or TEXT_CONTENT_TYPE
-    elif isinstance(body, (bytes, bytearray, memoryview)):
-        body = bytes(body)
-    else:
-        raise TypeError(f"message {number}: body must be bytes or str")
+    content_type = _text("content_type", message.get("content_type"))
+    try:
+        body, content_type = body_bytes(message.get("body"), content_type)
+    except TypeError as err:
+        raise TypeError(f"message {number}: {err}") from None
     headers = _present({"Content-Type": content_type,
                         "X-Delay": _seconds("delay", message.get("delay")),
                         "X-At": at_value(message.get("at")),

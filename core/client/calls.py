@@ -104,14 +104,18 @@ def set_properties(queue: str, props: dict) -> Call:
                 content=json.dumps(props).encode())
 
 
+def body_bytes(body, content_type: str | None) -> tuple[bytes, str | None]:
+    """A message body as bytes, with its content type (a str body is UTF-8 text/plain)."""
+    if isinstance(body, str):
+        return body.encode(), content_type or TEXT_CONTENT_TYPE
+    if isinstance(body, (bytes, bytearray, memoryview)):
+        return bytes(body), content_type
+    raise TypeError(f"body must be bytes or str, not {type(body).__name__}")
+
+
 def put(queue: str, body, *, delay=None, at=None, dedup_id=None, content_type=None) -> Call:
     """POST /{queue}/messages: the id (the first message's for a duplicate)."""
-    if isinstance(body, str):
-        body, content_type = body.encode(), content_type or TEXT_CONTENT_TYPE
-    elif isinstance(body, (bytes, bytearray, memoryview)):
-        body = bytes(body)
-    else:
-        raise TypeError(f"body must be bytes or str, not {type(body).__name__}")
+    body, content_type = body_bytes(body, content_type)
     params = {"delay": _seconds("delay", delay), "at": at_value(at),
               "dedup_id": _text("dedup_id", dedup_id)}
     headers = {"Content-Type": _text("content_type", content_type)}
