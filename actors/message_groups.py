@@ -13,6 +13,7 @@ restarted actor keeps holding the groups that were in flight.
 import os
 
 from mq import store as fmt
+from mq.store.listing import read_unclaimed
 
 #: Most message ids whose group is remembered (past it the memory is cleared and re-read), and
 #: most held groups before the ones no longer in flight are dropped.
@@ -36,10 +37,12 @@ class MessageGroups:
         group = self.known.get(key)
         if group is None:
             try:
-                with open(path, "rb") as f:
-                    group = fmt.decode_message(queue, message_id, f.read()).group
-            except (FileNotFoundError, fmt.CorruptMessage):
+                found = read_unclaimed(path, queue, message_id)
+            except fmt.CorruptMessage:
+                found = None
+            if found is None:
                 return ""  # The claim finds out what happened to it.
+            group = found[0].group
             if len(self.known) >= MAX_KNOWN:
                 self.known.clear()
             self.known[key] = group

@@ -9,6 +9,7 @@ import heapq
 from mq import properties
 from mq import store as fmt
 from mq.errors import Invalid, NotFound
+from mq.store.listing import read_unclaimed
 
 #: Most messages one peek returns.
 MAX_PEEK = 1000
@@ -48,10 +49,13 @@ def peek(actor, batch, request) -> dict:
     for message_id in heapq.nsmallest(count, (i for i in index.members if after is None or i > after)):
         attempts = index.members[message_id]
         try:
-            with open(actor.store.ready_path(queue, message_id, attempts), "rb") as f:
-                message = fmt.decode_message(queue, message_id, f.read())
-        except (FileNotFoundError, fmt.CorruptMessage):
-            continue  # Taken meanwhile by a peer, or not a message: a fetch deals with it.
+            found = read_unclaimed(actor.store.ready_path(queue, message_id, attempts), queue,
+                                   message_id)
+        except fmt.CorruptMessage:
+            continue  # Not a message: a fetch deals with it.
+        if found is None:
+            continue  # Taken meanwhile by a peer.
+        message = found[0]
         messages.append({"id": message_id, "content_type": message.content_type,
                          "attempts": attempts, "created_ms": message.created_ms,
                          "body": message.body})

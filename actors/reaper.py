@@ -1,4 +1,5 @@
-"""The reaper: unlinks what reaches remove/, runs the root's chores; also the standalone mq-reaper.
+"""The reaper: empties remove/ (keeping files to write again in spare/), runs the root's chores;
+also the standalone mq-reaper, which unlinks everything in a folder.
 
 Chores of the daemon's reaper: files in new/ whose writer died, expired de-duplication keys
 and stale notice temporaries every DEDUP_SWEEP_SECONDS; messages past their queue's retention
@@ -33,19 +34,19 @@ DEDUP_SWEEP_SECONDS = 60.0
 STAGE_SWEEP_SECONDS = 10.0
 
 
-def reap_forever(source: str, interval: float, stopping: list, chores=(), disk: Disk | None = None) -> None:
-    """Unlink everything in source every interval seconds until stopping is non-empty.
+def reap_forever(reap, interval: float, stopping: list, chores=()) -> None:
+    """Call reap() every interval seconds until stopping is non-empty; it returns how many
+    entries it (recycled, unlinked).
 
     chores: (every_seconds, function) pairs run at the first pass, then as often as they ask.
     """
     log = logs.get()
-    disk = disk or Disk("file")
     last = [float("-inf")] * len(chores)
     while not stopping:
         try:
-            count = reap_folder(source, disk)
-            if count:
-                log.debug("reaper.unlinked", count=count)
+            recycled, unlinked = reap()
+            if recycled or unlinked:
+                log.debug("reaper.reaped", recycled=recycled, unlinked=unlinked)
             for i, (every, chore) in enumerate(chores):
                 if time.monotonic() - last[i] >= every:
                     chore()
@@ -81,10 +82,10 @@ def run_actor(options) -> None:
         if leftovers:
             logs.get().info("reaper.notice_temps_swept", count=leftovers)
 
-    reap_forever(store.folder("remove"), INTERVAL_SECONDS, stopping,
+    reap_forever(lambda: store.recycle_removed(options.spare_files), INTERVAL_SECONDS, stopping,
                  [(DEDUP_SWEEP_SECONDS, sweep_keys),
                   (STAGE_SWEEP_SECONDS, lambda: sweep_stages(store, window)),
-                  (SWEEP_SECONDS, RetentionSweep(store, props))], store.disk)
+                  (SWEEP_SECONDS, RetentionSweep(store, props))])
 
 
 def sweep_stages(store: Store, dedup_window) -> None:
@@ -126,7 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     stopping: list = []
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stopping.append(1))
-    reap_forever(args.source, args.interval, stopping)
+    disk = Disk("file")
+    reap_forever(lambda: (0, reap_folder(args.source, disk)), args.interval, stopping)
     return 0
 
 

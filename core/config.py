@@ -42,6 +42,9 @@ class Options:
     sync: str = option("auto", "fs: one syncfs(2) per batch of messages; file: fsync each file "
                        "and folder; auto: file on FUSE, NFS, CephFS, SMB, 9p and Lustre (where "
                        "syncfs may not reach stable storage), else fs")
+    spare_files: int = option(10_000, "files of removed messages the reaper keeps to write new "
+                              "messages into, sparing the file system an inode and a block per "
+                              "message (with sync fs; each at most 16 KiB); 0 unlinks them")
     auto_create: bool = option(True, "create a queue on the first add to it; when off, adding to "
                                "a missing queue is 404")
     max_body_bytes: int = option(16 * 1024 * 1024, "largest message body in bytes")
@@ -112,6 +115,8 @@ class Options:
             raise Invalid("--max-waiting-adds must be 1 or more")
         if self.max_body_bytes < 0:
             raise Invalid("--max-body-bytes must be 0 or more")
+        if self.spare_files < 0:
+            raise Invalid("--spare-files must be 0 or more")
         if self.max_batch_bytes < 0:
             raise Invalid("--max-batch-bytes must be 0 or more")
         if self.sync not in ("auto", "fs", "file"):

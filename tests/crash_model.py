@@ -17,7 +17,7 @@ as one event by its method.
 
 The model (all of it deliberately pessimistic):
 - Events are entry changes (create with a new inode, mkdir, symlink, unlink, rename, rmtree),
-  inode changes (data written, mtime set) and flushes (syncfs, fsync of a file, fsync of a
+  inode changes (data written at an offset, length cut, mtime set) and flushes (syncfs, fsync of a file, fsync of a
   folder). A flush counts once its call returned; a power cut after event k keeps only the
   flushes among the first k events.
 - syncfs makes every earlier change durable. fsync of a file makes its data and mtime durable,
@@ -34,7 +34,10 @@ The model (all of it deliberately pessimistic):
   the states where the first p metadata changes (entries and mtimes) reached the disk anyway,
   while unflushed data did not. This is what exposes a missing flush *between* two changes
   (data before rename, message before its de-duplication key): without leaks, a later flush
-  would cover both and the missing one would not show.
+  would cover both and the missing one would not show. With `leak_data` set on a recording,
+  each such state also comes with every unflushed data write on disk, whatever metadata
+  leaked (writeback writes a file's pages on its own schedule): what a file written again in
+  place (a spare) needs.
 
 The starting point is a snapshot taken when recording began: every file, folder and link of
 the root with its bytes and mtime, all durable (the tests flush their set-up first).
@@ -52,6 +55,8 @@ from mq.store import Disk
 
 #: Entry changes: they change which names exist.
 ENTRY_KINDS = ("create", "mkdir", "symlink", "unlink", "rename", "rmtree")
+#: Changes of a file's bytes.
+DATA_KINDS = ("write", "truncate")
 #: Flushes.
 FLUSH_KINDS = ("syncfs", "fsync", "fsync_dir")
 
@@ -67,7 +72,9 @@ class Event:
     target: str = ""        # rename: the new path; symlink: what the link points at
     inode: int | None = None
     data: bytes = b""       # write: the bytes written
-    mtime_ns: int | None = None  # write, mtime, create: the file's mtime afterwards
+    mtime_ns: int | None = None  # write, truncate, mtime, create: the file's mtime afterwards
+    offset: int = 0         # write: where in the file
+    length: int = 0         # truncate: the file's new length
 
     def folders(self) -> tuple[str, ...]:
         """The folders whose fsync makes this entry change durable."""
@@ -81,7 +88,9 @@ class Event:
         if self.kind == "symlink":
             return f"symlink {self.path} -> {self.target}"
         if self.kind == "write":
-            return f"write inode {self.inode} ({len(self.data)} bytes)"
+            return f"write inode {self.inode} ({len(self.data)} bytes at {self.offset})"
+        if self.kind == "truncate":
+            return f"truncate inode {self.inode} to {self.length} bytes"
         if self.kind == "mtime":
             return f"mtime inode {self.inode} = {self.mtime_ns}"
         if self.kind == "fsync":
@@ -144,10 +153,17 @@ class _RecordingOs:
 
     def write(self, fd, data):
         with _logged() as disk:
+            offset = os.lseek(fd, 0, os.SEEK_CUR)
             written = os.write(fd, data)
             if disk is not None:
-                disk._wrote(fd, bytes(memoryview(data)[:written]))
+                disk._wrote(fd, bytes(memoryview(data)[:written]), offset)
             return written
+
+    def ftruncate(self, fd, length):
+        with _logged() as disk:
+            os.ftruncate(fd, length)
+            if disk is not None:
+                disk._truncated(fd, length)
 
     def utime(self, path, *args, **kwargs):
         with _logged() as disk:
@@ -312,9 +328,14 @@ class RecordingDisk(Disk):
             self._log(Event("create", rel, inode=self._inode_of(info.st_ino, fresh=True),
                             mtime_ns=info.st_mtime_ns))
 
-    def _wrote(self, fd: int, data: bytes) -> None:
+    def _wrote(self, fd: int, data: bytes, offset: int) -> None:
         info = os.fstat(fd)
         self._log(Event("write", inode=self._inode_of(info.st_ino), data=data,
+                        mtime_ns=info.st_mtime_ns, offset=offset))
+
+    def _truncated(self, fd: int, length: int) -> None:
+        info = os.fstat(fd)
+        self._log(Event("truncate", inode=self._inode_of(info.st_ino), length=length,
                         mtime_ns=info.st_mtime_ns))
 
     def _set_mtime(self, path) -> None:
@@ -356,6 +377,7 @@ class CrashState:
     tree: dict
     inodes: dict
     ghosts: list = field(default_factory=list)  # durable changes lost for want of a parent
+    data_leaked: bool = False  # every unflushed data write on disk too
 
     def signature(self):
         """A hashable value equal for equal on-disk states."""
@@ -392,6 +414,7 @@ class Recording:
     snapshot: Snapshot
     events: list
     marks: list  # (events logged before the reply, name, value)
+    leak_data: bool = False  # unflushed data writes may be on disk too (module docstring)
 
     def covered_at(self) -> list[int]:
         """For each event, the index of the first flush that makes it durable (len: never)."""
@@ -424,24 +447,25 @@ class Recording:
             if event.kind in ENTRY_KINDS:
                 by_folders = max(first_after(dir_fsyncs.get(f, ()), i) for f in event.folders())
                 covered.append(min(by_syncfs, by_folders))
-            elif event.kind in ("write", "mtime"):
+            elif event.kind in DATA_KINDS + ("mtime",):
                 covered.append(min(by_syncfs, first_after(inode_fsyncs.get(event.inode, ()), i)))
             else:
                 assert event.kind in FLUSH_KINDS, event
                 covered.append(i)  # A flush is done as soon as its call returned.
         return covered
 
-    def state_at(self, cut: int, leaked: int = 0, everything: bool = False) -> CrashState:
+    def state_at(self, cut: int, leaked: int = 0, everything: bool = False,
+                 data_leaked: bool = False) -> CrashState:
         """The state a power cut after `cut` events leaves, the unflushed metadata of the
         first `leaked` events on disk all the same; everything=True: every change kept (what
-        the live root must look like)."""
+        the live root must look like); data_leaked: every data write kept."""
         covered = self.covered_at()
         tree = dict(self.snapshot.tree)
         # An inode the log never saw created (made outside the Disk) reads as empty; the
         # divergence check reports how it got there.
         data = {i: v[0] for i, v in self.snapshot.inodes.items()}
         mtimes = {i: v[1] for i, v in self.snapshot.inodes.items()}
-        state = CrashState(cut, leaked, tree, {})
+        state = CrashState(cut, leaked, tree, {}, data_leaked=data_leaked)
         for i, event in enumerate(self.events[:cut]):
             durable = everything or covered[i] < cut
             if event.kind == "create":
@@ -451,8 +475,14 @@ class Recording:
                 self._apply(state, event)
             elif event.kind == "mtime" and (durable or i < leaked):
                 mtimes[event.inode] = event.mtime_ns
-            elif event.kind == "write" and durable:
-                data[event.inode] = data.get(event.inode, b"") + event.data
+            elif event.kind in DATA_KINDS and (durable or data_leaked):
+                old = data.get(event.inode, b"")
+                if event.kind == "write":
+                    end = event.offset + len(event.data)
+                    data[event.inode] = old[:event.offset].ljust(event.offset, b"\0") + \
+                        event.data + old[end:]
+                else:
+                    data[event.inode] = old[:event.length].ljust(event.length, b"\0")
                 mtimes[event.inode] = event.mtime_ns
         state.inodes = {node[1]: (data.get(node[1], b""), mtimes.get(node[1], 0))
                         for node in tree.values() if node[0] == "file"}
@@ -499,11 +529,12 @@ class Recording:
             leak_points = [0] + [i + 1 for i in range(k) if covered[i] >= k and
                                  self.events[i].kind in ENTRY_KINDS + ("mtime",)]
             for leaked in leak_points:
-                state = self.state_at(k, leaked)
-                signature = state.signature()
-                if signature not in seen:
-                    seen.add(signature)
-                    yield state
+                for data_leaked in (False, True) if self.leak_data else (False,):
+                    state = self.state_at(k, leaked, data_leaked=data_leaked)
+                    signature = state.signature()
+                    if signature not in seen:
+                        seen.add(signature)
+                        yield state
 
     def acknowledged(self, cut: int) -> dict:
         """The replies that went out before a power cut after `cut` events: name -> value."""
@@ -513,7 +544,8 @@ class Recording:
         """The log up to a state's cut, each event flagged durable (D), leaked (L) or lost."""
         covered = self.covered_at()
         lines = [f"power cut after {state.cut} of {len(self.events)} events "
-                 f"(unflushed metadata of the first {state.leaked} leaked):"]
+                 f"(unflushed metadata of the first {state.leaked} leaked"
+                 f"{', every unflushed data write too' if state.data_leaked else ''}):"]
         marks = {}
         for at, name, _ in self.marks:
             marks.setdefault(at, []).append(name)

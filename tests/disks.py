@@ -31,10 +31,10 @@ class FailingDisk(Disk):
             code = self.failures[op]
             raise OSError(code, f"injected: {os.strerror(code)}")
 
-    def write_whole(self, fd, data, mtime):
-        """Fail after the file is created, as a full disk does."""
+    def write_whole(self, fd, data, mtime, cut=False):
+        """Fail after the file is created (or a spare taken), as a full disk does."""
         self.fail("write")
-        super().write_whole(fd, data, mtime)
+        super().write_whole(fd, data, mtime, cut)
 
     def rename(self, source, target):
         """Fail a rename."""

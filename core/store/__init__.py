@@ -3,7 +3,7 @@
 names (queue and id grammar), message (the file's bytes), disk (writes and flushes), root (every
 path), states (the renames of a message), queues, dedup, notices, recovery, staging and
 streams (the Spark pipeline's files), listing (reading without claiming), accumulation
-(windows and compound messages).
+(windows and compound messages), spares (removed messages' files written again).
 """
 
 import orjson
@@ -19,6 +19,7 @@ from mq.store.notices import Notices
 from mq.store.queues import Queues
 from mq.store.recovery import Recovery, reap_folder
 from mq.store.root import FOLDERS, FORMAT_VERSION, Root
+from mq.store.spares import Spares
 from mq.store.staging import Staging
 from mq.store.states import MessageStates
 from mq.store.streams import Streams
@@ -32,7 +33,7 @@ __all__ = [
 
 
 class Store(Root, MessageStates, Queues, DedupKeys, Notices, Recovery, Staging, Streams,
-            Accumulation):
+            Accumulation, Spares):
     """One mq root: its paths, the states of messages and every change made to it.
 
     sync: "fs" flushes a batch with one syncfs(2) of the root's file system; "file" fsyncs
@@ -66,12 +67,16 @@ class Store(Root, MessageStates, Queues, DedupKeys, Notices, Recovery, Staging, 
         self.disk.flush(self.root, dirs)
 
     def write_new(self, queue: str, message_id: str, data: bytes, due: float | None) -> str:
-        """Write a message file once into new/ (exclusive create); return its path.
+        """Write a message file into new/ (a spare file when there is one, else a new one by
+        exclusive create); return its path.
 
         With sync=file the file is fsynced here; with sync=fs the caller flushes the batch.
         A failed write leaves nothing behind; the OSError is the caller's to map.
         """
         path = self.new_path(queue, message_id)
+        while (spare := self.take_spare()) is not None:
+            if self.disk.reuse(spare, path, data, due):
+                return path
         self.disk.create(path, data, due)
         return path
 

@@ -76,15 +76,44 @@ class Disk:
             raise
         os.close(fd)
 
-    def write_whole(self, fd: int, data: bytes, mtime: float | None) -> None:
-        """Write all of data to an open new file and set its mtime (fsync with sync=file)."""
+    def write_whole(self, fd: int, data: bytes, mtime: float | None, cut: bool = False) -> None:
+        """Write all of data from the start of an open file, cut it to that length (cut: it
+        held more before), set its mtime (fsync with sync=file)."""
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
+        if cut:
+            os.ftruncate(fd, len(data))
         if mtime is not None:
             os.utime(fd, ns=(int(mtime * 1e9), int(mtime * 1e9)))
         if self.sync == "file":
             os.fsync(fd)
+
+    def reuse(self, spare: str, path: str, data: bytes, mtime: float | None = None) -> bool:
+        """Take a spare file (docs/FORMAT.md, "Spare files") as path and make it hold exactly
+        data; False when another writer took the spare first.
+
+        Written over in place and cut to length, not truncated first: the blocks it holds are
+        kept, so the file system allocates neither an inode nor a block. Like create, nothing
+        is left behind on failure.
+        """
+        try:
+            self.rename(spare, path)
+        except FileNotFoundError:
+            return False
+        try:
+            fd = os.open(path, os.O_WRONLY)
+        except BaseException:
+            self.discard(path)
+            raise
+        try:
+            self.write_whole(fd, data, mtime, cut=True)
+        except BaseException:
+            os.close(fd)
+            self.discard(path)
+            raise
+        os.close(fd)
+        return True
 
     def publish(self, path: str, data: bytes) -> None:
         """Create a file that must not exist and appears whole: written under a temporary

@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 from mq.store.message import Message, decode_message
 from mq.store.names import parse_entry
+from mq.store.states import read_all
 
 
 @dataclass
@@ -49,15 +50,30 @@ def list_entries(store, queues, shard: tuple[int, int] | None = None):
 
 
 def read_entry(entry: Entry) -> tuple[Message, float] | None:
-    """(message, file mtime) of a listed entry, read whole; None when it moved or went.
+    """(message, file mtime) of a listed entry, read whole; None when it moved or went."""
+    return read_unclaimed(entry.path, entry.queue, entry.id)
 
-    A message file is complete before it is renamed out of new/ and never rewritten, so a
-    successful open always reads a whole message, even if the file is renamed meanwhile.
+
+def read_unclaimed(path: str, queue: str, message_id: str) -> tuple[Message, float] | None:
+    """(message, file mtime) of a message file read without claiming it; None when it moved
+    or went. CorruptMessage when the file is not that message.
+
+    A file is complete before it is renamed out of new/, but once its message is removed it
+    may become a spare and hold another message (docs/FORMAT.md, "Spare files"). What was
+    read counts only if the path still names the file after the read: no path ever names a
+    file again once it has left it, so the file was that message's all along.
     """
     try:
-        with open(entry.path, "rb") as f:
-            data = f.read()
-            mtime = os.fstat(f.fileno()).st_mtime
+        fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
         return None
-    return decode_message(entry.queue, entry.id, data), mtime
+    try:
+        data, info = read_all(fd), os.fstat(fd)
+    finally:
+        os.close(fd)
+    try:
+        if os.stat(path).st_ino != info.st_ino:
+            return None
+    except FileNotFoundError:
+        return None
+    return decode_message(queue, message_id, data), info.st_mtime

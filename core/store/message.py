@@ -81,6 +81,9 @@ def decode_header(queue: str, message_id: str, data: bytes) -> tuple[dict, int]:
             or not isinstance(header.get("p", 0), int)
             or not isinstance(header.get("g", ""), str) or not isinstance(header.get("a", {}), dict)):
         raise CorruptMessage(f"{queue}/{message_id}: header is not a message header")
+    if header.get("id", message_id) != message_id:
+        # Another message's file: a spare being written again, or a misnamed file.
+        raise CorruptMessage(f"{queue}/{message_id}: the file holds message {header['id']!r}")
     return header, 7 + length
 
 

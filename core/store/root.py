@@ -14,7 +14,7 @@ from mq.store.names import entry_name, queued_name
 FORMAT_VERSION = 1
 #: The folders every root has, created at every start if missing.
 FOLDERS = ("new", "queues", "delay", "remove", "run", "dedup", "props", "notices", "corrupt",
-           "accum")
+           "accum", "spare")
 #: The file in props/ holding the default property rules (a queue of this name is refused).
 DEFAULT_RULES = "_defaults"
 #: The file in a daemon's run folder naming its socket folder, when that is elsewhere.
@@ -58,6 +58,10 @@ class Root:
     def remove_path(self, queue: str, message_id: str) -> str:
         """Where a removed message waits for the reaper."""
         return f"{self.root}/remove/{queued_name(queue, message_id)}"
+
+    def spare_path(self, name: str) -> str:
+        """A spare file: a removed message's file, kept to be written again (spares.py)."""
+        return f"{self.root}/spare/{name}"
 
     def trash_path(self, queue: str, what: str) -> str:
         """A unique name in remove/ for something of a deleted queue (its folder, keys, props).

@@ -1,0 +1,100 @@
+"""Spare files: the files of removed messages, kept to be written again as new messages.
+
+Creating a file costs the file system an inode and a block, and unlinking one frees them;
+ext4 without a journal even skips every inode freed in the last hours when it looks for a
+free one, so on a busy root each create scans thousands of them (bench/RESULTS.md). A
+message file taken from spare/ costs two renames and a write instead (docs/FORMAT.md,
+"Spare files").
+"""
+
+import os
+import random
+import time
+
+from mq.ids import new_id
+from mq.store.recovery import reap_folder
+
+#: Largest file kept: a spare holds the blocks of its last message until it is written again.
+SPARE_MAX_BYTES = 16 * 1024
+#: Seconds between two listings of an empty spare/ by one writer.
+LIST_SECONDS = 0.5
+#: Most names one writer takes from a listing (several writers share spare/).
+TAKE_PER_LISTING = 1000
+
+
+class Spares:
+    """Taking spare files for new messages, and the reaper's recycling of removed ones
+    (a part of Store)."""
+
+    _spares: list | None = None
+    _spares_listed: float = float("-inf")
+
+    def take_spare(self) -> str | None:
+        """The path of a spare file to try, None when spare/ had none at its last listing.
+
+        Another writer may take the same one first: Disk.reuse then says so and the caller
+        asks again. Names are shuffled so that writers sharing spare/ rarely collide.
+        """
+        if self.sync != "fs":
+            return None  # Only sync=fs makes spares (recycle_removed).
+        if not self._spares:
+            now = time.monotonic()
+            if now - self._spares_listed < LIST_SECONDS:
+                return None
+            self._spares_listed = now
+            try:
+                names = os.listdir(self.folder("spare"))
+            except FileNotFoundError:
+                return None
+            random.shuffle(names)
+            self._spares = names[:TAKE_PER_LISTING]
+            if not self._spares:
+                return None
+        return self.spare_path(self._spares.pop())
+
+    def recycle_removed(self, limit: int) -> tuple[int, int]:
+        """One pass of the reaper over remove/: (files moved to spare/, entries unlinked).
+
+        A file is written again only once its removal is durable: the pass lists remove/,
+        flushes, and only then renames what it listed, so that after a power cut a spare's
+        new contents can never appear under the name of the message it held (docs/FORMAT.md).
+        Only with sync=fs: a folder fsync cannot make the rename that brought a file into
+        remove/ durable in the folder it came from; otherwise (or with limit 0) remove/ is
+        emptied and spares left by an earlier run are unlinked too. Files with another name
+        (a hard link), files over SPARE_MAX_BYTES and files beyond `limit` are unlinked;
+        folders (deleted queues) are removed whole.
+        """
+        remove = self.folder("remove")
+        if limit <= 0 or self.sync != "fs":
+            return 0, reap_folder(remove, self.disk) + reap_folder(self.folder("spare"), self.disk)
+        files, unlinked = [], 0
+        with os.scandir(remove) as it:
+            for entry in it:
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        self.disk.remove_tree(entry.path)
+                        unlinked += 1
+                    else:
+                        files.append(entry)
+                except FileNotFoundError:
+                    continue
+        if not files:
+            return 0, unlinked
+        room = limit - len(os.listdir(self.folder("spare")))
+        self.flush({remove})
+        recycled = 0
+        for entry in files:
+            try:
+                info = entry.stat(follow_symlinks=False)
+                if room > 0 and entry.is_file(follow_symlinks=False) and info.st_nlink == 1 \
+                        and info.st_size <= SPARE_MAX_BYTES:
+                    self.disk.rename(entry.path, self.spare_path(new_id()))
+                    room -= 1
+                    recycled += 1
+                else:
+                    self.disk.unlink(entry.path)
+                    unlinked += 1
+            except FileNotFoundError:
+                continue  # A peer daemon's reaper took it.
+        return recycled, unlinked
+

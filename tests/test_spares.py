@@ -1,0 +1,173 @@
+"""Spare files: the reaper keeps removed messages' files, and adds write new messages into them.
+
+A file is written again only once its old message's removal is durable, never while another
+name points at it, and a reader that did not claim a message never takes a spare's new bytes
+for the message the file held before.
+"""
+
+import os
+
+import pytest
+
+from crash_model import RecordingDisk
+from mq.ids import new_id
+from mq.store import CorruptMessage, Store, encode_message
+from mq.store import listing
+from mq.store.spares import SPARE_MAX_BYTES
+from test_flush_ordering import Rig, assert_gone, assert_live, assert_sound, check_every_cut
+
+
+def stored(store: Store, queue: str, body: bytes) -> str:
+    """Add a ready message the way a save actor does; return its id."""
+    message_id = new_id()
+    store.write_new(queue, message_id, encode_message(body, "text/plain", 1, message_id), None)
+    store.flush_data()
+    store.deliver_new(queue, message_id, False)
+    store.flush({store.queue_dir(queue), store.folder("new")})
+    return message_id
+
+
+def spares_of(store: Store) -> dict:
+    """inode -> name of every file in spare/."""
+    folder = store.folder("spare")
+    return {os.stat(os.path.join(folder, name)).st_ino: name for name in os.listdir(folder)}
+
+
+def list_spares_now(store: Store) -> None:
+    """Let the store list spare/ at its next add (a writer lists an empty one every 0.5 s)."""
+    store._spares, store._spares_listed = None, float("-inf")
+
+
+@pytest.fixture
+def store(tmp_path):
+    store = Store(str(tmp_path / "root"), "fs")
+    store.init()
+    return store
+
+
+@pytest.mark.timeout(30)
+def test_an_add_writes_into_a_removed_message_s_file_and_cuts_it_to_length(store):
+    old = stored(store, "q", b"a much longer body than the next one" * 10)
+    store.remove("q", old)
+    assert store.recycle_removed(10) == (1, 0)
+    [inode] = spares_of(store)
+    list_spares_now(store)
+    new = stored(store, "q", b"short")
+    path = store.ready_path("q", new)
+    assert os.stat(path).st_ino == inode, "the add did not take the spare file"
+    assert spares_of(store) == {}
+    message, _ = listing.read_unclaimed(path, "q", new)
+    assert message.body == b"short"
+    assert os.path.getsize(path) == len(encode_message(b"short", "text/plain", 1, new))
+
+
+@pytest.mark.timeout(30)
+def test_the_reaper_flushes_the_removals_before_it_keeps_any_file(tmp_path):
+    disk = RecordingDisk("fs")
+    store = Store(str(tmp_path / "root"), "fs", disk=disk)
+    store.init()
+    ids = [stored(store, "q", b"m%d" % i) for i in range(3)]
+    for message_id in ids:
+        store.remove("q", message_id)
+    disk.syncfs(store.root)
+    recording = disk.start_recording(store.root)
+    assert store.recycle_removed(10) == (3, 0)
+    disk.stop_recording()
+    kinds = [(e.kind, e.target.split("/")[0]) for e in recording.events]
+    assert kinds[0] == ("syncfs", ""), f"a file was kept before the removals were flushed: {kinds}"
+    assert kinds[1:] == [("rename", "spare")] * 3
+
+
+@pytest.mark.timeout(30)
+def test_the_reaper_unlinks_what_it_must_not_keep(store):
+    small = [stored(store, "q", b"small %d" % i) for i in range(2)]
+    big = stored(store, "q", b"x" * (SPARE_MAX_BYTES + 1))
+    linked = stored(store, "q", b"also named elsewhere")
+    os.link(store.ready_path("q", linked), os.path.join(store.root, "elsewhere"))
+    linked_inode = os.stat(store.ready_path("q", linked)).st_ino
+    for message_id in small + [big, linked]:
+        store.remove("q", message_id)
+    os.mkdir(store.trash_path("q", "queue"))
+    # The big file, the one with another name and the folder are unlinked.
+    assert store.recycle_removed(10) == (2, 3)
+    assert linked_inode not in spares_of(store), "a file with another name was kept"
+    assert os.listdir(store.folder("remove")) == []
+    # Room for one more: of three, one is kept.
+    for message_id in [stored(store, "q", b"more %d" % i) for i in range(3)]:
+        store.remove("q", message_id)
+    assert store.recycle_removed(3) == (1, 2)
+    assert len(spares_of(store)) == 3
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("sync, limit", [("file", 10), ("fs", 0)])
+def test_without_recycling_the_reaper_empties_remove_and_spare(tmp_path, sync, limit):
+    store = Store(str(tmp_path / "root"), "fs")
+    store.init()
+    kept = stored(store, "q", b"kept by an earlier run")
+    store.remove("q", kept)
+    assert store.recycle_removed(10) == (1, 0)
+    gone = stored(store, "q", b"removed now")
+    store.remove("q", gone)
+    store = Store(store.root, sync)
+    assert store.recycle_removed(limit) == (0, 2)
+    assert spares_of(store) == {} and os.listdir(store.folder("remove")) == []
+
+
+@pytest.mark.timeout(30)
+def test_a_reader_whose_file_became_another_message_sees_its_message_gone(store, monkeypatch):
+    # A peek opens a message's file; before it reads, the message is removed, and its file
+    # recycled and written again as another message. The read must not return those bytes.
+    old = stored(store, "q", b"old body")
+    path = store.ready_path("q", old)
+    real_read_all = listing.read_all
+
+    def recycled_meanwhile(fd):
+        store.remove("q", old)
+        assert store.recycle_removed(10) == (1, 0)
+        list_spares_now(store)
+        new = stored(store, "q", b"new body")
+        assert os.stat(store.ready_path("q", new)).st_ino == os.fstat(fd).st_ino
+        return real_read_all(fd)
+
+    monkeypatch.setattr(listing, "read_all", recycled_meanwhile)
+    assert listing.read_unclaimed(path, "q", old) is None
+
+
+@pytest.mark.timeout(30)
+def test_a_file_holding_another_message_is_not_read_as_this_one(store):
+    one, other = stored(store, "q", b"one"), stored(store, "q", b"other")
+    os.rename(store.ready_path("q", other), store.ready_path("q", one))
+    with pytest.raises(CorruptMessage, match="holds message"):
+        listing.read_unclaimed(store.ready_path("q", one), "q", one)
+
+
+@pytest.mark.timeout(60)
+def test_a_recycled_file_never_shows_its_new_bytes_under_the_old_name_at_every_point(tmp_path):
+    rig = Rig(tmp_path, "fs")
+    [gone] = rig.add({"queue": "q", "body": b"removed"})
+    [stays] = rig.add({"queue": "q", "body": b"stays"})
+    rig.record()
+    # Writeback may write a file's pages before any flush: the model leaks data too.
+    rig.disk.recording.leak_data = True
+    # The removal's rename, and the reaper's pass before the remover's own flush (the
+    # reaper is another process).
+    rig.store.remove("q", gone["id"])
+    assert rig.store.recycle_removed(10) == (1, 0)
+    [inode] = spares_of(rig.store)
+    list_spares_now(rig.store)
+    [new] = rig.add({"queue": "q", "body": b"new"})
+    assert os.stat(rig.store.ready_path("q", new["id"])).st_ino == inode
+    rig.acked("new", new)
+
+    def check(view, acknowledged):
+        assert_sound(view)
+        assert_live(view, stays["id"], "q", b"stays")
+        places = view.live(gone["id"])
+        if places:
+            assert_live(view, gone["id"], "q", b"removed")
+        if "new" in acknowledged:
+            assert_live(view, new["id"], "q", b"new")
+            assert_gone(view, gone["id"], "after its file was written again")
+
+    check_every_cut(rig, check)
