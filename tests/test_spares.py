@@ -14,6 +14,7 @@ from mq.ids import new_id
 from mq.store import CorruptMessage, Store, encode_message
 from mq.store import listing
 from mq.store.spares import SPARE_MAX_BYTES
+from support import poll_for
 from test_flush_ordering import Rig, assert_gone, assert_live, assert_sound, check_every_cut
 
 
@@ -171,3 +172,23 @@ def test_a_recycled_file_never_shows_its_new_bytes_under_the_old_name_at_every_p
             assert_gone(view, gone["id"], "after its file was written again")
 
     check_every_cut(rig, check)
+
+
+@pytest.mark.timeout(60)
+def test_a_daemon_writes_new_messages_into_the_files_of_removed_ones(start_mq, tmp_path):
+    daemon = start_mq(args=("--sync=fs",))
+    first = {daemon.add("q", b"first %d" % i) for i in range(20)}
+    daemon.drain("q", first)
+    spare = tmp_path / "root" / "spare"
+    poll_for(lambda: len(os.listdir(spare)) == 20, what="the reaper keeping 20 removed files")
+    inodes = {os.stat(spare / name).st_ino for name in os.listdir(spare)}
+    added = {}
+
+    def an_add_took_a_spare():
+        # A save actor lists an empty spare/ again 0.5 s after it last found none.
+        message_id = daemon.add("q", b"again %d" % len(added))
+        added[message_id] = b"again %d" % len(added)
+        return os.stat(tmp_path / "root" / "queues" / "q" / message_id).st_ino in inodes
+
+    poll_for(an_add_took_a_spare, interval=0.1, what="an add written into a spare file")
+    assert daemon.drain("q", set(added)) == added
