@@ -84,25 +84,41 @@ def redis(folder: str) -> Server:
         "--appendonly", "yes", "--appendfsync", "always", "--save", "", "--daemonize", "no"])
 
 
-def file_ceiling(folder: str, seconds: float, batch: int = 256) -> dict:
+def file_ceiling(folder: str, seconds: float, batch: int = 256, spares: bool = False) -> dict:
     """What the file system allows mq's way: per batch, `batch` new 100-byte files, a rename of
     each into another folder, and two syncfs(2) (one after the writes, one after the
-    renames, as a save actor's flush does). Messages per second, and each batch's seconds."""
+    renames, as a save actor's flush does). Messages per second, and each batch's seconds.
+
+    spares: each file is not created but taken from a pool by a rename and written over (then
+    cut to length), and renamed back into the pool after the batch, as mq's spare files are
+    (docs/FORMAT.md, "Spare files"); the rename back is timed too."""
     libc = ctypes.CDLL(None, use_errno=True)
-    new, ready = os.path.join(folder, "new"), os.path.join(folder, "ready")
-    os.makedirs(new, exist_ok=True)
-    os.makedirs(ready, exist_ok=True)
+    new, ready, spare = (os.path.join(folder, name) for name in ("new", "ready", "spare"))
+    for path in (new, ready, spare):
+        os.makedirs(path, exist_ok=True)
+    for i in range(batch if spares else 0):
+        with open(os.path.join(spare, f"s{i}"), "wb") as f:
+            f.write(b"s" * 100)
     handle = os.open(folder, os.O_RDONLY)
     body, count, latencies, serial = b"c" * 100, 0, [], 0
+    libc.syncfs(handle)
     started = time.perf_counter()
     try:
         while time.perf_counter() - started < seconds:
             t0 = time.perf_counter()
             names = [f"{serial + i:012d}" for i in range(batch)]
             serial += batch
+            pool = sorted(os.listdir(spare)) if spares else []
             for name in names:
-                fd = os.open(os.path.join(new, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                path = os.path.join(new, name)
+                if pool:
+                    os.rename(os.path.join(spare, pool.pop()), path)
+                    fd = os.open(path, os.O_WRONLY)
+                else:
+                    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
                 os.write(fd, body)
+                if spares:
+                    os.ftruncate(fd, len(body))
                 os.close(fd)
             libc.syncfs(handle)
             for name in names:
@@ -110,6 +126,8 @@ def file_ceiling(folder: str, seconds: float, batch: int = 256) -> dict:
             libc.syncfs(handle)
             latencies.append(time.perf_counter() - t0)
             count += batch
+            for name in names if spares else ():
+                os.rename(os.path.join(ready, name), os.path.join(spare, name))
         elapsed = time.perf_counter() - started
     finally:
         os.close(handle)
