@@ -98,7 +98,7 @@ def main(argv=None) -> int:
     daemon = Daemon(os.path.join(base, "root"), args.workers, extra=["--no-access-log"]).start()
     try:
         for r in range(args.rounds):
-            ceiling = file_ceiling(os.path.join(base, f"ceiling-{r}"), 3)  # Removes its folder.
+            ceiling = file_ceiling(os.path.join(base, f"ceiling-{r}"), 3)  # Left until the end.
             ceiling = ceiling["messages"] / ceiling["seconds"]
             print(f"round {r + 1}: file ceiling {ceiling:,.0f} files/s", flush=True)
             for name, rate in asyncio.run(measure(daemon.port, args)).items():

@@ -91,7 +91,11 @@ def file_ceiling(folder: str, seconds: float, batch: int = 256, spares: bool = F
 
     spares: each file is not created but taken from a pool by a rename and written over (then
     cut to length), and renamed back into the pool after the batch, as mq's spare files are
-    (docs/FORMAT.md, "Spare files"); the rename back is timed too."""
+    (docs/FORMAT.md, "Spare files"); the rename back is timed too.
+
+    The files are left in folder for the caller to remove once every measurement is done: on
+    ext4 without a journal, deleting files makes creates near them slower for hours (the
+    allocator skips recently freed inodes one by one), which would tilt what runs next."""
     libc = ctypes.CDLL(None, use_errno=True)
     new, ready, spare = (os.path.join(folder, name) for name in ("new", "ready", "spare"))
     for path in (new, ready, spare):
@@ -131,7 +135,6 @@ def file_ceiling(folder: str, seconds: float, batch: int = 256, spares: bool = F
         elapsed = time.perf_counter() - started
     finally:
         os.close(handle)
-        shutil.rmtree(folder, ignore_errors=True)
     return {"messages": count, "seconds": elapsed, "latencies": latencies}
 
 

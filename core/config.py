@@ -42,9 +42,10 @@ class Options:
     sync: str = option("auto", "fs: one syncfs(2) per batch of messages; file: fsync each file "
                        "and folder; auto: file on FUSE, NFS, CephFS, SMB, 9p and Lustre (where "
                        "syncfs may not reach stable storage), else fs")
-    spare_files: int = option(10_000, "files of removed messages the reaper keeps to write new "
+    spare_files: int = option(65_536, "files of removed messages the reaper keeps to write new "
                               "messages into, sparing the file system an inode and a block per "
-                              "message (with sync fs; each at most 16 KiB); 0 unlinks them")
+                              "message (with sync fs; each one 4 KiB block at most, so 256 MiB "
+                              "for the default); 0 unlinks them")
     auto_create: bool = option(True, "create a queue on the first add to it; when off, adding to "
                                "a missing queue is 404")
     max_body_bytes: int = option(16 * 1024 * 1024, "largest message body in bytes")

@@ -14,8 +14,9 @@ import time
 from mq.ids import new_id
 from mq.store.recovery import reap_folder
 
-#: Largest file kept: a spare holds the blocks of its last message until it is written again.
-SPARE_MAX_BYTES = 16 * 1024
+#: Largest file kept, in bytes the file system allocated to it (st_blocks): one 4 KiB block,
+#: so that --spare-files bounds the space spares hold (the default, 65,536: 256 MiB).
+SPARE_MAX_BYTES = 4096
 #: Seconds between two listings of an empty spare/ by one writer.
 LIST_SECONDS = 0.5
 #: Most names one writer takes from a listing (several writers share spare/).
@@ -87,7 +88,7 @@ class Spares:
             try:
                 info = entry.stat(follow_symlinks=False)
                 if room > 0 and entry.is_file(follow_symlinks=False) and info.st_nlink == 1 \
-                        and info.st_size <= SPARE_MAX_BYTES:
+                        and info.st_blocks * 512 <= SPARE_MAX_BYTES:
                     self.disk.rename(entry.path, self.spare_path(new_id()))
                     room -= 1
                     recycled += 1
