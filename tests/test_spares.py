@@ -35,8 +35,8 @@ def spares_of(store: Store) -> dict:
 
 
 def list_spares_now(store: Store) -> None:
-    """Let the store list spare/ at its next add (a writer lists an empty one every 0.5 s)."""
-    store._spares, store._spares_listed = None, float("-inf")
+    """Let the store list spare/ at its next add (it found none less than 0.5 s ago)."""
+    store._spares, store._spares_empty_at = None, float("-inf")
 
 
 @pytest.fixture

@@ -17,10 +17,11 @@ from mq.store.recovery import reap_folder
 #: Largest file kept, in bytes the file system allocated to it (st_blocks): one 4 KiB block,
 #: so that --spare-files bounds the space spares hold (the default, 65,536: 256 MiB).
 SPARE_MAX_BYTES = 4096
-#: Seconds between two listings of an empty spare/ by one writer.
+#: Seconds a writer waits before listing spare/ again after a listing that found it empty.
 LIST_SECONDS = 0.5
-#: Most names one writer takes from a listing (several writers share spare/).
-TAKE_PER_LISTING = 1000
+#: Most names one writer takes from a listing: a random sample, so that writers sharing
+#: spare/ rarely try the same one, and a listing of a full spare/ is paid once per that many.
+TAKE_PER_LISTING = 10_000
 
 
 class Spares:
@@ -28,28 +29,28 @@ class Spares:
     (a part of Store)."""
 
     _spares: list | None = None
-    _spares_listed: float = float("-inf")
+    _spares_empty_at: float = float("-inf")
 
     def take_spare(self) -> str | None:
-        """The path of a spare file to try, None when spare/ had none at its last listing.
+        """The path of a spare file to try, None when spare/ was empty at a listing less than
+        LIST_SECONDS ago.
 
         Another writer may take the same one first: Disk.reuse then says so and the caller
-        asks again. Names are shuffled so that writers sharing spare/ rarely collide.
+        asks again.
         """
         if self.sync != "fs":
             return None  # Only sync=fs makes spares (recycle_removed).
         if not self._spares:
             now = time.monotonic()
-            if now - self._spares_listed < LIST_SECONDS:
+            if now - self._spares_empty_at < LIST_SECONDS:
                 return None
-            self._spares_listed = now
             try:
                 names = os.listdir(self.folder("spare"))
             except FileNotFoundError:
-                return None
-            random.shuffle(names)
-            self._spares = names[:TAKE_PER_LISTING]
+                names = []
+            self._spares = random.sample(names, min(len(names), TAKE_PER_LISTING))
             if not self._spares:
+                self._spares_empty_at = now
                 return None
         return self.spare_path(self._spares.pop())
 
