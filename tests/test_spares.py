@@ -88,9 +88,12 @@ def test_the_reaper_unlinks_what_it_must_not_keep(store):
     linked_inode = os.stat(store.ready_path("q", linked)).st_ino
     for message_id in small + [big, linked]:
         store.remove("q", message_id)
+    foreign = stored(store, "q", b"written by another user")
+    os.chown(store.ready_path("q", foreign), 12345, 12345)
+    store.remove("q", foreign)
     os.mkdir(store.trash_path("q", "queue"))
-    # The big file, the one with another name and the folder are unlinked.
-    assert store.recycle_removed(10) == (2, 3)
+    # The big file, the one with another name, the other user's and the folder are unlinked.
+    assert store.recycle_removed(10) == (2, 4)
     assert linked_inode not in spares_of(store), "a file with another name was kept"
     assert os.listdir(store.folder("remove")) == []
     # Room for one more: of three, one is kept.
@@ -113,6 +116,16 @@ def test_without_recycling_the_reaper_empties_remove_and_spare(tmp_path, sync, l
     store = Store(store.root, sync)
     assert store.recycle_removed(limit) == (0, 2)
     assert spares_of(store) == {} and os.listdir(store.folder("remove")) == []
+
+
+@pytest.mark.timeout(30)
+def test_a_spare_that_cannot_be_written_is_dropped_and_the_add_creates_its_file(store):
+    os.mkdir(store.spare_path("not-a-file"))
+    list_spares_now(store)
+    message_id = stored(store, "q", b"stored all the same")
+    message, _ = listing.read_unclaimed(store.ready_path("q", message_id), "q", message_id)
+    assert message.body == b"stored all the same"
+    assert os.listdir(store.folder("new")) == []
 
 
 @pytest.mark.timeout(30)

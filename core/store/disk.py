@@ -91,7 +91,8 @@ class Disk:
 
     def reuse(self, spare: str, path: str, data: bytes, mtime: float | None = None) -> bool:
         """Take a spare file (docs/FORMAT.md, "Spare files") as path and make it hold exactly
-        data; False when another writer took the spare first.
+        data; False when another writer took the spare first, or it cannot be opened for
+        writing (then it is unlinked).
 
         Written over in place and cut to length, not truncated first: the blocks it holds are
         kept, so the file system allocates neither an inode nor a block. Like create, nothing
@@ -103,9 +104,14 @@ class Disk:
             return False
         try:
             fd = os.open(path, os.O_WRONLY)
-        except BaseException:
-            self.discard(path)
-            raise
+        except OSError:
+            # No file this process may write (another owner's, or not a file at all): no
+            # spare, and out of the way of the create that follows.
+            if os.path.isdir(path) and not os.path.islink(path):
+                self.remove_tree(path)
+            else:
+                self.discard(path)
+            return False
         try:
             self.write_whole(fd, data, mtime, cut=True)
         except BaseException:

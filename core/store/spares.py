@@ -63,7 +63,8 @@ class Spares:
         Only with sync=fs: a folder fsync cannot make the rename that brought a file into
         remove/ durable in the folder it came from; otherwise (or with limit 0) remove/ is
         emptied and spares left by an earlier run are unlinked too. Files with another name
-        (a hard link), files over SPARE_MAX_BYTES and files beyond `limit` are unlinked;
+        (a hard link), over SPARE_MAX_BYTES, of another owner (a broker-less writer running as
+        another user: this daemon may not write them) and beyond `limit` are unlinked;
         folders (deleted queues) are removed whole.
         """
         remove = self.folder("remove")
@@ -89,7 +90,8 @@ class Spares:
             try:
                 info = entry.stat(follow_symlinks=False)
                 if room > 0 and entry.is_file(follow_symlinks=False) and info.st_nlink == 1 \
-                        and info.st_blocks * 512 <= SPARE_MAX_BYTES:
+                        and info.st_blocks * 512 <= SPARE_MAX_BYTES \
+                        and info.st_uid == os.geteuid():
                     self.disk.rename(entry.path, self.spare_path(new_id()))
                     room -= 1
                     recycled += 1
