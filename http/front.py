@@ -16,6 +16,7 @@ from mq.http import access, sqs
 from mq.http.actor_links import ActorPool
 from mq.http.api import ApiHandler
 from mq.http.batches import AckBatchHandler
+from mq.http.connection_timeouts import TimedHTTPServer
 from mq.http.dashboard import DashboardHandler, HomeHandler
 from mq.http.health import read_health
 from mq.http.messages import MessageHandler, MessagesHandler
@@ -127,9 +128,9 @@ def make_app(pool: ActorPool, options, run_dir: str = "",
 
 def http_server(app: tornado.web.Application, options) -> tornado.httpserver.HTTPServer:
     """An HTTP server for app with the daemon's connection limits."""
-    return tornado.httpserver.HTTPServer(
+    return TimedHTTPServer(
         app, max_body_size=options.max_body_bytes + 1, max_header_size=options.max_header_bytes,
-        idle_connection_timeout=options.idle_timeout, body_timeout=options.body_timeout)
+        idle_timeout=options.idle_timeout, body_timeout=options.body_timeout)
 
 
 def sqs_application(pool: ActorPool, options, tokens) -> tornado.web.Application:
