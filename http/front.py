@@ -77,16 +77,12 @@ class NotFoundHandler(ApiHandler):
         raise NotFound(f"no such endpoint: {self.request.method} {self.request.path}")
 
 
-#: The access log's logger, bound on its first line (after logs.configure) and kept.
-ACCESS_LOG = logs.get("mq.access")
-
-
 def log_request(handler: tornado.web.RequestHandler) -> None:
     """The access log: one line per request."""
     request = handler.request
-    ACCESS_LOG.info(
-        "http.request", method=request.method, path=request.path, status=handler.get_status(),
-        ms=round(request.request_time() * 1000, 2), **getattr(handler, "log_fields", {}))
+    logs.info_line("http.request", {
+        "method": request.method, "path": request.path, "status": handler.get_status(),
+        "ms": round(request.request_time() * 1000, 2), **getattr(handler, "log_fields", {})})
 
 
 def make_app(pool: ActorPool, options, run_dir: str = "",
