@@ -42,6 +42,13 @@ class Batch:
     settled: list = field(default_factory=list)
     props: dict = field(default_factory=dict)
 
+    def properties(self, queue: str, files) -> dict:
+        """The queue's effective properties, read from its PropertyFiles once per batch."""
+        found = self.props.get(queue)
+        if found is None:
+            found = self.props[queue] = files.effective(queue)
+        return found
+
     def add_ready(self, queue: str, message_id: str, attempts: int = 0) -> None:
         """Record a message made ready, to tell its queue's fetch actor after the flush."""
         self.ready.setdefault(queue, []).append([message_id, attempts])

@@ -215,9 +215,7 @@ class FetchActor(Actor):
         are passed over (actors/message_groups.py).
         """
         index = self.ready_index(queue)
-        if queue not in batch.props:
-            batch.props[queue] = self.props.effective(queue)
-        props = batch.props[queue]
+        props = batch.properties(queue, self.props)
         timeout, fifo = props["timeout"], props["fifo"]
         # 0: no retention limit. Ids are never older than the epoch.
         expired_before = (time.time() - props["retention"]) * 1000 if props["retention"] else 0

@@ -97,7 +97,7 @@ class SaveActor(Actor):
         add = check_add(payload.get("queue"), payload.get("body"), payload.get("content_type"),
                         payload.get("due"), payload.get("dedup_id"), now,
                         payload.get("group"), payload.get("attributes"))
-        props = self.props.effective(add.queue)
+        props = batch.properties(add.queue, self.props)
         accumulation.refuse_schedule(add, props)
         with_properties(add, props, self.options.max_body_bytes, now)
         if props["accum"] > 0:

@@ -25,7 +25,7 @@ def add_batch(actor, batch, request):
     messages = payload.get("messages")
     if not isinstance(messages, list) or not 1 <= len(messages) <= MAX_BATCH_MESSAGES:
         raise Invalid(f"messages must be a list of 1 to {MAX_BATCH_MESSAGES} messages")
-    props = actor.props.effective(queue)
+    props = batch.properties(queue, actor.props)
     adds = [checked(n, queue, message, props, actor.options.max_body_bytes, now)
             for n, message in enumerate(messages)]
     if not actor.store.auto_create and not actor.store.queue_exists(queue):
