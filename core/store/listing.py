@@ -60,8 +60,9 @@ def read_unclaimed(path: str, queue: str, message_id: str) -> tuple[Message, flo
 
     A file is complete before it is renamed out of new/, but once its message is removed it
     may become a spare and hold another message (docs/FORMAT.md, "Spare files"). What was
-    read counts only if the path still names the file after the read: no path ever names a
-    file again once it has left it, so the file was that message's all along.
+    read counts only if the path still names the file after the read: a file that reached
+    remove/ never again has a name of its old message (ids are never reused), so the file
+    was that message's all along.
     """
     try:
         fd = os.open(path, os.O_RDONLY)
@@ -69,11 +70,11 @@ def read_unclaimed(path: str, queue: str, message_id: str) -> tuple[Message, flo
         return None
     try:
         data, info = read_all(fd), os.fstat(fd)
+        try:
+            if os.stat(path).st_ino != info.st_ino:
+                return None
+        except FileNotFoundError:
+            return None
     finally:
         os.close(fd)
-    try:
-        if os.stat(path).st_ino != info.st_ino:
-            return None
-    except FileNotFoundError:
-        return None
     return decode_message(queue, message_id, data), info.st_mtime

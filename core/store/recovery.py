@@ -8,6 +8,9 @@ from mq.store.names import split_name
 
 #: Bytes of a file in new/ read to find its header (writer and de-duplication key).
 HEADER_BYTES = 65536
+#: Seconds after which the reaper moves a file of new/ that has no header of its own (its
+#: writer died between taking or creating it and writing it) to remove/.
+ABANDONED_SECONDS = 60.0
 
 
 class Recovery:
@@ -18,22 +21,28 @@ class Recovery:
 
         min_age: only files older than that many seconds (another daemon's adds in progress
         are younger). writer: only files that save actor wrote (its predecessor's, when it
-        restarts). dead: only files whose writer dead(writer) says is gone. They were never
-        acknowledged; a de-duplication key recorded for one is dropped so that a retry of
-        that add is stored.
+        restarts). dead: only files whose writer dead(writer) says is gone, and files with no
+        header of their own (empty, or a spare still holding another message's) untouched for
+        ABANDONED_SECONDS: a writer writes right after it creates or takes a file. They were
+        never acknowledged; a de-duplication key recorded for one is dropped so that a retry
+        of that add is stored.
         """
         moved, dirs = 0, {self.folder("new"), self.folder("remove")}
-        cutoff = time.time() - min_age
+        now = time.time()
         with os.scandir(self.folder("new")) as it:
             for entry in it:
                 try:
-                    if min_age and entry.stat().st_mtime > cutoff:
+                    info = entry.stat()
+                    # ctime too: a spare taken from spare/ keeps its old message's mtime.
+                    changed = max(info.st_mtime, info.st_ctime)
+                    if min_age and changed > now - min_age:
                         continue
                     parts = split_name(entry.name)
                     header = self.new_header(entry.path, parts) if parts else {}
                     if writer and header.get("w") != writer:
                         continue
-                    if dead is not None and not dead(header.get("w", "")):
+                    abandoned = not header and changed < now - ABANDONED_SECONDS
+                    if dead is not None and not (abandoned or dead(header.get("w", ""))):
                         continue
                     if header.get("dk"):
                         self.dedup_forget(parts[0], header["dk"], parts[1])

@@ -17,6 +17,12 @@ from mq.store.recovery import reap_folder
 #: Largest file kept, in bytes the file system allocated to it (st_blocks): one 4 KiB block,
 #: so that --spare-files bounds the space spares hold (the default, 65,536: 256 MiB).
 SPARE_MAX_BYTES = 4096
+#: Seconds a removed file must have been left alone (its ctime: any rename, write or time set
+#: moves it) before it is kept as a spare. A process that opened the file before its message
+#: was removed (a slow writer whose add a queue deletion took, a claim setting a due time just
+#: as a delete came) has that long to finish with its descriptor before another message's
+#: bytes can be in the file.
+GRACE_SECONDS = 2.0
 #: Seconds a writer waits before listing spare/ again after a listing that found it empty.
 LIST_SECONDS = 0.5
 #: Most names one writer takes from a listing: a random sample, so that writers sharing
@@ -45,7 +51,10 @@ class Spares:
             if now - self._spares_empty_at < LIST_SECONDS:
                 return None
             try:
-                names = os.listdir(self.folder("spare"))
+                # Spares belong to the reaper's user: a writer running as another (a broker-less
+                # one) could not write them, and would only unlink them one by one.
+                mine = os.stat(self.folder("spare")).st_uid == os.geteuid()
+                names = os.listdir(self.folder("spare")) if mine else []
             except FileNotFoundError:
                 names = []
             self._spares = random.sample(names, min(len(names), TAKE_PER_LISTING))
@@ -54,12 +63,13 @@ class Spares:
                 return None
         return self.spare_path(self._spares.pop())
 
-    def recycle_removed(self, limit: int) -> tuple[int, int]:
+    def recycle_removed(self, limit: int, grace: float = GRACE_SECONDS) -> tuple[int, int]:
         """One pass of the reaper over remove/: (files moved to spare/, entries unlinked).
 
         A file is written again only once its removal is durable: the pass lists remove/,
         flushes, and only then renames what it listed, so that after a power cut a spare's
         new contents can never appear under the name of the message it held (docs/FORMAT.md).
+        A file to keep that changed less than `grace` seconds ago is left for a later pass.
         Only with sync=fs: a folder fsync cannot make the rename that brought a file into
         remove/ durable in the folder it came from; otherwise (or with limit 0) remove/ is
         emptied and spares left by an earlier run are unlinked too. Files with another name
@@ -85,13 +95,15 @@ class Spares:
             return 0, unlinked
         room = limit - len(os.listdir(self.folder("spare")))
         self.flush({remove})
-        recycled = 0
+        recycled, settled_before = 0, time.time() - grace
         for entry in files:
             try:
                 info = entry.stat(follow_symlinks=False)
                 if room > 0 and entry.is_file(follow_symlinks=False) and info.st_nlink == 1 \
                         and info.st_blocks * 512 <= SPARE_MAX_BYTES \
                         and info.st_uid == os.geteuid():
+                    if info.st_ctime > settled_before:
+                        continue  # Kept at a later pass.
                     self.disk.rename(entry.path, self.spare_path(new_id()))
                     room -= 1
                     recycled += 1
