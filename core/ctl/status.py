@@ -27,7 +27,7 @@ QUEUE_COLUMNS = (
     ("FETCHES/S", lambda q: f"{q['rates']['fetches']:.2f}"),
 )
 #: What each kind of process does, for the ROLE column.
-ROLES = {"mover": "times delay/", "reaper": "unlinks remove/", "fetch": "fetch actor",
+ROLES = {"mover": "times delay/", "reaper": "empties remove/", "fetch": "fetch actor",
          "save": "save actor", "front": "HTTP front"}
 
 
