@@ -55,9 +55,12 @@ class SqsRequests(tornado.routing.PathMatches):
 
     def match(self, request):
         """The path's groups for an SQS request, else None."""
-        if not protocol.is_sqs(request.method, request.headers, request.query_arguments):
+        # The path first: it rules out mq's own requests at once (these rules come first).
+        groups = super().match(request)
+        if groups is None or not protocol.is_sqs(request.method, request.headers,
+                                                 request.query_arguments):
             return None
-        return super().match(request)
+        return groups
 
 
 def request_limit(options) -> int:
