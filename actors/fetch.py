@@ -123,6 +123,9 @@ class FetchActor(Actor):
             index = self.ready_index(queue)  # Stats are watched: index every queue it owns.
         if index is not None:
             for message_id, attempts in request.payload.get("ids", ()):
+                if self.handed.get((queue, message_id), 0) > attempts:
+                    # Late: a listing found it first and it was handed out since.
+                    continue
                 index.add(message_id, attempts)
         return {}
 

@@ -341,6 +341,17 @@ def test_a_message_whose_ready_note_is_late_is_fetched_from_an_index_just_listed
     assert actors.call("fetch", queue="q")["id"] == message_id
 
 
+def test_a_late_ready_note_of_a_message_already_listed_and_handed_out_is_ignored(tmp_path):
+    actors = Actors(tmp_path)  # In-process: the save actor sends no "ready" at all.
+    actors.store.create_queue("q")
+    assert actors.call("fetch", queue="q") == {"empty": True}
+    message_id = ok(actors.add({"queue": "q", "body": b"listed before its note"})[0])["id"]
+    assert actors.call("fetch", queue="q")["id"] == message_id  # Found by a listing.
+    assert actors.call("ready", queue="q", ids=[[message_id, 0]]) == {}  # Its note, late.
+    assert actors.call("queue_get", queue="q")["ready"] == 0
+    assert actors.call("fetch", queue="q") == {"empty": True}
+
+
 def test_fetches_of_missing_queues_leave_nothing_behind(tmp_path):
     actors = Actors(tmp_path)
     for n in range(500):
