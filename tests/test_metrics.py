@@ -13,6 +13,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from support import command, poll_for, ready_daemon
 
+# One daemon for the module, and its tests in file order on one worker: the README's example
+# runs first, when "orders" is the daemon's only queue, and later tests read its metrics.
+pytestmark = pytest.mark.xdist_group("metrics")
+
 OPERATIONS = Path(__file__).resolve().parent.parent / "docs" / "OPERATIONS.md"
 README = Path(__file__).resolve().parent.parent / "README.md"
 
