@@ -97,6 +97,14 @@ _process = ""  # The process name configure() was given.
 _info_on = False  # Whether info lines are written (the level configure() was given).
 
 
+def _stamp(_logger, _method, event: dict) -> dict:
+    """Add what every line carries after its own fields: time (ISO, UTC), process name, pid."""
+    event["timestamp"] = datetime.datetime.now(tz=datetime.timezone.utc).isoformat() \
+        .replace("+00:00", "Z")
+    event["process"], event["pid"] = _process, os.getpid()
+    return event
+
+
 def _dumps(event: dict, default=None, **_) -> str:
     """JSON text of one event; values orjson cannot encode go through structlog's fallback."""
     return orjson.dumps(event, default=default).decode()
@@ -111,8 +119,7 @@ def configure(process: str, level: str = "info", log_file: str = "") -> LineSink
         processors=[
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            lambda _, __, event: event.update(process=process, pid=os.getpid()) or event,
+            _stamp,
             structlog.processors.format_exc_info,
             # orjson: the access log writes a line per request, and this halves its cost.
             structlog.processors.JSONRenderer(serializer=_dumps),
@@ -156,10 +163,7 @@ def info_line(event: str, fields: dict) -> None:
     if _sink is None or not _info_on:
         return
     fields["event"], fields["level"] = event, "info"
-    fields["timestamp"] = datetime.datetime.now(tz=datetime.timezone.utc).isoformat() \
-        .replace("+00:00", "Z")
-    fields["process"], fields["pid"] = _process, os.getpid()
-    _sink.write_bytes(orjson.dumps(fields, default=str) + b"\n")
+    _sink.write_bytes(orjson.dumps(_stamp(None, "info", fields), default=str) + b"\n")
 
 
 def get(name: str = "mq"):
