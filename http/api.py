@@ -1,7 +1,11 @@
 """ApiHandler: what every route shares (JSON errors through the one status table, the access
 log's fields, the actor pool, the access check and the URL limit), and the table itself."""
 
+import time
+
 import orjson
+import tornado
+import tornado.httputil
 import tornado.web
 
 from mq import logs
@@ -25,7 +29,20 @@ STATUS = {
     "unavailable": 503,
 }
 
+#: Tornado's own Server header.
+SERVER = f"TornadoServer/{tornado.version}"
 
+_http_date = (-1, "")  # The last whole second a reply was dated in, and its Date header.
+
+
+def http_date(now: float) -> str:
+    """The Date header for the time now, formatted once a second (Tornado formats it for every
+    request: 3 us, 1-3 % of the front's CPU per add under py-spy)."""
+    global _http_date
+    whole = int(now)
+    if whole != _http_date[0]:
+        _http_date = (whole, tornado.httputil.format_timestamp(whole))
+    return _http_date[1]
 
 
 class ApiHandler(tornado.web.RequestHandler):
@@ -48,6 +65,16 @@ class ApiHandler(tornado.web.RequestHandler):
         # Not self.options: that is the handler of the HTTP method OPTIONS.
         self.config = options
         self.log_fields: dict = {}
+
+    def clear(self) -> None:
+        """Reset the reply, as Tornado's clear() does, with the Date header of this second."""
+        self._headers = tornado.httputil.HTTPHeaders({
+            "Server": SERVER, "Content-Type": "text/html; charset=UTF-8",
+            "Date": http_date(time.time())})
+        self.set_default_headers()
+        self._write_buffer: list[bytes] = []
+        self._status_code = 200
+        self._reason = tornado.httputil.responses[200]
 
     def prepare(self) -> None:
         """Count the request as in flight so a drain can wait for it; refuse a URL over the
@@ -91,7 +118,7 @@ class ApiHandler(tornado.web.RequestHandler):
 
     def param(self, query: str, header: str) -> str | None:
         """A request parameter from the query string, else from a header."""
-        value = self.get_query_argument(query, None)
+        value = self.get_query_argument(query, None) if self.request.query else None
         return value if value is not None else self.request.headers.get(header)
 
     def json_body(self):

@@ -26,6 +26,9 @@ class TimedHTTPServer(tornado.httpserver.HTTPServer):
     def initialize(self, *args, idle_timeout: float, body_timeout: float, **kwargs) -> None:
         """Tornado's options, plus the two timeouts in seconds."""
         super().initialize(*args, **kwargs)
+        # Tornado still wraps each header read in gen.with_timeout (3600 s when it is given no
+        # idle timeout): the sweep below keeps that deadline, so the wrapper is pure cost.
+        self.conn_params.header_timeout = None
         self.idle_timeout, self.body_timeout = idle_timeout, body_timeout
         self.deadlines: dict = {}  # HTTP1ServerConnection -> monotonic time it must be done by
         every = min(SWEEP_SECONDS, idle_timeout / 4, body_timeout / 4)

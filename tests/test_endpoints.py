@@ -1,7 +1,9 @@
 """The six core endpoints, exactly: statuses, headers, bodies, names, and JSON errors."""
 
+import email.utils
 import http.client
 import json
+import time
 import uuid
 
 
@@ -72,6 +74,22 @@ def test_post_answers_201_with_id_header_and_json_body(mq):
     message_id = resp.header("X-Message-Id")
     uuid.UUID(message_id)
     assert resp.json() == {"id": message_id, "queue": "orders"}
+
+
+def test_every_reply_is_dated_now_and_the_date_follows_the_clock(mq):
+    from tornado.httputil import format_timestamp
+
+    from mq.http.api import http_date
+
+    for moment in (1_767_225_599.5, 1_767_225_599.9, 1_767_225_600.0, 1_767_225_601.2, 12.0):
+        assert http_date(moment) == format_timestamp(moment)
+    before = time.time()
+    replies = [mq.request("POST", "/dated/messages", b"x"), mq.request("GET", "/dated"),
+               mq.request("GET", "/nosuch/messages")]
+    after = time.time()
+    for resp in replies:
+        dated = email.utils.parsedate_to_datetime(resp.header("Date")).timestamp()
+        assert int(before) <= dated <= after, (resp.status, resp.header("Date"))
 
 
 def test_fetch_returns_body_id_and_content_type_it_was_added_with(mq):

@@ -1,12 +1,15 @@
 """JSON log lines: their fields, one access line per request, levels, and reopening on SIGHUP."""
 
 import asyncio
+import datetime
 import json
 import os
 import select
 import signal
 import threading
 
+import hypothesis
+import hypothesis.strategies
 import psutil
 
 from support import poll_for, read_json_lines
@@ -154,3 +157,16 @@ def test_lines_of_one_loop_turn_are_written_together_whole_and_in_order(tmp_path
     assert [json.loads(line)["n"] for line in lines] == list(range(101))
     # Each write(2) holds whole lines and stays within PIPE_BUF, so a pipe keeps it whole too.
     assert all(size <= select.PIPE_BUF for size in writes) and 3 < len(writes) < 10
+
+
+@hypothesis.settings(max_examples=2000, deadline=None)
+@hypothesis.given(moments=hypothesis.strategies.lists(
+    hypothesis.strategies.floats(min_value=0, max_value=4_102_444_800, allow_nan=False),
+    min_size=1, max_size=5))
+def test_timestamps_read_as_datetime_writes_them_in_utc_with_z(moments):
+    from mq.logs import utc_timestamp
+
+    # In sequence, so that the date and time kept from the last second is checked as well.
+    for now in sorted(moments) + [moments[0]]:
+        expected = datetime.datetime.fromtimestamp(now, datetime.timezone.utc).isoformat()
+        assert utc_timestamp(now) == expected.replace("+00:00", "Z")
