@@ -11,6 +11,8 @@ from mq import logs, protocol
 from mq.errors import MqError, Unavailable
 from mq.store.root import actor_endpoint, mover_endpoint
 
+POLLIN = int(zmq.POLLIN)  # A plain int: bit tests on zmq's enum flags cost microseconds.
+
 
 def _expire(future: asyncio.Future, name: str, timeout: float) -> None:
     """A request's deadline passed: answer it with 503."""
@@ -28,17 +30,24 @@ class ActorLink:
         self.pending: dict[bytes, asyncio.Future] = {}
         self.weight = 0  # Messages the pending requests carry (a batch add counts each).
         self.numbers = itertools.count(1)
-        self.sock = context.socket(zmq.DEALER)
-        self.sock.linger = 0
+        sock = context.socket(zmq.DEALER)
+        sock.linger = 0
         # Never queue a request for an actor that is not connected: answer 503 at once.
-        self.sock.immediate = 1
-        self.sock.reconnect_ivl = 50
-        self.sock.reconnect_ivl_max = 500
-        self.sock.sndhwm = self.sock.rcvhwm = 100_000
+        sock.immediate = 1
+        sock.reconnect_ivl = 50
+        sock.reconnect_ivl_max = 500
+        sock.sndhwm = sock.rcvhwm = 100_000
         self.connected = False
-        self.monitor = self.sock.get_monitor_socket(zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED)
-        self.sock.connect(endpoint)
-        self.tasks = [asyncio.ensure_future(self._read()), asyncio.ensure_future(self._watch())]
+        self.monitor = sock.get_monitor_socket(zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED)
+        sock.connect(endpoint)
+        # Requests and replies go through the plain socket under the asyncio one, read when
+        # the loop sees its descriptor: pyzmq's futures for each send and receive were 5-6 %
+        # of the front's CPU per add (bench/RESULTS.md).
+        self.sock = zmq.Socket.shadow(sock.underlying)
+        self.async_sock = sock  # Owns the socket (and the monitor); closed with the link.
+        self.loop = asyncio.get_running_loop()
+        self.loop.add_reader(self.sock.fd, self._read)
+        self.tasks = [asyncio.ensure_future(self._watch())]
 
     async def call(self, op: str, timeout: float | None = None, on_sent=None, weight: int = 1,
                    **fields) -> dict:
@@ -53,8 +62,7 @@ class ActorLink:
         future = loop.create_future()
         self.pending[rid] = future
         try:
-            await self.sock.send_multipart(protocol.encode_request(rid, op, **fields),
-                                           flags=zmq.NOBLOCK)
+            self._send(protocol.encode_request(rid, op, **fields))
         except zmq.Again:
             self.pending.pop(rid, None)
             raise Unavailable(f"{self.name} is not running; it is being restarted") from None
@@ -80,8 +88,7 @@ class ActorLink:
         """Give up on a request (its client went away): the actor drops it if it still waits
         (a long poll), and the caller's await ends now with an empty result."""
         try:
-            self.sock.send_multipart(protocol.encode_notification("cancel", request=rid),
-                                     flags=zmq.NOBLOCK)
+            self._send(protocol.encode_notification("cancel", request=rid))
         except zmq.Again:
             pass  # The actor is gone: its waiters went with it.
         future = self.pending.get(rid)
@@ -93,17 +100,22 @@ class ActorLink:
         """Messages waiting for a reply (a request carries one, a batch add each of its own)."""
         return self.weight
 
-    async def _read(self) -> None:
+    def _send(self, frames: list[bytes]) -> None:
+        """Send without waiting (zmq.Again when the actor is not connected)."""
+        self.sock.send_multipart(frames, flags=zmq.NOBLOCK)
+        # ZeroMQ's descriptor signals a change of state once: a send that took in replies on
+        # the way leaves them unsignalled, so look for them now.
+        if self.sock.get(zmq.EVENTS) & POLLIN:
+            self.loop.call_soon(self._read)
+
+    def _read(self) -> None:
+        """Deliver every reply there is (a save batch answers all its requests at once)."""
         while True:
-            frames = await self.sock.recv_multipart()
-            # Take every reply already there without a turn of the event loop per reply: a
-            # save batch answers all its requests at once.
-            while frames is not None:
-                self._deliver(frames)
-                try:
-                    frames = self.sock.recv_multipart(flags=zmq.NOBLOCK).result()
-                except zmq.Again:
-                    frames = None
+            try:
+                frames = self.sock.recv_multipart(flags=zmq.NOBLOCK)
+            except zmq.Again:
+                return  # Read until empty: only then does the descriptor signal again.
+            self._deliver(frames)
 
     def _deliver(self, frames: list[bytes]) -> None:
         try:
@@ -138,9 +150,10 @@ class ActorLink:
         """Stop the link's tasks and sockets."""
         for task in self.tasks:
             task.cancel()
-        self.sock.disable_monitor()
+        self.loop.remove_reader(self.sock.fd)
+        self.async_sock.disable_monitor()
         self.monitor.close()
-        self.sock.close()
+        self.async_sock.close()
 
 
 class ActorPool:
