@@ -1,5 +1,7 @@
 """The six core endpoints, exactly: statuses, headers, bodies, names, and JSON errors."""
 
+import collections
+import concurrent.futures
 import email.utils
 import http.client
 import json
@@ -90,6 +92,28 @@ def test_every_reply_is_dated_now_and_the_date_follows_the_clock(mq):
     for resp in replies:
         dated = email.utils.parsedate_to_datetime(resp.header("Date")).timestamp()
         assert int(before) <= dated <= after, (resp.status, resp.header("Date"))
+
+
+def test_many_clients_at_once_through_one_front_are_all_answered(start_mq):
+    # Replies arriving while the front sends requests must still be read: a lost wake-up of
+    # the front's link to an actor leaves requests waiting for --actor-timeout, then 503.
+    mq = start_mq(workers=1, args=("--actor-timeout=5",))
+
+    def client(n: int) -> list[int]:
+        statuses = []
+        for i in range(15):
+            statuses.append(mq.request("POST", "/crowd/messages", b"%d-%d" % (n, i)).status)
+            fetched = mq.fetch("crowd")
+            statuses.append(fetched.status)
+            if fetched.status == 200:
+                message_id = fetched.header("X-Message-Id")
+                statuses.append(mq.delete("crowd", message_id).status)
+        return statuses
+
+    with concurrent.futures.ThreadPoolExecutor(32) as pool:
+        statuses = [status for one in pool.map(client, range(32)) for status in one]
+    assert set(statuses) <= {200, 201, 204}, collections.Counter(statuses)
+    assert statuses.count(201) == 32 * 15
 
 
 def test_fetch_returns_body_id_and_content_type_it_was_added_with(mq):
