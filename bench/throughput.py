@@ -116,8 +116,9 @@ def main(argv=None) -> int:
         say(f"load before: {load_before}")
 
         os.makedirs(os.path.join(base, "disk"))
+        # Its files stay until the run ends: on ext4 without a journal, deleting them now
+        # slowed the creates of mq's first round (bench/RESULTS.md, "Why batch adds were slow").
         disk = disk_ceiling(os.path.join(base, "disk"), args.disk_seconds)
-        shutil.rmtree(os.path.join(base, "disk"))
         say(f"disk raw limit: {disk:,.0f} create+write+fsync+rename+dir-fsync per second")
 
         echo = Echo(base)
