@@ -2,7 +2,7 @@
 """mq against durable peers: beanstalkd and Redis, each syncing every write, on one machine.
 
     .venv/bin/python bench/peers.py [--rounds 3] [--seconds 5] [--connections 1,64]
-                                    [--mq-args "--workers 2 --no-access-log"]
+                                    [--mq-args "--no-access-log"]
 
 Needs beanstalkd, redis-server, redis-benchmark and wrk on PATH (Debian: `apt-get install
 beanstalkd redis-server redis-tools wrk`); it installs nothing and says what is missing.
@@ -198,8 +198,8 @@ def main(argv=None) -> int:
                         help="seconds of each put workload, wrk run and ceiling (default 5)")
     parser.add_argument("--connections", default="1,64",
                         help="numbers of connections (default 1,64)")
-    parser.add_argument("--mq-args", default="--workers 2 --no-access-log",
-                        help="mq's options (default '--workers 2 --no-access-log')")
+    parser.add_argument("--mq-args", default="",
+                        help="more mq options (default none: mq's defaults, access log on)")
     parser.add_argument("--tmp", default=tempfile.gettempdir(),
                         help="folder for the servers' data (its file system is the one measured)")
     args = parser.parse_args(argv)

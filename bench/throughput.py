@@ -2,7 +2,7 @@
 """Throughput: durable adds and fetch+delete at N concurrent HTTP clients,
 against two ceilings measured in the same run.
 
-    .venv/bin/python bench/throughput.py [--clients 64] [--duration 10] [--workers 2]
+    .venv/bin/python bench/throughput.py [--clients 64] [--duration 10] [--workers 8]
 
 What it runs, in order, on 127.0.0.1 (free ports) with a temporary root:
 
@@ -73,7 +73,8 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, default=2, help="wrk threads (default 2)")
     parser.add_argument("--client", choices=("auto", "wrk", "asyncio"), default="auto",
                         help="auto: wrk if it is or can be installed, else asyncio")
-    parser.add_argument("--workers", type=int, default=2, help="mq --workers (default 2)")
+    parser.add_argument("--workers", type=int, default=8,
+                        help="mq --workers (default 8, mq's own)")
     parser.add_argument("--sync", default="fs", choices=("fs", "file"), help="mq --sync (default fs)")
     parser.add_argument("--daemon-args", default="",
                         help="more mq options, one string, e.g. '--no-access-log'")
