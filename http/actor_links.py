@@ -45,8 +45,9 @@ class ActorLink:
         # of the front's CPU per add (bench/RESULTS.md).
         self.sock = zmq.Socket.shadow(sock.underlying)
         self.async_sock = sock  # Owns the socket (and the monitor); closed with the link.
+        self.fd = self.sock.get(zmq.FD)
         self.loop = asyncio.get_running_loop()
-        self.loop.add_reader(self.sock.fd, self._read)
+        self.loop.add_reader(self.fd, self._read)
         self.tasks = [asyncio.ensure_future(self._watch())]
 
     async def call(self, op: str, timeout: float | None = None, on_sent=None, weight: int = 1,
@@ -102,11 +103,13 @@ class ActorLink:
 
     def _send(self, frames: list[bytes]) -> None:
         """Send without waiting (zmq.Again when the actor is not connected)."""
-        self.sock.send_multipart(frames, flags=zmq.NOBLOCK)
-        # ZeroMQ's descriptor signals a change of state once: a send that took in replies on
-        # the way leaves them unsignalled, so look for them now.
-        if self.sock.get(zmq.EVENTS) & POLLIN:
-            self.loop.call_soon(self._read)
+        try:
+            self.sock.send_multipart(frames, flags=zmq.NOBLOCK)
+        finally:
+            # ZeroMQ's descriptor signals a change of state once: a send (even a refused one)
+            # that took in replies on the way leaves them unsignalled, so look for them now.
+            if self.sock.get(zmq.EVENTS) & POLLIN:
+                self.loop.call_soon(self._read)
 
     def _read(self) -> None:
         """Deliver every reply there is (a save batch answers all its requests at once)."""
@@ -150,7 +153,7 @@ class ActorLink:
         """Stop the link's tasks and sockets."""
         for task in self.tasks:
             task.cancel()
-        self.loop.remove_reader(self.sock.fd)
+        self.loop.remove_reader(self.fd)
         self.async_sock.disable_monitor()
         self.monitor.close()
         self.async_sock.close()
