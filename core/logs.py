@@ -1,5 +1,6 @@
 """structlog JSON lines, written whole by every process of the tree and reopened on SIGHUP."""
 
+import functools
 import logging
 import os
 import select
@@ -95,23 +96,24 @@ class LineLogger:
 _sink: LineSink | None = None
 _process = ""  # The process name configure() was given.
 _info_on = False  # Whether info lines are written (the level configure() was given).
-
-
 _pid = 0  # This process's pid, read by configure() (os.getpid is a system call per line).
-_second = (-1, "")  # The last whole second a line was stamped in, and its ISO text.
+
+
+@functools.lru_cache(maxsize=1)
+def _date_and_time(second: int) -> str:
+    """The ISO date and time of day (UTC) of a whole second: formatted once a second, as
+    the access log stamps a line per request."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
 
 
 def utc_timestamp(now: float) -> str:
-    """ISO 8601 time in UTC with microseconds, as datetime's isoformat() with "Z"; the date and
-    time of day are formatted once a second (the access log stamps a line per request)."""
-    global _second
+    """ISO 8601 time in UTC with microseconds, as datetime's isoformat() with "Z"."""
     whole = int(now)
     micros = round((now - whole) * 1_000_000)  # Rounded half to even, as datetime does.
     if micros == 1_000_000:
         whole, micros = whole + 1, 0
-    if whole != _second[0]:
-        _second = (whole, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)))
-    return f"{_second[1]}.{micros:06d}Z" if micros else f"{_second[1]}Z"
+    text = _date_and_time(whole)
+    return f"{text}.{micros:06d}Z" if micros else f"{text}Z"
 
 
 def _stamp(_logger, _method, event: dict) -> dict:
