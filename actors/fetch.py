@@ -8,6 +8,7 @@ and properties. COMMANDS joins them.
 import time
 from collections import OrderedDict, deque
 
+from mq import delivery as rules
 from mq import properties
 from mq.ids import id_floor, id_time_ms
 from mq import store as fmt
@@ -220,15 +221,14 @@ class FetchActor(Actor):
         index = self.ready_index(queue)
         props = batch.properties(queue, self.props)
         timeout, fifo = props["timeout"], props["fifo"]
-        # 0: no retention limit. Ids are never older than the epoch.
-        expired_before = (time.time() - props["retention"]) * 1000 if props["retention"] else 0
+        expired_before = rules.expiry_cutoff_ms(props["retention"], time.time())
         while True:
             taken = self.groups.take(index, self.options.peers, queue, holder) if fifo \
                 else index.take(self.options.peers)
             if taken is None:
                 return None
             message_id, attempts = taken
-            if id_time_ms(message_id) < expired_before:
+            if rules.expired(message_id, expired_before):
                 self.expire(batch, queue, message_id, attempts)
                 continue
             due = time.time() + timeout
@@ -270,7 +270,7 @@ class FetchActor(Actor):
         retention = self.props.effective(queue)["retention"]
         index = self.indexes.get(queue)
         if retention and index:
-            for message_id, attempts in index.drop_before(id_floor(int((time.time() - retention) * 1000))):
+            for message_id, attempts in index.drop_before(id_floor(rules.expiry_cutoff_ms(retention, time.time()))):
                 self.expire(batch, queue, message_id, attempts)
 
     def expire(self, batch: Batch, queue: str, message_id: str, attempts: int) -> None:

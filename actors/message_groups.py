@@ -12,8 +12,7 @@ restarted actor keeps holding the groups that were in flight.
 
 import os
 
-from mq import store as fmt
-from mq.store.listing import read_unclaimed
+from mq.delivery import group_in_file, holds_back
 
 #: Most message ids whose group is remembered (past it the memory is cleared and re-read), and
 #: most held groups before the ones no longer in flight are dropped.
@@ -36,13 +35,9 @@ class MessageGroups:
         key = (queue, message_id)
         group = self.known.get(key)
         if group is None:
-            try:
-                found = read_unclaimed(path, queue, message_id)
-            except fmt.CorruptMessage:
-                found = None
-            if found is None:
+            group = group_in_file(path, queue, message_id)
+            if group is None:
                 return ""  # The claim finds out what happened to it.
-            group = found[0].group
             if len(self.known) >= MAX_KNOWN:
                 self.known.clear()
             self.known[key] = group
@@ -69,8 +64,8 @@ class MessageGroups:
         if not held:
             del self.held[(queue, group)]
             return False
-        return any(in_flight < message_id and (not holder or other != holder)
-                   for (in_flight, _), other in held.items())
+        return holds_back(((in_flight, other) for (in_flight, _), other in held.items()),
+                          message_id, holder)
 
     def take(self, index, spread: int, queue: str, holder: str | None):
         """The oldest (id, deliveries) of the index whose group is free for this holder, or None.
