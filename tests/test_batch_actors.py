@@ -232,10 +232,17 @@ def parts_in_windows(actors: Actors, queue: str = "q") -> list[str]:
                   for part in os.listdir(actors.store.window_dir(queue, window)))
 
 
-def test_a_failed_batch_to_an_accumulating_queue_leaves_no_part_in_its_window(tmp_path):
-    # The third rename into the window fails: the two parts already placed must leave it, or
-    # the window's compound delivers them and the client's retry stores them twice.
-    disk = FailingDisk("fs", after={"rename": 2}, rename=errno.ENOSPC)
+@pytest.mark.parametrize("failure", [
+    {"rename": errno.ENOSPC, "after": {"rename": 2}},
+    {"mkdir": errno.ENOSPC, "after": {"mkdir": 3}},
+    {"write": errno.ENOSPC, "after": {"write": 2}},
+    {"flush": errno.EIO},
+])
+def test_a_failed_batch_to_an_accumulating_queue_leaves_no_part_in_its_window(tmp_path, failure):
+    # E.g. the third rename into the window fails: the two parts already placed must leave
+    # it, or the window's compound delivers them and the client's retry stores them twice.
+    after = failure.pop("after", None)
+    disk = FailingDisk("fs", after=after, **failure)
     actors = Actors(tmp_path, disk=disk)
     assert isinstance(actors.call("props_put", queue="q", properties={"accum": 3600}), dict)
     disk.calls.clear()  # The properties' own rename is not one of the batch's.
