@@ -14,7 +14,6 @@ from mq import logs, properties
 from mq.actors import accumulation
 from mq.actors.base import Actor
 from mq.actors.counters import Counters
-from mq.delivery import dead_letter_of
 from mq.store import Disk
 from mq.store.root import mover_endpoint
 
@@ -232,7 +231,9 @@ def move_due(store, timers: DueHeap, now: float, props=None, counters=None) -> d
     for queue, message_id, attempts in timers.pop_due(now):
         dead = None
         if props is not None and attempts:
-            dead = dead_letter_of(props.effective(queue), attempts)
+            effective = props.effective(queue)
+            if properties.exhausted(effective, attempts):
+                dead = effective["dead_letter_queue"]
         try:
             outcome, due = store.release(queue, message_id, now, attempts, dead)
         except OSError as err:

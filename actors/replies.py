@@ -8,7 +8,7 @@ import time
 from mq import properties
 from mq import store as fmt
 from mq.delivery import MAX_DELIVERIES as MAX_ATTEMPTS
-from mq.delivery import current_delivery, dead_letter_of, parse_receipt, stale
+from mq.delivery import current_delivery, parse_receipt, stale
 from mq.errors import Invalid, NotFound
 
 
@@ -88,7 +88,7 @@ def nack(actor, batch, request) -> dict:
     queue, message_id = target(request)
     delivery = delivery_of(actor, request, queue, message_id)
     props = actor.props.effective(queue)
-    dead = dead_letter_of(props, delivery)
+    dead = props["dead_letter_queue"] if properties.exhausted(props, delivery) else None
     outcome, _ = actor.store.release(queue, message_id, time.time(), delivery, dead, force=True)
     if outcome not in ("ready", "dead"):
         refuse_stale(actor, queue, message_id, delivery)

@@ -3,8 +3,8 @@
 Every consumer of a root applies them through this one module: the daemon's fetch actor
 (actors/fetch.py, actors/message_groups.py, actors/replies.py), its reaper's retention sweep
 (actors/retention.py) and the broker-less mq.local (core/local/consume.py, receipts.py).
-docs/DELIVERY.md describes them: Retention, Message groups, Receipts and stale receipts,
-Retries and dead letters.
+docs/DELIVERY.md describes them: Retention, Message groups, Receipts and stale receipts. The
+rule of retries and dead letters is mq.properties.exhausted, which all of them call.
 """
 
 from mq import properties
@@ -29,15 +29,6 @@ def expiry_cutoff_ms(retention: float, now: float) -> int:
 def expired(message_id: str, cutoff_ms: int) -> bool:
     """Whether a message is past its queue's retention: its id carries when it was added."""
     return id_time_ms(message_id) < cutoff_ms
-
-
-# -- retries ------------------------------------------------------------------------------------
-
-
-def dead_letter_of(props: dict, deliveries: int) -> str | None:
-    """The queue a message delivered `deliveries` times goes to instead of coming back (its
-    queue's dead-letter queue once its retries are used up), else None."""
-    return props["dead_letter_queue"] if properties.exhausted(props, deliveries) else None
 
 
 # -- message groups -----------------------------------------------------------------------------

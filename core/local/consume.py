@@ -9,6 +9,7 @@ import time
 from collections import deque
 
 from mq import delivery as rules
+from mq import properties
 from mq.client.message import Message
 from mq.store import CorruptMessage, decode_message
 
@@ -188,7 +189,7 @@ def release_due(store, props, queue: str) -> float:
         if due > now:
             later = min(later, due)
             continue
-        dead = rules.dead_letter_of(effective, attempts)
+        dead = effective["dead_letter_queue"] if properties.exhausted(effective, attempts) else None
         outcome, due = store.release(queue, message_id, now, attempts, dead)
         if outcome in ("ready", "dead"):
             target = dead if outcome == "dead" else queue

@@ -8,7 +8,7 @@ a receipt names, and why one is stale, are the daemon's own rules (mq.delivery).
 import time
 
 from mq import properties
-from mq.delivery import MAX_DELIVERIES, current_delivery, dead_letter_of, parse_receipt, stale
+from mq.delivery import MAX_DELIVERIES, current_delivery, parse_receipt, stale
 from mq.errors import Invalid, NotFound
 from mq.store import validate_id, validate_queue
 
@@ -36,7 +36,8 @@ def ack(store, message) -> None:
 def nack(store, props, message) -> None:
     """Make the delivery ready again now, or a dead letter once it used up the queue's retries."""
     number = delivery(store, message)
-    dead = dead_letter_of(props.effective(message.queue), number)
+    effective = props.effective(message.queue)
+    dead = effective["dead_letter_queue"] if properties.exhausted(effective, number) else None
     outcome, _ = store.release(message.queue, message.id, time.time(), number, dead, force=True)
     if outcome not in ("ready", "dead"):
         raise stale(store, message.queue, message.id, number)
