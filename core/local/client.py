@@ -132,7 +132,9 @@ class LocalClient:
 
     @translated
     def get(self, queue: str, *, wait: float = 0.0) -> Message | None:
-        """Claim the oldest ready message, waiting up to `wait` seconds for one; None if none."""
+        """Claim the oldest ready message the queue's rules let out (none past its retention;
+        in a fifo queue, none whose group has an older one in flight), waiting up to `wait`
+        seconds for one; None if none."""
         validate_queue(queue)
         if isinstance(wait, bool) or not isinstance(wait, (int, float)) or \
                 not (math.isfinite(wait) and wait >= 0):
