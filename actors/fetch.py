@@ -270,7 +270,8 @@ class FetchActor(Actor):
         retention = self.props.effective(queue)["retention"]
         index = self.indexes.get(queue)
         if retention and index:
-            for message_id, attempts in index.drop_before(id_floor(rules.expiry_cutoff_ms(retention, time.time()))):
+            floor = id_floor(rules.expiry_cutoff_ms(retention, time.time()))
+            for message_id, attempts in index.drop_before(floor):
                 self.expire(batch, queue, message_id, attempts)
 
     def expire(self, batch: Batch, queue: str, message_id: str, attempts: int) -> None:

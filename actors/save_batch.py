@@ -4,8 +4,9 @@ The save actor writes every message of the request into new/ with the adds of it
 and settle() delivers them with the batch's two flushes. A storage error on any of them, or
 a message whose de-duplication key loses to an add that fails, fails the whole request: the
 files still in new/ are unlinked, the ones already renamed into view (or, as parts, into an
-accumulation window) are unlinked from there before the flush, their keys are dropped, and the request answers the error (503 for an
-unavailable disk). None of its messages is ever acknowledged or handed to a fetch actor.
+accumulation window) are unlinked from there before the flush, their keys are dropped, and
+the request answers the error (503 for an unavailable disk). None of its messages is ever
+acknowledged or handed to a fetch actor, nor combined into a compound.
 """
 
 import time

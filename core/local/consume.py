@@ -153,7 +153,8 @@ class Groups:
             self.blocked.add(group)
 
     def group_of(self, queue: str, message_id: str, path: str) -> str | None:
-        """A message's group ("" for none); None when its file is gone or not a message."""
+        """A message's group ("" for none, and for a file that is not a message: its claim
+        puts it aside); None when its file is gone."""
         key = (queue, message_id)
         group = self.known.get(key)
         if group is None:
