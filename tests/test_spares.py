@@ -192,6 +192,21 @@ def test_an_add_never_writes_through_a_spare_that_is_not_a_file_of_its_own(store
 
 
 @pytest.mark.timeout(30)
+def test_an_add_takes_no_spare_through_a_spare_folder_replaced_by_a_link(store, tmp_path):
+    # spare/ swapped for a link to a folder outside the root: its files are not the root's
+    # spares, and taking one would move it into the root and write over it.
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / new_id()).write_bytes(b"not mq's to take")
+    os.rmdir(store.folder("spare"))
+    os.symlink(outside, store.folder("spare"))
+    list_spares_now(store)
+    stored(store, "q", b"created, not written into a spare")
+    [name] = os.listdir(outside)
+    assert (outside / name).read_bytes() == b"not mq's to take"
+
+
+@pytest.mark.timeout(30)
 @pytest.mark.parametrize("delay", [None, 3600.0])
 def test_a_message_written_into_a_spare_has_its_own_time_not_the_old_message_s(store, delay):
     # A spare keeps the mtime of the message it held (an in-flight one's due time, maybe far
