@@ -122,6 +122,26 @@ def test_a_queue_without_fifo_does_not_hold_groups_back(tmp_path):
     assert [client.get("q").id, client.get("q").id] == [a1, a2]
 
 
+@pytest.mark.timeout(90)
+def test_a_daemon_and_local_consumers_on_one_root_apply_the_same_rules(start_mq):
+    # --peers=0: the daemon takes its oldest message, not one of the oldest few at random.
+    daemon = start_mq(workers=1, timeout=60, args=("--peers=0",))
+    root, client = daemon.root, LocalClient(daemon.root)
+    client.set_properties("f", fifo=True, retention=3600)
+    stored(root, "f", b"added two hours ago", age=7200)
+    a1, a2 = stored(root, "f", b"a1", "a"), stored(root, "f", b"a2", "a")
+    b1 = stored(root, "f", b"b1", "b")
+    # The daemon removes the expired message instead of handing it out, and claims a1.
+    resp = daemon.fetch("f")
+    assert (resp.status, resp.header("X-Message-Id")) == (200, a1)
+    # Local consumers see a1 in flight with the daemon: a2 waits, b1 goes.
+    assert client.get("f").id == b1
+    assert client.get("f") is None
+    assert daemon.fetch("f").status == 204  # a2 waits for a1 there too; b1 is taken.
+    assert daemon.delete("f", a1).status == 204
+    assert client.get("f").id == a2
+
+
 def consume_groups(root: str, log: str, stop: str) -> None:
     """Worker: get from fifo queue 'f' until stop exists; for each message append 'got G N',
     'overlap G N' if another message of group G is in flight meanwhile, 'done G N', then ack.
