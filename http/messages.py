@@ -111,13 +111,13 @@ class MessagesHandler(ApiHandler):
         """Fetch the oldest ready message, waiting up to ?wait=N seconds; 204 when there is none."""
         queue = self.queue_name(name)
         wait = parse_number("wait", self.param("wait", "X-Wait"), 0.0)
-        limit = self.get_query_argument("max", None)
-        if limit is not None:
-            await batches.get_batch(self, queue, limit, wait,
-                                    lambda op, **fields: self.poll_fetch(queue, wait, op, **fields))
-            return
         # Checked before the fetch: a bad format must not claim a message.
         cf = compound.compound_format(self.param("cf", "X-Compound-Format"))
+        limit = self.get_query_argument("max", None)
+        if limit is not None:
+            await batches.get_batch(self, queue, limit, wait, cf,
+                                    lambda op, **fields: self.poll_fetch(queue, wait, op, **fields))
+            return
         result = await self.poll_fetch(queue, wait, "fetch")
         if result.get("cancelled"):
             return  # The client went away while waiting: there is no one to answer.
@@ -140,14 +140,9 @@ class MessagesHandler(ApiHandler):
         """Answer with a fetched message: its body, with its id, receipt and attempts; a
         compound in the format cf (http/compound.py)."""
         self.log_fields["id"] = result["id"]
-        self.set_header("X-Message-Id", result["id"])
-        self.set_header("X-Receipt", result["receipt"])
-        self.set_header("X-Attempts", str(result["attempts"]))
-        content_type, body = result["content_type"], result["body"]
-        if result.get("parts"):
-            content_type, body = compound.render(body, cf)
-        self.set_header("X-Message-Kind", "compound" if result.get("parts") else "normal")
-        self.set_header("Content-Type", content_type)
+        headers, body = compound.delivery(result, cf)
+        for name, value in headers.items():
+            self.set_header(name, value)
         self.set_header("Cache-Control", "no-store")
         self.finish(body)
 
