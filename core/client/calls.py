@@ -13,7 +13,7 @@ from urllib.parse import quote
 
 import httpx
 
-from mq.client.errors import ClientError, UnavailableError, error_for
+from mq.client.errors import ClientError, InvalidError, UnavailableError, error_for
 from mq.client.message import Message
 from mq.ids import id_time_ms
 
@@ -136,7 +136,7 @@ def reply(message: Message, verb: str, seconds=None) -> Call:
         raise TypeError(f"expected a Message from get(), not {type(message).__name__}")
     if not message.receipt:
         # Without a receipt the daemon would take an ack for a plain delete.
-        raise ValueError(f"message {message.id} has no receipt: only a fetched message "
+        raise InvalidError(f"message {message.id} has no receipt: only a fetched message "
                          "can be acked, nacked or extended (revoke deletes one)")
     read = _extended(message) if verb == "ext" else _nothing
     params = _present({"reply": verb, "seconds": _seconds("seconds", seconds)})
@@ -170,7 +170,7 @@ def queue_path(queue: str, *rest: str) -> str:
     if not isinstance(queue, str):
         raise TypeError(f"queue must be a str, not {type(queue).__name__}")
     if not queue:
-        raise ValueError("queue name must not be empty")
+        raise InvalidError("queue name must not be empty")
     # Quoted whole, so that a '/' or '?' in a bad name reaches the daemon's check (400)
     # instead of routing the request elsewhere.
     return "/".join(["", quote(queue, safe=""), *rest])
@@ -189,7 +189,7 @@ def at_value(when) -> str | None:
         return when
     if isinstance(when, datetime):
         if when.tzinfo is None:
-            raise ValueError(f"at={when!r}: give a timezone-aware datetime (a naive one "
+            raise InvalidError(f"at={when!r}: give a timezone-aware datetime (a naive one "
                              "is ambiguous)")
         return repr(when.timestamp())
     return _seconds("at", when)
