@@ -38,6 +38,10 @@ class Call:
     wait: float = 0.0
     #: The result of a 404 when the call does not raise it (queue_exists).
     if_missing: Any = _RAISE
+    #: A removal (ack, revoke): a 404 to a retry means done. The try before it may have
+    #: removed the message and lost its answer (a timeout, a cut connection, a 503 after the
+    #: actor acted); the message is gone either way, which is what the call asked for.
+    removes: bool = False
 
     def arguments(self, timeout: float) -> dict:
         """The keyword arguments of httpx's request() for this call."""
@@ -46,13 +50,16 @@ class Call:
                 "timeout": timeout + min(max(0.0, self.wait), MAX_WAIT)}
 
 
-def result(call: Call, outcome: httpx.Response | Exception, url: str):
-    """What the call returns, from its last answer (or the connection error that ended it)."""
+def result(call: Call, outcome: httpx.Response | Exception, url: str, retried: bool = False):
+    """What the call returns, from its last answer (or the connection error that ended it);
+    retried: the answer is to a retry."""
     if isinstance(outcome, Exception):
         raise UnavailableError(f"cannot reach mq at {url}: {type(outcome).__name__}: "
                                f"{outcome}".rstrip(": ")) from outcome
     if outcome.status_code == 404 and call.if_missing is not _RAISE:
         return call.if_missing
+    if outcome.status_code == 404 and call.removes and retried:
+        return None
     if outcome.status_code >= 400:
         raise error_from(outcome)
     return call.read(outcome)
@@ -141,12 +148,12 @@ def reply(message: Message, verb: str, seconds=None) -> Call:
     read = _extended(message) if verb == "ext" else _nothing
     params = _present({"reply": verb, "seconds": _seconds("seconds", seconds)})
     return Call("POST", message_path(message.queue, message.id), read, params=params,
-                headers={"X-Receipt": message.receipt})
+                headers={"X-Receipt": message.receipt}, removes=verb == "ack")
 
 
 def revoke(queue: str, message_id: str) -> Call:
     """DELETE /{queue}/messages/{id}: delete it in whatever state it is."""
-    return Call("DELETE", message_path(queue, message_id), _nothing)
+    return Call("DELETE", message_path(queue, message_id), _nothing, removes=True)
 
 
 def peek(queue: str, max=10, after=None) -> Call:
