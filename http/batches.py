@@ -73,13 +73,17 @@ def parse_multipart(body: bytes, boundary: bytes) -> list[tuple[dict, bytes]]:
 
 
 def parse_headers(block: bytes) -> dict:
-    """A part's header lines as lower-case name -> value."""
+    """A part's header lines as lower-case name -> value, read as UTF-8 (as mq.client writes
+    them, and as a batch fetch's parts are written)."""
     headers = {}
     for line in block.split(b"\r\n"):
         name, sep, value = line.partition(b":")
         if not sep or not name.strip():
             raise Invalid(f"multipart body: bad part header line {line[:80]!r}")
-        headers[name.strip().decode("latin-1").lower()] = value.strip().decode("latin-1")
+        try:
+            headers[name.strip().decode("utf-8").lower()] = value.strip().decode("utf-8")
+        except UnicodeDecodeError:
+            raise Invalid(f"multipart body: a part header is not UTF-8: {line[:80]!r}") from None
     return headers
 
 
@@ -211,12 +215,11 @@ async def get_batch(handler: ApiHandler, queue: str, limit, wait: float, cf: str
 
 def multipart_body(deliveries: list[tuple[dict, bytes]], boundary: str) -> bytes:
     """The multipart/mixed body of fetched messages: per part, the headers a single fetch
-    sends (compound.delivery) and Content-Length."""
+    sends (compound.delivery) and Content-Length, in UTF-8."""
     out = []
     for headers, body in deliveries:
         head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
-        out.append(f"--{boundary}\r\n{head}Content-Length: {len(body)}\r\n\r\n"
-                   .encode("latin-1", "replace"))
+        out.append(f"--{boundary}\r\n{head}Content-Length: {len(body)}\r\n\r\n".encode())
         out.append(body)
         out.append(b"\r\n")
     out.append(f"--{boundary}--\r\n".encode())

@@ -162,6 +162,48 @@ def test_a_batch_fetch_serves_a_compound_as_a_single_fetch_does(mq):
     assert resp.status == 400 and resp.json()["error"] == "invalid"
 
 
+def test_part_headers_are_utf_8_both_ways_and_agree_with_single_adds_and_fetches(mq):
+    from mq.client import Client
+
+    content_type, key = "text/plain; name=\u65e5\u672c", "caf\u00e9-\u65e5\u672c"
+    with Client(f"http://127.0.0.1:{mq.port}") as client:
+        ids = client.add_many("utf8", [{"body": b"batch", "content_type": content_type,
+                                        "dedup_id": key}])
+        # The same key through a single add (in the query: UTF-8) is the same key.
+        assert client.put("utf8", b"again", dedup_id=key) == ids[0]
+        single = client.put("utf8", b"single", content_type=content_type)
+        got = client.fetch_many("utf8", max=1)
+        assert [(m.id, m.content_type) for m in got] == [(ids[0], content_type)]
+        message = client.get("utf8")  # A single fetch: the header's bytes are its UTF-8.
+        assert (message.id, message.content_type) == (single, content_type)
+    # As a header, the key is read as UTF-8 too.
+    resp = mq.request("POST", "/utf8/messages", b"x", {"X-Dedup-Id": key.encode().decode("latin-1")})
+    assert resp.status == 200 and resp.json()["id"] == ids[0], resp.body
+    # A batch fetch writes its part headers in UTF-8 (read here without the client).
+    added = mq.request("POST", "/utf8-raw/messages", lines({"body": "x", "content_type": content_type}),
+                       NDJSON)
+    assert added.status == 201
+    resp = mq.request("GET", "/utf8-raw/messages?max=5")
+    assert resp.status == 200
+    assert b"Content-Type: " + content_type.encode() + b"\r\n" in resp.body
+    # Bytes that are not UTF-8 are refused, as a part header and as a header.
+    bad = b"--b\r\nX-Dedup-Id: \xff\xfe\r\n\r\nx\r\n--b--\r\n"
+    resp = mq.request("POST", "/utf8/messages", bad, {"Content-Type": "multipart/mixed; boundary=b"})
+    assert resp.status == 400 and "not UTF-8" in resp.json()["message"], resp.body
+    resp = mq.request("POST", "/utf8/messages", b"x", {"X-Dedup-Id": "\u00ff\u00fe"})
+    assert resp.status == 400 and "not UTF-8" in resp.json()["message"], resp.body
+
+
+def test_a_content_type_beyond_latin_1_is_served_by_a_single_fetch(mq):
+    content_type = "text/plain; name=\u65e5\u672c"
+    added = mq.request("POST", "/wide-type/messages", lines({"body": "x", "content_type": content_type}),
+                       NDJSON)
+    assert added.status == 201
+    resp = mq.request("GET", "/wide-type/messages")
+    assert resp.status == 200, resp.body
+    assert resp.header("Content-Type").encode("latin-1") == content_type.encode()
+
+
 @pytest.mark.parametrize("body, headers, status", [
     (lines(*[{"body": "x"}] * 1001), NDJSON, 400),
     (b"", NDJSON, 400),

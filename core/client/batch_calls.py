@@ -78,7 +78,7 @@ def _part(number: int, message) -> tuple[dict, bytes]:
 
 
 def multipart(parts: list[tuple[dict, bytes]], boundary: str) -> bytes:
-    """A multipart/mixed body (RFC 2046) of the parts."""
+    """A multipart/mixed body (RFC 2046) of the parts, their headers in UTF-8."""
     out = []
     for headers, body in parts:
         out.append(f"--{boundary}\r\n".encode())
@@ -99,7 +99,8 @@ def split_multipart(content: bytes) -> list[tuple[dict, bytes]]:
             break
         head_end = content.index(b"\r\n\r\n", line_end)
         headers = {}
-        for line in content[line_end + 2:head_end].decode("latin-1").split("\r\n"):
+        # UTF-8, as the daemon writes part headers (and reads the ones multipart() writes).
+        for line in content[line_end + 2:head_end].decode("utf-8", "replace").split("\r\n"):
             name, _, value = line.partition(":")
             headers[name.strip().lower()] = value.strip()
         start = head_end + 4

@@ -125,7 +125,9 @@ def put(queue: str, body, *, delay=None, at=None, dedup_id=None, content_type=No
     body, content_type = body_bytes(body, content_type)
     params = {"delay": _seconds("delay", delay), "at": at_value(at),
               "dedup_id": _text("dedup_id", dedup_id)}
-    headers = {"Content-Type": _text("content_type", content_type)}
+    content_type = _text("content_type", content_type)
+    # Bytes: httpx would send a str header only as ASCII; the daemon reads it as UTF-8.
+    headers = {"Content-Type": None if content_type is None else content_type.encode()}
     return Call("POST", queue_path(queue, "messages"), lambda r: r.json()["id"],
                 params=_present(params), headers=_present(headers), content=body)
 
