@@ -17,18 +17,23 @@ def parse_number(label: str, raw, default, kind=float, low: float = 0, high: flo
     """
     if raw is None:
         return default
-    shown = repr(raw) if len(repr(raw)) <= 80 else repr(raw)[:77] + "..."
     try:
         value = kind(raw)
     except (TypeError, ValueError):
         raise Invalid(f"{label}: expected a {'number' if kind is float else 'whole number'}, "
-                      f"got {shown}") from None
+                      f"got {shown(raw)}") from None
     if kind is int:
         high = MAX_WHOLE if high is None else min(high, MAX_WHOLE)
     if not math.isfinite(value) or value < low:
-        raise Invalid(f"{label}: must be a number of at least {low:g}, got {shown}")
+        raise Invalid(f"{label}: must be a number of at least {low:g}, got {shown(raw)}")
     if high is not None and value > high:
         noun = "whole number" if kind is int else "number"
         top = high if isinstance(high, int) else format(high, "g")
-        raise Invalid(f"{label}: must be a {noun} from {low:g} to {top}, got {shown}")
+        raise Invalid(f"{label}: must be a {noun} from {low:g} to {top}, got {shown(raw)}")
     return value
+
+
+def shown(raw) -> str:
+    """What a user gave, quoted for an error message: at most 80 characters of it."""
+    text = repr(raw)
+    return text if len(text) <= 80 else text[:77] + "..."
