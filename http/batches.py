@@ -50,7 +50,12 @@ def boundary_of(content_type: str) -> bytes:
 
 
 def parse_multipart(body: bytes, boundary: bytes) -> list[tuple[dict, bytes]]:
-    """(headers, content) of each part of a multipart body (RFC 2046), content untouched."""
+    """(headers, content) of each part of a multipart body (RFC 2046), content untouched.
+
+    By hand, in bytes.split: `multipart` (2.x) parses form-data only (it refuses a part with
+    no Content-Disposition), and python-multipart's callbacks took 4 to 5 times as long for a
+    batch of 1,000 small messages, the batch adds are for.
+    """
     delimiter = b"\r\n--" + boundary
     chunks = (b"\r\n" + body).split(delimiter)
     if len(chunks) < 2 or not chunks[-1].startswith(b"--"):
