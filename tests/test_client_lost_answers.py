@@ -2,6 +2,7 @@
 proxy on 127.0.0.1 that passes the first request on and swallows its answer, so that the
 client times out and retries a request the daemon has already carried out."""
 
+import asyncio
 import socket
 import threading
 
@@ -81,7 +82,6 @@ def call(kind: str, url: str, method: str, *args):
     async def run():
         async with AsyncClient(url, timeout=TIMEOUT, backoff=0.01) as client:
             return await getattr(client, method)(*args)
-    import asyncio
     return asyncio.run(run())
 
 
