@@ -181,7 +181,8 @@ class FetchActor(Actor):
                          oldest_ready_age_s=round(max(0.0, now_ms - id_time_ms(oldest)) / 1000, 3)
                          if oldest else None)
             queues[queue] = entry
-        return {"actor": f"{self.kind}-{self.index}", "queues": queues}
+        return {"actor": f"{self.kind}-{self.index}", "queues": queues,
+                "flush": self.store.flush_times.snapshot()}
 
     def index_owned_queues(self) -> None:
         """Index every queue this actor owns that it has no index for: each is listed once,
