@@ -149,8 +149,14 @@ def test_a_pull_any_over_a_fifo_group_in_flight_answers_204_and_its_actor_serves
     neighbour = queue_owned_by(fetch_actor_for(queue, 2), 2, prefix=f"{prefix}-n")
     added = any_mq.add(neighbour, b"served")
     assert any_mq.fetch(neighbour).header("X-Message-Id") == added
+    # A long poll waits for the group, and answers once m0 is done.
+    answer = {}
+    poll = threading.Thread(target=lambda: answer.update(resp=pull_any(any_mq, pattern, 15)))
+    poll.start()
+    any_mq.wait_for_events("fetch.watch", 2, queue=queue)
     assert any_mq.delete(queue, first.header("X-Message-Id")).status == 204
-    second = pull_any(any_mq, pattern, timeout=10)
+    poll.join(20)
+    second = answer["resp"]
     assert (second.status, second.header("X-Queue"), second.body) == (200, queue, b"m1")
 
 
