@@ -42,6 +42,9 @@ MAX_RUN_DIR = 90
 #: that was the supervisor's (a SIGSTOP of the whole daemon stops its children too).
 SUPERVISOR_GAP_SECONDS = 1.0
 
+#: Most doublings of --hang-timeout for a child that hangs again and again (16 times it).
+MAX_HANG_DOUBLINGS = 4
+
 #: Prefix of the socket folders mq makes under $TMPDIR when the root's path is too long.
 TEMP_RUN_PREFIX = "mq-run-"
 
@@ -61,6 +64,7 @@ class Child:
     slot: Slot | None = None  # its heartbeat (supervisor/heartbeat.py)
     hung: int = 0  # restarts after it was killed for going --hang-timeout without a heartbeat
     killed_hung: bool = False  # killed so; counted in hung with the restart, once it is dead
+    hang_streak: int = 0  # hangs in a row, each doubling the next deadline
 
     @property
     def name(self) -> str:
@@ -190,13 +194,18 @@ class Tree:
     def check_answering(self, child: Child, now: float) -> None:
         """Kill a running child whose heartbeat is older than --hang-timeout (a busy loop, a
         deadlock, a stopped process); check() then sees it dead and restarts it."""
-        deadline = self.options.hang_timeout
-        if not deadline or child.proc is None or child.proc.returncode is not None:
+        if not self.options.hang_timeout or child.proc is None or child.proc.returncode is not None:
             return
+        # Each hang in a row doubles the next deadline: work that is slow rather than stuck (a
+        # first listing of a huge queue on a slow disk) gets done instead of restarted forever.
+        deadline = self.options.hang_timeout * 2 ** min(child.hang_streak, MAX_HANG_DOUBLINGS)
         silent = now - child.slot.read()
         if silent <= deadline:
+            if child.hang_streak and now - child.started > 2 * deadline:
+                child.hang_streak = 0  # It turned its loop after its first deadline: it runs.
             return
         child.killed_hung = True
+        child.hang_streak += 1
         self.log.error("supervisor.hung", child=child.name, role=child.kind,
                        child_pid=child.proc.pid, silent_s=round(silent, 3),
                        hang_timeout_s=deadline)

@@ -144,6 +144,33 @@ def test_a_child_silent_past_the_deadline_is_killed_then_restarted_like_a_dead_o
             child.proc.wait()
 
 
+def test_a_child_that_hangs_again_at_once_gets_twice_the_time_until_it_runs(tmp_path):
+    supervisor = tree.Tree(Options(root=str(tmp_path), workers=1, hang_timeout=5), str(tmp_path))
+    child = next(c for c in supervisor.children if c.name == "fetch-0")
+    deadlines, now = [], 1000.0
+    for _ in range(6):
+        child.proc, child.started = sleeper(), now
+        child.slot.stamp(now)
+        silent = 0.0
+        while not child.killed_hung:  # The deadline it gets, to a tenth of a second.
+            silent += 0.1
+            supervisor.check_answering(child, now + silent)
+        assert child.proc.wait(10) == -signal.SIGKILL
+        deadlines.append(round(silent))
+        assert supervisor.check(child, now + silent)
+        now += silent + 1
+    assert deadlines == [5, 10, 20, 40, 80, 80]
+    # A child that beats after its deadline would have passed runs normally: back to 5 s.
+    child.proc, child.started = sleeper(), now
+    try:
+        child.slot.stamp(now + 170)
+        supervisor.check_answering(child, now + 170)
+        assert child.proc.poll() is None and child.hang_streak == 0
+    finally:
+        child.proc.kill()
+        child.proc.wait()
+
+
 def test_with_hang_timeout_zero_a_silent_child_is_left_alone(tmp_path):
     supervisor = tree.Tree(Options(root=str(tmp_path), workers=1, hang_timeout=0), str(tmp_path))
     child = supervisor.children[0]
