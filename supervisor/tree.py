@@ -1,4 +1,4 @@
-"""Tree: spawn the front and the actors, watch them with psutil, restart with backoff."""
+"""Tree: spawn the front and the actors, watch them (psutil, heartbeats), restart with backoff."""
 
 import json
 import os
