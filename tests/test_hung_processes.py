@@ -50,7 +50,7 @@ def health_rewritten(mq, times: int = 2) -> None:
 
 @pytest.mark.parametrize("name", ["fetch-0", "front-0"])
 def test_a_stopped_process_is_killed_and_replaced_after_the_hang_timeout(start_mq, name):
-    mq = start_mq(workers=2, args=("--hang-timeout=3",))
+    mq = start_mq(workers=2, args=("--hang-timeout=4",))
     queue = queue_owned_by(0, 2)
     added = mq.add(queue, b"served again")
     old = mq.pid_of(name)
@@ -60,10 +60,10 @@ def test_a_stopped_process_is_killed_and_replaced_after_the_hang_timeout(start_m
         new = mq.wait_for_new_pid(name, old, timeout=20)
     finally:
         resume(old)
-    assert time.monotonic() - stopped >= 3.0  # Not before its deadline.
+    assert time.monotonic() - stopped >= 4.0  # Not before its deadline.
     line = mq.wait_for_events("supervisor.hung", child=name)[0]
     assert (line["role"], line["child_pid"], line["level"]) == (name.split("-")[0], old, "error")
-    assert line["silent_s"] > 3.0
+    assert line["silent_s"] > 4.0
     resp = poll_for(lambda: (r := mq.fetch(queue)).status == 200 and r, 15, ignore=(OSError,),
                     what=f"the new {name} to serve the queue")
     assert resp.header("X-Message-Id") == added
@@ -95,11 +95,11 @@ def test_a_pause_shorter_than_the_hang_timeout_kills_nothing(start_mq):
 def test_a_pause_of_the_whole_daemon_longer_than_the_hang_timeout_kills_nothing(start_mq):
     # A stalled machine (or SIGSTOP of the process group) stops the supervisor too: the
     # children's silence then is not theirs.
-    mq = start_mq(workers=1, args=("--hang-timeout=2",))
+    mq = start_mq(workers=1, args=("--hang-timeout=3",))
     before = {name: p.pid for name, p in mq.children().items()}
     os.killpg(mq.pid, signal.SIGSTOP)
     try:
-        time.sleep(3.0)  # The pause itself, longer than the deadline.
+        time.sleep(4.0)  # The pause itself, longer than the deadline.
     finally:
         os.killpg(mq.pid, signal.SIGCONT)
     poll_for(lambda: mq.fetch("after-the-pause").status == 404, 10, ignore=(OSError,))
