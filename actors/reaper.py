@@ -53,6 +53,7 @@ def reap_forever(reap, interval: float, stopping: list, chores=()) -> None:
                 if time.monotonic() - last[i] >= every:
                     chore()
                     last[i] = time.monotonic()
+                    heartbeat.beat()  # Each chore has a deadline of its own.
         except OSError as err:
             log.error("reaper.error", error=str(err))
         time.sleep(interval)

@@ -194,8 +194,8 @@ class Tree:
     def check_answering(self, child: Child, now: float) -> None:
         """Kill a running child whose heartbeat is older than --hang-timeout (a busy loop, a
         deadlock, a stopped process); check() then sees it dead and restarts it."""
-        if not self.options.hang_timeout or child.proc is None or child.proc.returncode is not None:
-            return
+        if not self.options.hang_timeout or child.proc is None or child.proc.poll() is not None:
+            return  # Off, or not running: a death is check()'s, whatever its heartbeat says.
         # Each hang in a row doubles the next deadline: work that is slow rather than stuck (a
         # first listing of a huge queue on a slow disk) gets done instead of restarted forever.
         deadline = self.options.hang_timeout * 2 ** min(child.hang_streak, MAX_HANG_DOUBLINGS)
