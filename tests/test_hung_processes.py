@@ -130,7 +130,7 @@ def test_a_child_silent_past_the_deadline_is_killed_then_restarted_like_a_dead_o
     try:
         child.slot.stamp(100.0)
         supervisor.check_answering(child, 104.9)
-        assert child.proc.poll() is None and child.hung == 0
+        assert not child.killed_hung and child.proc.poll() is None and child.hung == 0
         supervisor.check_answering(child, 105.1)
         assert child.proc.wait(10) == -signal.SIGKILL
         assert child.hung == 0  # Counted with the restart, when check() sees it dead.
