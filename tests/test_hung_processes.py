@@ -13,6 +13,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from mq.config import Options
+from mq.errors import Invalid
 from mq.supervisor import tree
 from support import poll_for, queue_owned_by
 
@@ -111,7 +112,7 @@ def test_a_pause_of_the_whole_daemon_longer_than_the_hang_timeout_kills_nothing(
 def test_hang_timeout_zero_turns_the_check_off_and_short_ones_are_refused():
     assert Options(hang_timeout=0).check().hang_timeout == 0
     for bad in (1.0, -1.0, float("inf"), float("nan")):
-        with pytest.raises(Exception, match="--hang-timeout"):
+        with pytest.raises(Invalid, match="--hang-timeout"):
             Options(hang_timeout=bad).check()
 
 
