@@ -88,6 +88,15 @@ class FetchActor(Actor):
         return changed is not None and (changed != index.changed_ns
                                         or time.time_ns() - changed < COARSE_MTIME_NS)
 
+    def head(self, queue: str, batch: Batch | None = None) -> str | None:
+        """The id of the message a fetch of the queue would take now, left in place: in a fifo
+        queue the oldest whose group is free (an index's head may be held back by its group)."""
+        index = self.ready_index(queue)
+        if not index:
+            return None
+        props = batch.properties(queue, self.props) if batch else self.props.effective(queue)
+        return self.groups.head(index, queue) if props["fifo"] else index.head()
+
     def forget_queue(self, queue: str) -> None:
         """Drop what this actor keeps about a queue (deleted, or asked for but missing)."""
         self.indexes.pop(queue, None)

@@ -82,6 +82,10 @@ class Snapshot:
         alive = GaugeMetricFamily("mq_process_up", "1 when the process is running.", labels=["process"])
         restarts = CounterMetricFamily("mq_process_restarts", "Times the supervisor restarted it.",
                                        labels=["process"])
+        hung = CounterMetricFamily(
+            "mq_process_hung_restarts", "Times the supervisor killed and restarted it for going "
+            "--hang-timeout without a turn of its loop (counted in mq_process_restarts too).",
+            labels=["process"])
         memory = GaugeMetricFamily("mq_process_resident_memory_bytes", "Resident memory.",
                                    labels=["process"])
         cpu = CounterMetricFamily("mq_process_cpu_seconds", "User and system CPU time.",
@@ -90,10 +94,11 @@ class Snapshot:
             name = row["name"]
             alive.add_metric([name], 1 if row["alive"] or name == self.front else 0)
             restarts.add_metric([name], row["restarts"])
+            hung.add_metric([name], row.get("hung", 0))
             if "rss_bytes" in row:
                 memory.add_metric([name], row["rss_bytes"])
                 cpu.add_metric([name], row["cpu_s"])
-        yield from (alive, restarts, memory, cpu)
+        yield from (alive, restarts, hung, memory, cpu)
 
 
 class MetricsHandler(QueueHandler):
