@@ -102,7 +102,9 @@ async def add(service, queue: str, message: Outgoing, fifo: bool) -> dict:
         stored["s"] = message.system_attributes
     if message.dedup_id:
         stored["d"] = message.dedup_id
-    due = time.time() + message.delay if message.delay else None
+    # An explicit DelaySeconds, 0 too, overrides the queue's: a due time not ahead means now,
+    # without the queue's delay; only an absent one (None) lets the save actor apply it.
+    due = None if message.delay is None else time.time() + message.delay
     try:
         result = await service.pool.saver().call(
             "add", queue=queue, body=message.body.encode("utf-8"), content_type=CONTENT_TYPE,
@@ -145,7 +147,7 @@ async def send_message_batch(service, caller: Caller, params: dict) -> dict:
             checked.append(check_message(entry, queue, props))
         except SqsError as err:
             if fifo and ("MessageGroupId" in err.message or "MessageDeduplicationId provided" in err.message):
-                raise invalid(err.message) from None  # The whole batch, as SQS answers it.
+                raise  # The whole batch, with the entry's own code, as SQS answers it.
             checked.append(err)
     successful, failed = [], []
     for entry, message in zip(entries, checked):
