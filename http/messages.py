@@ -1,7 +1,9 @@
 """The routes of messages: add and fetch (with long polls), and the replies to a delivery."""
 
 import asyncio
+import select
 import socket
+import ssl
 import time
 
 import tornado.web
@@ -23,6 +25,14 @@ UNLIMITED_CHUNKED_BODY = 1 << 62
 
 def connection_closed(sock) -> bool:
     """True when the client of a request has closed its connection (or it failed)."""
+    if isinstance(sock, ssl.SSLSocket):
+        # A TLS socket refuses recv flags, and a peek would see the client's encrypted
+        # close_notify, not the end: ask the kernel whether the client shut its side.
+        if sock.fileno() < 0:
+            return True
+        poller = select.poll()
+        poller.register(sock.fileno(), select.POLLRDHUP)
+        return bool(poller.poll(0))
     try:
         return sock is None or sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
     except BlockingIOError:

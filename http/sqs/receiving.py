@@ -3,11 +3,11 @@ their batches): the same fetch, ack, nack and extend ops mq's own routes send to
 fetch actor. A receipt handle is mq's receipt, {id}.{delivery}."""
 
 import asyncio
-import socket
 import time
 
 from mq import store as fmt
 from mq.errors import Conflict, Invalid, MqError, NotFound
+from mq.http.messages import connection_closed
 from mq.http.sqs import batches
 from mq.http.sqs.attributes import MIN_TIMEOUT, is_fifo
 from mq.http.sqs.errors import SqsError, from_mq, invalid, missing, queue_missing
@@ -130,13 +130,7 @@ async def watch_client(connection, wait: float, cancel) -> None:
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline:
         await asyncio.sleep(CLIENT_CHECK_SECONDS)
-        try:
-            closed = sock is None or sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
-        except BlockingIOError:
-            closed = False
-        except OSError:
-            closed = True
-        if closed:
+        if connection_closed(sock):
             cancel()
             return
 
