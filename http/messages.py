@@ -11,7 +11,7 @@ import tornado.web
 from mq import store as fmt
 from mq.adds import check_add
 from mq.errors import Invalid, TooLarge
-from mq.http import batches, compound
+from mq.http import batches, compound, trace
 from mq.http.api import ApiHandler
 from mq.numbers import parse_number
 from mq.schedule import due_time
@@ -98,11 +98,16 @@ class MessagesHandler(ApiHandler):
         add = check_add(queue, body, self.request.headers.get("Content-Type"),
                         due_time(self.param("delay", "X-Delay"), self.param("at", "X-At"), now),
                         self.param("dedup_id", "X-Dedup-Id"), now)
+        context = trace.parse(self.request.headers.get("traceparent"),
+                              self.request.headers.get("tracestate"))
         result = await self.pool.saver().call("add", queue=add.queue, body=add.body,
                                               content_type=add.content_type, due=add.due,
-                                              dedup_id=add.dedup_id or None)
+                                              dedup_id=add.dedup_id or None,
+                                              attributes=context or None)
         message_id = result["id"]
         self.log_fields["id"] = message_id
+        if context:
+            self.log_fields["traceparent"] = context["tp"]
         self.set_header("X-Message-Id", message_id)
         self.set_header("Location", f"/{queue}/messages/{message_id}")
         reply = {"id": message_id, "queue": queue}
@@ -153,6 +158,7 @@ class MessagesHandler(ApiHandler):
         self.set_header("X-Message-Id", result["id"])
         self.set_header("X-Receipt", result["receipt"])
         self.set_header("X-Attempts", str(result["attempts"]))
+        trace.set_headers(self, result.get("attributes"))
         content_type, body = result["content_type"], result["body"]
         if result.get("parts"):
             content_type, body = compound.render(body, cf)

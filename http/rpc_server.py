@@ -15,7 +15,7 @@ import msgpack
 
 from mq import logs
 from mq.errors import Invalid, MqError
-from mq.http.rpc_methods import Caller, call_method
+from mq.http.rpc_methods import Caller, call_method, traceparent_of
 
 REQUEST, RESPONSE, NOTIFICATION = 0, 1, 2
 #: Requests of one connection being served at once; reading pauses while it has this many.
@@ -121,7 +121,7 @@ class Connection:
             except Exception:
                 self.log.exception("rpc.error", method=method)
                 result, error = None, MqError("internal error")
-            self.server.log_call(method, error)
+            self.server.log_call(method, error, traceparent_of(method, params, result))
             if kind == REQUEST:
                 self.respond(msgid, error, result)
                 try:
@@ -184,11 +184,12 @@ class RpcServer:
         finally:
             self.connections.discard(connection)
 
-    def log_call(self, method: str, error: MqError | None) -> None:
-        """The access log's line for one call."""
+    def log_call(self, method: str, error: MqError | None, traceparent: str | None = None) -> None:
+        """The access log's line for one call (with the trace context it carried, if any)."""
         if self.access_log:
+            fields = {"traceparent": traceparent} if traceparent else {}
             logs.get("mq.access").info("rpc.call", method=method,
-                                       error=error.kind if error is not None else None)
+                                       error=error.kind if error is not None else None, **fields)
 
     def stop_accepting(self) -> None:
         """Stop taking new connections (the ones open are served on)."""

@@ -128,7 +128,8 @@ class SqsHandler(ApiHandler):
         """The base of queue URLs, the account and the region this request speaks for."""
         base = self.config.sqs_base_url.rstrip("/") or f"{self.request.protocol}://{self.request.host}"
         return Caller(base, self.config.sqs_account,
-                      signed_region(self.request.headers) or DEFAULT_REGION, self.request.connection)
+                      signed_region(self.request.headers) or DEFAULT_REGION, self.request.connection,
+                      self.log_fields)
 
     async def serve(self, queue: str | None) -> None:
         """Decode, check the signature, run the operation, answer; every failure as SQS's."""

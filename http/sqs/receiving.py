@@ -7,6 +7,7 @@ import time
 
 from mq import store as fmt
 from mq.errors import Conflict, Invalid, MqError, NotFound
+from mq.http import trace
 from mq.http.messages import connection_closed
 from mq.http.sqs import batches
 from mq.http.sqs.attributes import MIN_TIMEOUT, is_fifo
@@ -56,9 +57,11 @@ def system_attributes(result: dict, names: list[str], caller: Caller, fifo: bool
         values["MessageDeduplicationId"] = stored["d"]
     if fifo:
         values["SequenceNumber"] = sequence_number(result["id"])
-    trace = (stored.get("s") or {}).get("AWSTraceHeader")
-    if trace:
-        values["AWSTraceHeader"] = trace["StringValue"]
+    sent = (stored.get("s") or {}).get("AWSTraceHeader")
+    if sent:
+        values["AWSTraceHeader"] = sent["StringValue"]
+    elif stored.get("tp"):  # Added with a W3C traceparent (mq's API): its X-Ray form.
+        values["AWSTraceHeader"] = trace.to_xray(stored["tp"])
     return {name: values[name] for name in wanted if name in values}
 
 
@@ -119,6 +122,10 @@ async def receive_message(service, caller: Caller, params: dict) -> dict:
                                for r in fetched), return_exceptions=True)
     fifo = is_fifo(queue, props)
     messages = [as_message(r, caller, system_names, attribute_names, fifo) for r in fetched]
+    if len(fetched) == 1:
+        traceparent = trace.of_message(fetched[0].get("attributes")).get("traceparent")
+        if traceparent:
+            caller.log_fields["traceparent"] = traceparent
     return {"Messages": messages} if messages else {}
 
 
