@@ -181,7 +181,8 @@ class FetchActor(Actor):
                          oldest_ready_age_s=round(max(0.0, now_ms - id_time_ms(oldest)) / 1000, 3)
                          if oldest else None)
             queues[queue] = entry
-        return {"actor": f"{self.kind}-{self.index}", "queues": queues}
+        return {"actor": f"{self.kind}-{self.index}", "queues": queues,
+                "flush": self.store.flush_times.snapshot()}
 
     def index_owned_queues(self) -> None:
         """Index every queue this actor owns that it has no index for: each is listed once,
@@ -209,8 +210,10 @@ class FetchActor(Actor):
         "fetch_any": fetch_any.fetch_any, "watch": fetch_any.watch,
     }
 
-    def take(self, batch: Batch, queue: str, holder: str | None = None) -> dict | None:
-        """Claim the next ready message of the queue, or None when there is none.
+    def take(self, batch: Batch, queue: str, holder: str | None = None,
+             max_bytes: int | None = None) -> dict | None:
+        """Claim the next ready message of the queue, or None when there is none (or, with
+        max_bytes, when its file is larger: it stays ready, unclaimed).
 
         A claim that fails puts the message back in the index before the error goes up, so
         it is served once the disk recovers; a corrupt file is quarantined and skipped. In a
@@ -231,6 +234,10 @@ class FetchActor(Actor):
             if id_time_ms(message_id) < expired_before:
                 self.expire(batch, queue, message_id, attempts)
                 continue
+            if max_bytes is not None and fetch_batch.larger_than(
+                    self.store.ready_path(queue, message_id, attempts), max_bytes):
+                index.add(message_id, attempts)
+                return None
             due = time.time() + timeout
             try:
                 data = self.store.claim(queue, message_id, due, attempts)

@@ -5,11 +5,11 @@ the supervisor's health.json.
 a queue so named still work (its GET /{queue} figures are in GET /_mq/stats).
 """
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from mq.errors import MqError
-from mq.http import access, stats
+from mq.http import access, responses, stats
 from mq.http.health import read_health
 from mq.http.queues import QueueHandler
 
@@ -60,6 +60,18 @@ class Snapshot:
         for actor, state in self.figures["actors"].items():
             up.add_metric([actor], 1 if state == "ok" else 0)
         yield up
+        flush = HistogramMetricFamily("mq_flush_seconds", "Time an actor's flushes took (syncfs, or "
+                                      "the fsyncs of a batch's folders).", labels=["actor"])
+        for actor, times in self.figures.get("flush", {}).items():
+            buckets = [("+Inf" if bound is None else repr(float(bound)), n)
+                       for bound, n in times["buckets"]]
+            flush.add_metric([actor], buckets, times["sum_s"])
+        yield flush
+        codes = CounterMetricFamily("mq_http_responses", "HTTP responses this front sent, by status "
+                                    "code.", labels=["front", "code"])
+        for code, n in responses.snapshot().items():
+            codes.add_metric([self.front, str(code)], n)
+        yield codes
         yield from self.process_families()
 
     def process_families(self):

@@ -14,6 +14,8 @@ TRACESTATE = re.compile(r"[\x20-\x7e]{1,512}")
 #: AWSTraceHeader: Root=1-{8 hex time}-{24 hex}; Parent={16 hex}; Sampled=0|1 (any order).
 XRAY_ROOT = re.compile(r"1-([0-9a-f]{8})-([0-9a-f]{24})")
 STORED = {"traceparent": "tp", "tracestate": "ts"}
+#: The headers (and JSON record fields) a fetched message's trace context is answered in.
+HEADERS = tuple(STORED)
 
 
 def parse(traceparent: str | None, tracestate: str | None = None) -> dict:
@@ -61,11 +63,3 @@ def to_xray(traceparent: str) -> str:
     _, trace, parent, flags = traceparent.split("-")[:4]
     sampled = int(flags, 16) & 1
     return f"Root=1-{trace[:8]}-{trace[8:]};Parent={parent};Sampled={sampled}"
-
-
-def set_headers(handler, attributes: dict | None) -> None:
-    """Answer a fetched message's trace context as headers, and put it in the access log."""
-    for name, value in of_message(attributes).items():
-        handler.set_header(name, value)
-        if name == "traceparent":
-            handler.log_fields["traceparent"] = value
