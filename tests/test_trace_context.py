@@ -61,6 +61,17 @@ def test_a_single_add_and_fetch_carry_the_trace_and_log_it(traced_mq):
                             traceparent=TRACEPARENT), 5, what="the fetch's access log line")
 
 
+def test_a_fan_out_gives_every_copy_the_trace(traced_mq):
+    queues = [f"fan-trace-{i}" for i in range(2)]
+    for queue in queues:
+        assert traced_mq.request("PUT", f"/{queue}").status in (200, 201)
+    resp = traced_mq.request("POST", "/_mq/messages?qre=fan-trace-.*", b"to all",
+                             {"traceparent": TRACEPARENT})
+    assert resp.status == 201, resp.body
+    for queue in queues:
+        assert traced_mq.fetch(queue).header("traceparent") == TRACEPARENT
+
+
 def test_an_invalid_traceparent_is_ignored(traced_mq):
     queue = next(names)
     for bad in ("00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",  # a zero parent
