@@ -219,10 +219,10 @@ def test_every_option_can_come_from_the_environment(tmp_path):
     credentials = tmp_path / "credentials"
     credentials.write_text("[default]\naws_access_key_id = AKID\naws_secret_access_key = secret\n")
     trustme = pytest.importorskip("trustme")
-    issued = trustme.CA().issue_cert("127.0.0.1")  # --tls-cert and --tls-key are loaded.
+    leaf = trustme.CA().issue_cert("127.0.0.1")  # --tls-cert and --tls-key are loaded.
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    issued.cert_chain_pems[0].write_to_path(str(cert))
-    issued.private_key_pem.write_to_path(str(key))
+    leaf.cert_chain_pems[0].write_to_path(str(cert))
+    leaf.private_key_pem.write_to_path(str(key))
     # option: (its MQ_* environment value, the value it must parse to); one line each.
     samples = {
         "root": ("/srv/mq", "/srv/mq"),

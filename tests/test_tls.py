@@ -43,14 +43,14 @@ class TlsDaemon(Daemon):
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory):
-    """An authority and the certificate it issued for 127.0.0.1, as PEM files."""
+    """An authority and a certificate it signed for 127.0.0.1, as PEM files."""
     folder = tmp_path_factory.mktemp("pki")
     ca = trustme.CA()
-    issued = ca.issue_cert("127.0.0.1", "localhost")
+    leaf = ca.issue_cert("127.0.0.1", "localhost")
     paths = {"ca": folder / "ca.pem", "cert": folder / "cert.pem", "key": folder / "key.pem"}
     ca.cert_pem.write_to_path(str(paths["ca"]))
-    issued.private_key_pem.write_to_path(str(paths["key"]))
-    for i, pem in enumerate(issued.cert_chain_pems):  # The certificate, then its chain.
+    leaf.private_key_pem.write_to_path(str(paths["key"]))
+    for i, pem in enumerate(leaf.cert_chain_pems):  # The certificate, then its chain.
         pem.write_to_path(str(paths["cert"]), append=i > 0)
     return paths
 
