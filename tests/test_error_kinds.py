@@ -98,6 +98,9 @@ def test_each_kind_maps_to_the_documented_answer_on_every_face(kind):
     assert ctl.status_of(raised) == ctl.status_of(local) == ctl.status_of(error) == row.exit
     sqs = from_mq(error)
     assert sqs.name == row.sqs and row.sqs in ERRORS
+    # A missing queue in SQS's own words (what SDKs show); any other kind in mq's.
+    assert sqs.message == ("The specified queue does not exist." if kind == "not_found"
+                           else error.message)
 
 
 def test_an_answer_whose_kind_is_unknown_or_misfits_its_status_raises_the_class_of_the_status():
