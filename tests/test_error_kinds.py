@@ -52,6 +52,11 @@ class Row(NamedTuple):
     exit: int
 
 
+def quoted(cell: str) -> str:
+    """The first `name` of a table cell."""
+    return re.search(r"`([A-Za-z_]+)`", cell).group(1)
+
+
 def documented_kinds() -> dict[str, Row]:
     """kind -> Row, from the table of kinds in docs/PROTOCOL.md."""
     lines = PROTOCOL.read_text().split(TABLE_HEAD + "\n", 1)[1].splitlines()
@@ -60,9 +65,8 @@ def documented_kinds() -> dict[str, Row]:
         if not line.startswith("|"):
             break
         kind, _, status, client, sqs, exit_status = (c.strip() for c in line.strip("|").split("|"))
-        first = lambda cell: re.search(r"`([A-Za-z_]+)`", cell).group(1)  # noqa: E731
-        rows[first(kind)] = Row(int(re.match(r"\d+", status).group()), first(client), first(sqs),
-                                int(exit_status))
+        rows[quoted(kind)] = Row(int(re.match(r"\d+", status).group()), quoted(client),
+                                 quoted(sqs), int(exit_status))
     return rows
 
 
@@ -75,7 +79,8 @@ DOC = documented_kinds()
 def test_the_documented_kinds_are_the_declared_ones_and_the_openapi_errors():
     assert list(DOC) == list(BY_NAME)
     for name, kind in BY_NAME.items():
-        assert DOC[name][::2] + (DOC[name].exit,) == (kind.status, kind.sqs, kind.exit), name
+        row = DOC[name]
+        assert (row.status, row.sqs, row.exit) == (kind.status, kind.sqs, kind.exit), name
     spec = yaml.safe_load(OPENAPI.read_text())
     assert set(spec["components"]["schemas"]["Error"]["properties"]["error"]["enum"]) == set(DOC)
 
