@@ -1,5 +1,5 @@
 """The errors a client raises: one class per error kind of mq.errors.TABLE, whose status it
-takes from there (the kinds of the HTTP API: docs/PROTOCOL.md, "Errors")."""
+takes from there (the kinds of the HTTP API: docs/PROTOCOL.md, its table of kinds)."""
 
 from mq.errors import BY_NAME, TABLE, bind
 
