@@ -1,7 +1,8 @@
 """Every error kind, from its one declaration (mq.errors.TABLE) to each face of mq: the status
 the front answers, the class mq.client and mq.local raise, mqctl's exit status and the SQS
-error. docs/PROTOCOL.md's table of kinds is the contract each face is held to; a real daemon,
-and a real root for the broker-less library, answer the kinds a request can provoke."""
+error. docs/PROTOCOL.md's table of kinds is the contract each face is held to; a real daemon
+(through HTTP, mq.client, mqctl and, for the daemon's own failures, boto3 on the SQS API), and a
+real root for the broker-less library, answer the kinds a request can provoke."""
 
 import asyncio
 import contextlib
@@ -16,6 +17,9 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import NamedTuple
 
+import boto3
+import botocore.config
+import botocore.exceptions
 import psutil
 import pytest
 import tornado.httpserver
@@ -183,6 +187,7 @@ def test_the_front_answers_each_kinds_status_and_the_client_raises_its_class(rai
 # -- a real daemon: the kinds a request can provoke, on the wire, in the client, in mqctl ------
 
 TOKENS = {"admin": "admin-secret-kinds", "reader": "reader-secret-kinds"}
+SQS_KEY = ("AKIDMQKINDS000000000", "kinds-secret-key")
 MAX_BODY, MAX_URL = 1000, 100
 
 
@@ -201,15 +206,20 @@ def bearer(who: str | None) -> dict:
 
 @pytest.fixture(scope="module")
 def daemon(tmp_path_factory):
-    """One daemon with access control and small body and URL limits, one actor pair."""
+    """One daemon with access control, small body and URL limits, one actor pair, and the SQS
+    API on its port (signatures checked against SQS_KEY)."""
     workdir = tmp_path_factory.mktemp("kinds")
     tokens = workdir / "tokens.toml"
     tokens.write_text("".join(
         f'[[tokens]]\nname = "{name}"\nsha256 = "{hashlib.sha256(secret.encode()).hexdigest()}"\n'
         f'scopes = ["{"admin" if name == "admin" else "read"}"]\n\n'
         for name, secret in TOKENS.items()))
+    credentials = workdir / "credentials"
+    credentials.write_text(f"[default]\naws_access_key_id = {SQS_KEY[0]}\n"
+                           f"aws_secret_access_key = {SQS_KEY[1]}\n")
     mq_daemon = TokenDaemon(workdir / "root", workdir, workers=1, timeout=30, args=(
-        f"--token-file={tokens}", f"--max-body-bytes={MAX_BODY}", f"--max-url-bytes={MAX_URL}"))
+        f"--token-file={tokens}", f"--max-body-bytes={MAX_BODY}", f"--max-url-bytes={MAX_URL}",
+        f"--sqs-credentials={credentials}"))
     try:
         yield mq_daemon.start().wait_ready()
     finally:
@@ -223,6 +233,8 @@ class Provoked(NamedTuple):
     client: object  # Client -> anything; raises
     ctl: list
     who: str | None = "admin"
+    #: A boto3 SQS client -> anything, for a kind the SQS API reports through its kind table.
+    sqs: object = None
 
 
 def stale_or_bad(mq_daemon: Daemon, queue: str, receipt_of) -> Provoked:
@@ -259,13 +271,20 @@ def provoke(kind: str, mq_daemon: Daemon, queue: str):
                        ["put", queue, "x"], who)
     elif kind == "storage":
         # The queue's folder of de-duplication keys is a file: the disk answers ENOTDIR.
-        assert mq_daemon.request("PUT", f"/{queue}").status == 201
-        (mq_daemon.root / "dedup" / queue).write_bytes(b"not a folder")
+        fifo = f"{queue}.fifo"
+        for name in (queue, fifo):
+            assert mq_daemon.request("PUT", f"/{name}").status == 201
+            (mq_daemon.root / "dedup" / name).write_bytes(b"not a folder")
+        assert mq_daemon.request("PATCH", f"/{fifo}/properties", b'{"fifo": true}').status == 200
         yield Provoked(("POST", f"/{queue}/messages?dedup_id=a", b"x", {}),
                        lambda c: c.put(queue, b"x", dedup_id="b"),
-                       ["put", queue, "x", "--dedup-id", "c"])
+                       ["put", queue, "x", "--dedup-id", "c"],
+                       sqs=lambda sqs: sqs.send_message(
+                           QueueUrl=sqs.get_queue_url(QueueName=fifo)["QueueUrl"],
+                           MessageBody="x", MessageGroupId="g", MessageDeduplicationId="d"))
     elif kind == "unavailable":
         # The save actor dead, and no supervisor to restart it until the requests are made.
+        assert mq_daemon.request("PUT", f"/{queue}").status == 201
         supervisor = psutil.Process(mq_daemon.pid)
         supervisor.suspend()
         try:
@@ -273,7 +292,10 @@ def provoke(kind: str, mq_daemon: Daemon, queue: str):
             poll_for(lambda: mq_daemon.request("POST", f"/{queue}/messages", b"x").status == 503,
                      10, what="adds to be refused while the save actor is down")
             yield Provoked(("POST", f"/{queue}/messages", b"x", {}),
-                           lambda c: c.put(queue, b"x"), ["put", queue, "x"])
+                           lambda c: c.put(queue, b"x"), ["put", queue, "x"],
+                           sqs=lambda sqs: sqs.send_message(
+                               QueueUrl=sqs.get_queue_url(QueueName=queue)["QueueUrl"],
+                               MessageBody="x"))
         finally:
             supervisor.resume()
         mq_daemon.wait_for_new_pid("save-0", old, timeout=30)
@@ -286,7 +308,7 @@ LIVE = ["not_found", "invalid", "conflict", "too_large", "too_long", "unauthoriz
 
 
 @pytest.mark.parametrize("kind", LIVE)
-def test_a_real_daemon_answers_each_kind_and_the_client_and_mqctl_report_it(daemon, kind):
+def test_a_real_daemon_answers_each_kind_and_the_client_mqctl_and_sqs_report_it(daemon, kind):
     row, queue = DOC[kind], f"kinds-{uuid.uuid4().hex[:10]}"
     with provoke(kind, daemon, queue) as failing:
         method, path, body, headers = failing.raw
@@ -306,6 +328,19 @@ def test_a_real_daemon_answers_each_kind_and_the_client_and_mqctl_report_it(daem
                              capture_output=True, timeout=60)
         assert ran.returncode == row.exit, (ran.returncode, ran.stderr)
         assert ran.stderr.startswith(b"mqctl: ") and ran.stderr.count(b"\n") == 1, ran.stderr
+        if failing.sqs is not None:
+            with pytest.raises(botocore.exceptions.ClientError) as refused:
+                failing.sqs(boto_client(url))
+            code, status, _ = ERRORS[row.sqs]
+            assert (refused.value.response["Error"]["Code"],
+                    refused.value.response["ResponseMetadata"]["HTTPStatusCode"]) == (code, status)
+
+
+def boto_client(url: str):
+    """A boto3 SQS client of the daemon, signing with SQS_KEY, that never retries."""
+    return boto3.client("sqs", endpoint_url=url, region_name="us-east-1",
+                        aws_access_key_id=SQS_KEY[0], aws_secret_access_key=SQS_KEY[1],
+                        config=botocore.config.Config(retries={"max_attempts": 0}))
 
 
 # -- the broker-less library on a real root, and mqctl --root ---------------------------------
