@@ -7,7 +7,7 @@ import time
 import tornado.web
 
 from mq.errors import Invalid
-from mq.http import compound, routing
+from mq.http import access, compound, routing
 from mq.http.messages import MessagesHandler, connection_closed
 from mq.numbers import parse_number
 from mq.schedule import due_time
@@ -17,9 +17,9 @@ from mq.schedule import due_time
 class RoutedMessagesHandler(MessagesHandler):
     """POST and GET /_mq/messages?qre=REGEX (the body is streamed in as for one queue)."""
 
-    # Any queue may match: a token needs the write scope on every queue (queue_arg None).
+    # The write scope; of the queues that match, only those the token may use are reached.
     scope = {"GET": "write", "POST": "write"}
-    queue_arg = None
+    queue_arg = access.IN_HANDLER
 
     def pattern(self) -> str:
         """The qre parameter: a regular expression of whole queue names."""
@@ -38,7 +38,8 @@ class RoutedMessagesHandler(MessagesHandler):
             raise Invalid("dedup_id is not supported on a fan-out add")
         due = due_time(self.param("delay", "X-Delay"), self.param("at", "X-At"), time.time())
         messages = await routing.fan_out(self.pool, self.config.root, pattern, body,
-                                         self.request.headers.get("Content-Type"), due)
+                                         self.request.headers.get("Content-Type"), due,
+                                         token=self.token)
         self.log_fields["queues"] = len(messages)
         self.write_json(201, {"messages": [
             {"queue": m["queue"], "id": m["id"], **({"due": m["due"]} if m.get("due") else {})}
@@ -52,7 +53,7 @@ class RoutedMessagesHandler(MessagesHandler):
         cf = compound.compound_format(self.param("cf", "X-Compound-Format"))
         sock = self.request.connection.stream.socket
         result = await routing.pull_any(self.pool, self.config.root, pattern, wait,
-                                        gone=lambda: connection_closed(sock))
+                                        gone=lambda: connection_closed(sock), token=self.token)
         if result is None:
             self.set_status(204)
             self.finish()

@@ -81,6 +81,7 @@ def test_a_dead_letter_queue_outside_the_tokens_queues_is_refused(daemon):
 
 def test_a_redrive_from_a_dead_letter_queue_outside_the_tokens_queues_is_refused(daemon):
     # An admin of every queue points orders.x's dead letters at payments.x.
+    assert daemon.request("PUT", "/orders.x").status == 201
     assert daemon.request("PUT", "/orders.x/properties", b'{"dead_letter_queue": "payments.x"}').status == 200
     daemon.add("payments.x", b"card 4343")
     resp = call(daemon, "POST", "/orders.x/redrive", "orders-admin")
