@@ -38,6 +38,7 @@ ERRORS = {
     "MissingAuthenticationToken": ("MissingAuthenticationToken", 403, True),
     "IncompleteSignature": ("IncompleteSignature", 400, True),
     "InvalidClientTokenId": ("InvalidClientTokenId", 403, True),
+    "AccessDenied": ("AccessDenied", 403, True),
     "SignatureDoesNotMatch": ("SignatureDoesNotMatch", 403, True),
     "InternalFailure": ("InternalError", 500, False),
     "ServiceUnavailable": ("ServiceUnavailable", 503, False),
@@ -45,7 +46,8 @@ ERRORS = {
 
 
 #: The JSON protocol's `__type` of errors whose shape has another name than their code.
-JSON_TYPES = {"InvalidParameterValue": "InvalidParameterValueException",
+JSON_TYPES = {"AccessDenied": "AccessDeniedException",
+              "InvalidParameterValue": "InvalidParameterValueException",
               "MissingParameter": "MissingRequiredParameterException"}
 #: The query protocol's older wording of some messages.
 QUERY_MESSAGES = {"QueueDoesNotExist": "The specified queue does not exist for this wsdl version."}
@@ -84,4 +86,6 @@ def from_mq(error: MqError) -> SqsError:
         return SqsError("InternalFailure", error.message)
     if error.kind == "not_found":
         return queue_missing()
+    if error.kind in ("forbidden", "unauthorized"):
+        return SqsError("AccessDenied", error.message)
     return invalid(error.message)

@@ -21,12 +21,14 @@ DEFAULT_REGION = "us-east-1"
 @dataclass
 class Caller:
     """Who asked and where: the base of queue URLs, the account id and the region for ARNs,
-    and the request's connection (a long poll stops waiting for a client that hung up)."""
+    the request's connection (a long poll stops waiting for a client that hung up), and the
+    token its access key acts as (None: access control is off)."""
 
     base_url: str
     account: str
     region: str = DEFAULT_REGION
     connection: object = None
+    token: object = None
 
     def queue_url(self, queue: str) -> str:
         """The URL of a queue."""
