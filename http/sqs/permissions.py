@@ -8,6 +8,8 @@ other queues (a RedrivePolicy's target, a move task's source and destination, a 
 checks those itself, and a listing shows only the queues the token may use.
 """
 
+import orjson
+
 from mq.http import access
 from mq.http.sqs.errors import SqsError
 from mq.http.sqs.names import queue_from_url
@@ -51,10 +53,15 @@ def check(token: Token | None, operation: str, queues: list[str]) -> None:
     access.check(token, SCOPES.get(operation, ADMIN), queues)
 
 
-def checked_exists(token: Token | None, operation: str, exists):
-    """`exists(queue)` that checks the queue first: a RedrivePolicy's target is refused before
-    anyone learns whether it exists."""
-    async def exists_if_allowed(queue: str):
-        check(token, operation, [queue])
-        return await exists(queue)
-    return exists_if_allowed
+def check_attributes(token: Token | None, operation: str, given) -> None:
+    """Check the queue a RedrivePolicy attribute names, before the attributes are validated or
+    any queue looked up: a refused caller learns nothing of the target (whether it exists, is
+    FIFO). A policy that does not parse names no queue here; its validation refuses it."""
+    try:
+        policy = given.get("RedrivePolicy")
+        policy = orjson.loads(policy) if isinstance(policy, str) else policy
+        arn = policy["deadLetterTargetArn"]
+    except (AttributeError, orjson.JSONDecodeError, KeyError, TypeError):
+        return
+    if isinstance(arn, str) and arn.count(":") == 5 and arn.rpartition(":")[2]:
+        check(token, operation, [arn.rpartition(":")[2]])

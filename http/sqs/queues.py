@@ -32,9 +32,8 @@ async def create_queue(service, caller: Caller, params: dict) -> dict:
         raise invalid("Can only include alphanumeric characters, hyphens, or underscores. "
                       "1 to 80 in length")
     permissions.check(caller.token, "CreateQueue", [name])
-    props, kept = await attributes.to_properties(
-        given, fifo, permissions.checked_exists(caller.token, "CreateQueue", service.fifo_or_none),
-        creating=True)
+    permissions.check_attributes(caller.token, "CreateQueue", given)
+    props, kept = await attributes.to_properties(given, fifo, service.fifo_or_none, creating=True)
     permissions.check(caller.token, "CreateQueue", access.named_queues(props))
     tags = check_tags(params.get("tags") or params.get("Tags") or {})
     try:
@@ -156,12 +155,10 @@ async def set_queue_attributes(service, caller: Caller, params: dict) -> None:
     given = params.get("Attributes")
     if given is None:
         raise missing("Attributes")
+    permissions.check_attributes(caller.token, "SetQueueAttributes", given)
     info = await service.queue(name)
     fifo = attributes.is_fifo(name, info["properties"])
-    props, kept = await attributes.to_properties(
-        given, fifo,
-        permissions.checked_exists(caller.token, "SetQueueAttributes", service.fifo_or_none),
-        creating=False)
+    props, kept = await attributes.to_properties(given, fifo, service.fifo_or_none, creating=False)
     permissions.check(caller.token, "SetQueueAttributes", access.named_queues(props))
     if props.get("dead_letter_queue") == name:
         raise invalid("Value for parameter RedrivePolicy is invalid. Reason: A queue cannot be "
@@ -238,18 +235,19 @@ async def start_message_move_task(service, caller: Caller, params: dict) -> dict
     """StartMessageMoveTask: move a dead-letter queue's messages back (done at once)."""
     source_arn = text(params, "SourceArn", required=True)
     source = queue_from_arn(source_arn, "SourceArn")
-    permissions.check(caller.token, "StartMessageMoveTask", [source])
+    destination_arn = text(params, "DestinationArn")
+    # Both queues are checked before either is looked up.
+    permissions.check(caller.token, "StartMessageMoveTask", [source] + (
+        [queue_from_arn(destination_arn, "DestinationArn")] if destination_arn else []))
     if await service.fifo_or_none(source) is None:
         raise SqsError("ResourceNotFoundException", "The resource that you specified for the "
                        "SourceArn parameter doesn't exist.")
-    destination_arn = text(params, "DestinationArn")
     rate = integer(params, "MaxNumberOfMessagesPerSecond", None, 1, 500)
     sources = sources_of(service, source)
     if not sources:
         raise invalid("Source queue must be configured as a Dead Letter Queue.")
     if destination_arn:
         target = queue_from_arn(destination_arn, "DestinationArn")
-        permissions.check(caller.token, "StartMessageMoveTask", [target])
         if await service.fifo_or_none(target) is None:
             raise SqsError("ResourceNotFoundException", "The resource that you specified for "
                            "the DestinationArn parameter doesn't exist.")
