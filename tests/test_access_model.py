@@ -13,7 +13,7 @@ from urllib.parse import quote
 
 import pytest
 from botocore.exceptions import ClientError
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, rule, run_state_machine_as_test
 
@@ -314,8 +314,11 @@ class AccessModel(RuleBasedStateMachine):
 def test_every_answer_is_allowed_exactly_when_the_model_allows(daemon):
     AccessModel.daemon = daemon
     try:
+        # No shrinking: shrinking a run of this daemon's calls takes minutes, past the test's
+        # timeout; the failing steps are reported as they came, each naming its token.
         run_state_machine_as_test(AccessModel, settings=settings(
             max_examples=60, stateful_step_count=40, deadline=None, database=None,
+            phases=[Phase.explicit, Phase.reuse, Phase.generate],
             suppress_health_check=list(HealthCheck)))
     finally:
         for client in AccessModel.rpc_clients.values():
