@@ -66,6 +66,8 @@ class ModelToken:
 TOKENS = [ModelToken(f"t{n}", scope, pattern) for n, (scope, pattern)
           in enumerate(itertools.product(RANK, TOKEN_PATTERNS))]
 ROOT = ModelToken("root", "admin", None)
+#: A key of the credentials file that no token names: it signs, and may do nothing.
+STRAY = ModelToken("stray", "read", None)
 tokens = st.sampled_from(TOKENS)
 queues = st.sampled_from(QUEUES)
 dead_letter_queues = st.sampled_from(["", *QUEUES])
@@ -77,7 +79,7 @@ def daemon(tmp_path_factory):
     """One daemon for every run of the machine."""
     workdir = tmp_path_factory.mktemp("access-model")
     text = "".join(entry(t.name, t.secret, [t.scope], t.pattern, t.key) for t in [ROOT, *TOKENS])
-    mq = AccessDaemon(workdir, text, [t.key for t in [ROOT, *TOKENS]], ROOT.secret)
+    mq = AccessDaemon(workdir, text, [t.key for t in [ROOT, STRAY, *TOKENS]], ROOT.secret)
     try:
         yield mq.ready()
     finally:
@@ -225,6 +227,23 @@ class AccessModel(RuleBasedStateMachine):
             return
         scope = "read" if method == "GET" else "admin"
         self.http(token, method, f"/_mq/{path}", token.allows(scope, None), b"[]" if method == "PUT" else None)
+
+    @rule(queue=queues, via=st.sampled_from(["http", "rpc", "sqs"]))
+    def without_a_token(self, queue, via):
+        """No bearer token, an RPC connection that did not call auth, a key no token names."""
+        if via == "http":
+            resp = self.daemon.as_token("GET", f"/{queue}/messages", "no-such-token")
+            assert resp.status == 401 and resp.json()["error"] == "unauthorized", resp
+            assert resp.header("WWW-Authenticate").startswith("Bearer")
+        elif via == "rpc":
+            client = RpcClient(self.daemon.rpc_port)
+            try:
+                error, _ = client.answer("pull", queue)
+            finally:
+                client.close()
+            assert error["error"] == "unauthorized", error
+        else:
+            self.sqs(STRAY, False, "receive_message", QueueUrl=self.daemon.queue_url(queue))
 
     # -- MessagePack-RPC -------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from access_support import AccessDaemon, RpcClient, entry
+from support import poll_for
 
 #: name -> (secret, scopes, queues regex or None, SQS access key id)
 TOKENS = {
@@ -147,3 +148,19 @@ def test_sqs_calls_act_as_the_token_of_their_access_key(daemon):
     assert denied(daemon.sqs("AKIDWORKER").delete_queue, QueueUrl=mine)  # write, not admin
     assert denied(daemon.sqs(STRAY_KEY).list_queues)  # a key no token names
     assert root.receive_message(QueueUrl=payments)["Messages"][0]["Body"] == "card 4646"
+
+
+def test_an_rpc_connection_loses_its_token_when_the_file_drops_it(daemon):
+    rpc = RpcClient(daemon.rpc_port)
+    try:
+        assert rpc.answer("auth", TOKENS["orders-worker"][0]) == (None, "ok")
+        assert rpc.answer("push", "orders.gone", "kept") == (None, "ok")
+        daemon.token_path.write_text("".join(entry(name, *rest) for name, rest in TOKENS.items()
+                                             if name != "orders-worker"))
+        poll_for(lambda: (rpc.answer("push", "orders.gone", "x")[0] or {}).get("error")
+                 == "unauthorized", 10, what="the dropped token to be refused")
+    finally:
+        rpc.close()
+        daemon.token_path.write_text("".join(entry(name, *rest) for name, rest in TOKENS.items()))
+    poll_for(lambda: call(daemon, "GET", "/orders.gone", "orders-worker").status == 200, 10,
+             what="the token to be accepted again")
