@@ -279,6 +279,7 @@ def test_the_token_file_of_the_operations_guide_reads_as_it_says():
     producer, ops = parsed
     assert (producer.name, producer.allows("read"), producer.allows("admin")) == (
         "orders-producer", True, False)
+    assert (producer.aws_access_key_id, ops.aws_access_key_id) == ("AKIDORDERS", None)
     assert [producer.allows_queue(q) for q in ("orders", "orders.eu", "orders2")] == [
         True, True, False]
     assert ops.allows("admin") and ops.every_queue
