@@ -40,6 +40,8 @@ class Caller:
         # The SHA-256 of the token given to auth(), never the token: the file in force is
         # searched again for each call, so a token removed from it stops working at once.
         self.digest: bytes | None = None
+        #: The name of the token last found for the connection, for the access log.
+        self.token_name: str | None = None
         self.gone = False
         self.polls: set[tuple] = set()
 
@@ -53,6 +55,7 @@ class Caller:
         token = find_digest(self.tokens.current(), self.digest)
         if token is None:
             raise Unauthorized("the token is not valid")
+        self.token_name = token.name
         return token
 
     def check(self, scope: str, queues: list[str] | None) -> Token | None:
@@ -260,10 +263,11 @@ async def auth(caller: Caller, params: list):
     if caller.tokens is None:
         return "ok"
     digest = digest_of(secret)
-    if find_digest(caller.tokens.current(), digest) is None:
-        caller.digest = None  # A failed auth leaves the connection with no token at all.
+    token = find_digest(caller.tokens.current(), digest)
+    if token is None:
+        caller.digest = caller.token_name = None  # A failed auth leaves no token at all.
         raise Unauthorized("the token is not valid")
-    caller.digest = digest
+    caller.digest, caller.token_name = digest, token.name
     return "ok"
 
 

@@ -121,7 +121,7 @@ class Connection:
             except Exception:
                 self.log.exception("rpc.error", method=method)
                 result, error = None, MqError("internal error")
-            self.server.log_call(method, error)
+            self.server.log_call(method, error, self.caller.token_name)
             if kind == REQUEST:
                 self.respond(msgid, error, result)
                 try:
@@ -181,11 +181,12 @@ class RpcServer:
         finally:
             self.connections.discard(connection)
 
-    def log_call(self, method: str, error: MqError | None) -> None:
-        """The access log's line for one call."""
+    def log_call(self, method: str, error: MqError | None, token: str | None = None) -> None:
+        """The access log's line for one call (token: the name of the connection's token)."""
         if self.access_log:
+            fields = {"token": token} if token is not None else {}
             logs.get("mq.access").info("rpc.call", method=method,
-                                       error=error.kind if error is not None else None)
+                                       error=error.kind if error is not None else None, **fields)
 
     def stop_accepting(self) -> None:
         """Stop taking new connections (the ones open are served on)."""

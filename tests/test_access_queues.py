@@ -164,3 +164,6 @@ def test_an_rpc_connection_loses_its_token_when_the_file_drops_it(daemon):
         daemon.token_path.write_text("".join(entry(name, *rest) for name, rest in TOKENS.items()))
     poll_for(lambda: call(daemon, "GET", "/orders.gone", "orders-worker").status == 200, 10,
              what="the token to be accepted again")
+    # The access log names the connection's token, never the token itself.
+    daemon.wait_for_events("rpc.call", method="push", token="orders-worker", error=None)
+    assert TOKENS["orders-worker"][0] not in daemon.log_path.read_text() + daemon.stderr()
