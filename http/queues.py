@@ -2,19 +2,10 @@
 default property rules."""
 
 import base64
-import functools
 
-from mq import properties
 from mq.http import access
 from mq.http.api import ApiHandler
 from mq.numbers import parse_number
-from mq.store import Store
-
-
-@functools.cache
-def property_files(root: str) -> properties.PropertyFiles:
-    """The root's property files, read-only (the front reads a dead-letter queue's name)."""
-    return properties.PropertyFiles(Store(root))
 
 
 class QueueHandler(ApiHandler):
@@ -54,10 +45,11 @@ class RedriveHandler(ApiHandler):
         queue = self.queue_name(name)
         # The move reads the dead-letter queue: the token must be allowed it too. The actor is
         # told the very queue checked, so a property changed meanwhile moves nothing unchecked.
-        dead = property_files(self.config.root).effective(queue)["dead_letter_queue"]
+        fetcher = self.pool.fetcher(queue)
+        props = await fetcher.call("props_get", queue=queue, properties=None)
+        dead = props["effective"]["dead_letter_queue"]
         access.check(self.token, self.scope["POST"], [dead])
-        self.write_json(200, await self.pool.fetcher(queue).call("redrive", queue=queue,
-                                                                 source=dead))
+        self.write_json(200, await fetcher.call("redrive", queue=queue, source=dead))
 
 
 class PeekHandler(ApiHandler):
