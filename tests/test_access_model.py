@@ -41,10 +41,12 @@ class ModelToken:
 
     @property
     def secret(self) -> str:
+        """The bearer token."""
         return f"secret-of-{self.name}-5e1f"
 
     @property
     def key(self) -> str:
+        """Its SQS access key id."""
         return f"AKID{self.name.upper()}"
 
     def may_use(self, queue: str) -> bool:
@@ -60,6 +62,7 @@ class ModelToken:
         return all(self.may_use(q) for q in queues)
 
     def __repr__(self) -> str:
+        """Short, for the steps of a failing run."""
         return f"<{self.scope} {self.pattern or '*'}>"
 
 
@@ -161,25 +164,33 @@ class AccessModel(RuleBasedStateMachine):
 
     @rule(token=tokens, queue=queues, method=st.sampled_from(["GET", "PUT", "DELETE"]))
     def queue_route(self, token, queue, method):
+        """GET (read), PUT and DELETE (admin) /{q}."""
         scope = "read" if method == "GET" else "admin"
         self.http(token, method, f"/{queue}", token.allows(scope, [queue]))
 
     @rule(token=tokens, queue=queues, path=st.sampled_from(["peek", "properties"]))
     def look(self, token, queue, path):
+        """GET /{q}/peek and /{q}/properties (read)."""
         self.http(token, "GET", f"/{queue}/{path}", token.allows("read", [queue]))
 
     @rule(token=tokens, queue=queues, batch=st.booleans())
     def add(self, token, queue, batch):
-        body, headers = (b'{"body": "one"}\n{"body": "two"}\n', {"Content-Type": "application/x-ndjson"}) \
-            if batch else (b"one", {"Content-Type": "text/plain"})
-        self.http(token, "POST", f"/{queue}/messages", token.allows("write", [queue]), body, headers)
+        """An add or a batch add (write)."""
+        if batch:
+            body, kind = b'{"body": "one"}\n{"body": "two"}\n', "application/x-ndjson"
+        else:
+            body, kind = b"one", "text/plain"
+        self.http(token, "POST", f"/{queue}/messages", token.allows("write", [queue]), body,
+                  {"Content-Type": kind})
 
     @rule(token=tokens, queue=queues, query=st.sampled_from(["", "?max=3"]))
     def fetch(self, token, queue, query):
+        """A fetch or a batch fetch (write)."""
         self.http(token, "GET", f"/{queue}/messages{query}", token.allows("write", [queue]))
 
     @rule(token=tokens, queue=queues, how=st.sampled_from(["delete", "ack", "batch"]))
     def reply(self, token, queue, how):
+        """Delete, ack, batch ack of a message (write)."""
         allowed = token.allows("write", [queue])
         if how == "delete":
             self.http(token, "DELETE", f"/{queue}/messages/{MESSAGE_ID}", allowed)
@@ -191,42 +202,54 @@ class AccessModel(RuleBasedStateMachine):
 
     @rule(token=tokens, queue=queues)
     def purge(self, token, queue):
+        """POST /{q}/purge (admin)."""
         self.http(token, "POST", f"/{queue}/purge", token.allows("admin", [queue]))
 
-    @rule(token=tokens, queue=queues, dead=dead_letter_queues, method=st.sampled_from(["PATCH", "PUT"]))
+    @rule(token=tokens, queue=queues, dead=dead_letter_queues,
+          method=st.sampled_from(["PATCH", "PUT"]))
     def set_dead_letter_queue(self, token, queue, dead, method):
+        """PATCH or PUT properties naming a dead-letter queue (admin, on both)."""
         body = json.dumps({"retry": 1, "dead_letter_queue": dead}).encode()
-        self.http(token, method, f"/{queue}/properties", token.allows("admin", named(queue, dead)), body)
+        self.http(token, method, f"/{queue}/properties", token.allows("admin", named(queue, dead)),
+                  body)
 
     @rule(token=tokens, queue=queues)
     def reset_properties(self, token, queue):
+        """DELETE /{q}/properties (admin)."""
         self.http(token, "DELETE", f"/{queue}/properties", token.allows("admin", [queue]))
 
     @rule(token=tokens, queue=queues)
     def redrive(self, token, queue):
+        """POST /{q}/redrive (admin, on the queue and its dead-letter queue now)."""
         dead = self.dead_letter_queue(queue)
         self.http(token, "POST", f"/{queue}/redrive", token.allows("admin", [queue, dead]))
 
     @rule(token=tokens, pattern=route_patterns)
     def pull_any(self, token, pattern):
-        resp = self.http(token, "GET", f"/_mq/messages?qre={quote(pattern)}", token.allows("write", []))
+        """Pull-any (write): a message only from a queue the token may use."""
+        resp = self.http(token, "GET", f"/_mq/messages?qre={quote(pattern)}",
+                         token.allows("write", []))
         if resp.status == 200:
             assert token.may_use(resp.header("X-Queue")), (token, pattern, resp.header("X-Queue"))
 
     @rule(token=tokens, pattern=route_patterns)
     def fan_out(self, token, pattern):
+        """Fan-out (write): copies only in queues the token may use."""
         resp = self.http(token, "POST", f"/_mq/messages?qre={quote(pattern)}",
                          token.allows("write", []), b"to all")
         if resp.status == 201:
             reached = [m["queue"] for m in resp.json()["messages"]]
             assert all(token.may_use(q) for q in reached), (token, pattern, reached)
 
-    @rule(token=tokens, method=st.sampled_from(["GET", "PUT"]), path=st.sampled_from(["properties", "stats"]))
+    @rule(token=tokens, method=st.sampled_from(["GET", "PUT"]),
+          path=st.sampled_from(["properties", "stats"]))
     def about_every_queue(self, token, method, path):
+        """The rules and the statistics: a token for every queue."""
         if path == "stats" and method == "PUT":
             return
         scope = "read" if method == "GET" else "admin"
-        self.http(token, method, f"/_mq/{path}", token.allows(scope, None), b"[]" if method == "PUT" else None)
+        self.http(token, method, f"/_mq/{path}", token.allows(scope, None),
+                  b"[]" if method == "PUT" else None)
 
     @rule(queue=queues, via=st.sampled_from(["http", "rpc", "sqs"]))
     def without_a_token(self, queue, via):
@@ -249,17 +272,20 @@ class AccessModel(RuleBasedStateMachine):
 
     @rule(token=tokens, queue=queues, method=st.sampled_from(["push", "pull", "done", "delete"]))
     def rpc_queue(self, token, queue, method):
+        """push, pull, done (write) and delete (admin) of one queue."""
         params = {"push": ("rpc",), "pull": (), "done": (MESSAGE_ID,), "delete": ()}[method]
         scope = "admin" if method == "delete" else "write"
         self.rpc(token, token.allows(scope, [queue]), method, queue, *params)
 
     @rule(token=tokens, queue=queues, dead=dead_letter_queues)
     def rpc_update_props(self, token, queue, dead):
+        """update_props naming a dead-letter queue (admin, on both)."""
         self.rpc(token, token.allows("admin", named(queue, dead)), "update_props", queue,
                  {"dead_letter_queue": dead})
 
     @rule(token=tokens, pattern=route_patterns, method=st.sampled_from(["pull_any", "push_all"]))
     def rpc_pattern(self, token, pattern, method):
+        """pull_any and push_all (write): only queues the token may use."""
         result = self.rpc(token, token.allows("write", []), method, pattern,
                           *(("all",) if method == "push_all" else ()))
         if isinstance(result, dict):
@@ -267,6 +293,7 @@ class AccessModel(RuleBasedStateMachine):
 
     @rule(token=tokens, method=st.sampled_from(["get_default_props", "set_default_props"]))
     def rpc_rules(self, token, method):
+        """get_default_props (read) and set_default_props (admin), about every queue."""
         if method == "get_default_props":
             self.rpc(token, token.allows("read", None), method)
         else:
@@ -276,6 +303,7 @@ class AccessModel(RuleBasedStateMachine):
 
     @rule(token=tokens, queue=queues, dead=dead_letter_queues)
     def sqs_create(self, token, queue, dead):
+        """CreateQueue, with a RedrivePolicy or not (admin, on both queues)."""
         attributes = {"RedrivePolicy": json.dumps({"deadLetterTargetArn": self.daemon.arn(dead),
                                                    "maxReceiveCount": 3})} if dead else {}
         self.sqs(token, token.allows("admin", named(queue, dead)), "create_queue",
@@ -283,6 +311,7 @@ class AccessModel(RuleBasedStateMachine):
 
     @rule(token=tokens, queue=queues, dead=st.sampled_from(QUEUES))
     def sqs_set_redrive_policy(self, token, queue, dead):
+        """SetQueueAttributes with a RedrivePolicy (admin, on both queues)."""
         policy = json.dumps({"deadLetterTargetArn": self.daemon.arn(dead), "maxReceiveCount": 2})
         self.sqs(token, token.allows("admin", [queue, dead]), "set_queue_attributes",
                  QueueUrl=self.daemon.queue_url(queue), Attributes={"RedrivePolicy": policy})
@@ -291,6 +320,7 @@ class AccessModel(RuleBasedStateMachine):
         "send_message", "send_message_batch", "receive_message", "get_queue_attributes",
         "delete_queue", "purge_queue"]))
     def sqs_queue(self, token, queue, operation):
+        """The operations on one QueueUrl, each with its scope."""
         scope = {"get_queue_attributes": "read", "delete_queue": "admin",
                  "purge_queue": "admin"}.get(operation, "write")
         params = {"send_message": {"MessageBody": "sqs"},
@@ -301,15 +331,18 @@ class AccessModel(RuleBasedStateMachine):
 
     @rule(token=tokens, queue=queues)
     def sqs_get_queue_url(self, token, queue):
+        """GetQueueUrl (read)."""
         self.sqs(token, token.allows("read", [queue]), "get_queue_url", QueueName=queue)
 
     @rule(token=tokens, queue=queues, listing=st.sampled_from(["list_queues", "sources"]))
     def sqs_listing(self, token, queue, listing):
+        """ListQueues and ListDeadLetterSourceQueues: only queues the token may use."""
         if listing == "list_queues":
             result = self.sqs(token, token.allows("read", []), "list_queues")
             urls = (result or {}).get("QueueUrls", [])
         else:
-            result = self.sqs(token, token.allows("read", [queue]), "list_dead_letter_source_queues",
+            result = self.sqs(token, token.allows("read", [queue]),
+                              "list_dead_letter_source_queues",
                               QueueUrl=self.daemon.queue_url(queue))
             urls = (result or {}).get("queueUrls", [])
         listed = [url.rpartition("/")[2] for url in urls]
@@ -317,6 +350,7 @@ class AccessModel(RuleBasedStateMachine):
 
     @rule(token=tokens, source=queues, destination=st.sampled_from([None, *QUEUES]))
     def sqs_move_task(self, token, source, destination):
+        """StartMessageMoveTask (admin, on its source and destination)."""
         params = {"SourceArn": self.daemon.arn(source)}
         if destination:
             params["DestinationArn"] = self.daemon.arn(destination)

@@ -72,7 +72,8 @@ def test_a_dead_letter_queue_outside_the_tokens_queues_is_refused(daemon):
 def test_a_redrive_from_a_dead_letter_queue_outside_the_tokens_queues_is_refused(daemon):
     # An admin of every queue points orders.x's dead letters at payments.x.
     assert daemon.request("PUT", "/orders.x").status == 201
-    assert daemon.request("PUT", "/orders.x/properties", b'{"dead_letter_queue": "payments.x"}').status == 200
+    assert daemon.request("PUT", "/orders.x/properties",
+                          b'{"dead_letter_queue": "payments.x"}').status == 200
     daemon.add("payments.x", b"card 4343")
     resp = call(daemon, "POST", "/orders.x/redrive", "orders-admin")
     assert refused(resp), (resp.status, resp.body)
@@ -90,7 +91,8 @@ def test_a_pattern_reaches_only_the_tokens_queues(daemon):
                 "orders-worker").status == 204
     # A queue the token may not use is, for it, a queue that does not exist.
     assert call(daemon, "GET", "/_mq/messages?qre=payments%5C.p", "orders-worker").status == 404
-    added = call(daemon, "POST", "/_mq/messages?qre=(orders|payments)%5C.p", "orders-worker", b"all")
+    added = call(daemon, "POST", "/_mq/messages?qre=(orders|payments)%5C.p", "orders-worker",
+                 b"all")
     assert added.status == 201 and [m["queue"] for m in added.json()["messages"]] == ["orders.p"]
     assert len(daemon.request("GET", "/payments.p/peek").json()["messages"]) == 1
 

@@ -139,8 +139,9 @@ class SqsHandler(ApiHandler):
                                "signatures")
             key = None
             if self.signatures is not None:
-                key = self.signatures.check(request.method, f"{request.protocol}://{request.host}{request.uri}",
-                                            request.headers, request.body)
+                key = self.signatures.check(
+                    request.method, f"{request.protocol}://{request.host}{request.uri}",
+                    request.headers, request.body)
             call = protocol.decode(request.method, request.headers, request.query, request.body)
             kind = call.protocol
             self.log_fields["sqs"] = call.operation
