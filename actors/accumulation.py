@@ -37,6 +37,16 @@ def deliver(store, batch, item) -> str:
     return store.window_dir(queue, window)
 
 
+def take_back(store, item) -> None:
+    """Unlink a delivered add whose batch failed before the flush (all or none): a part from
+    its window, so that the compound never holds it, any other add from its queue or delay/.
+    An OSError is the caller's to log."""
+    if item.joined:
+        store.unlink_part(item.add.queue, item.joined[0], item.id)
+    else:
+        store.undeliver_new(item.add.queue, item.id, item.add.due is not None)
+
+
 def undeliver(store, item) -> None:
     """Move a delivered add whose flush failed to remove/: it was never acknowledged."""
     if item.joined:

@@ -16,6 +16,7 @@ from mq.actors.batch import DEFERRED, Batch, Request
 from mq.errors import Invalid, MqError, from_os_error
 from mq.store import Store
 from mq.store.root import actor_endpoint, mover_endpoint, socket_path
+from mq.supervisor import heartbeat
 
 #: Most requests taken from the socket into one batch (one flush serves them all).
 MAX_BATCH = 256
@@ -187,6 +188,8 @@ class Actor:
         poller = zmq.Poller()
         poller.register(self.sock, zmq.POLLIN)
         while not self.stopping:
+            # Once a turn: a loop that stops turning (a batch that never ends) stops beating.
+            heartbeat.beat()
             try:
                 ready = poller.poll(self.poll_timeout_ms())
             except zmq.ZMQError:

@@ -8,6 +8,7 @@ and properties. COMMANDS joins them.
 import time
 from collections import OrderedDict, deque
 
+from mq import delivery as rules
 from mq import properties
 from mq.ids import id_floor, id_time_ms
 from mq import store as fmt
@@ -87,6 +88,15 @@ class FetchActor(Actor):
         changed = self.store.queue_changed_ns(queue)
         return changed is not None and (changed != index.changed_ns
                                         or time.time_ns() - changed < COARSE_MTIME_NS)
+
+    def head(self, queue: str, batch: Batch | None = None) -> str | None:
+        """The id of the message a fetch of the queue would take now, left in place: in a fifo
+        queue the oldest whose group is free (an index's head may be held back by its group)."""
+        index = self.ready_index(queue)
+        if not index:
+            return None
+        props = batch.properties(queue, self.props) if batch else self.props.effective(queue)
+        return self.groups.head(index, queue) if props["fifo"] else index.head()
 
     def forget_queue(self, queue: str) -> None:
         """Drop what this actor keeps about a queue (deleted, or asked for but missing)."""
@@ -181,7 +191,8 @@ class FetchActor(Actor):
                          oldest_ready_age_s=round(max(0.0, now_ms - id_time_ms(oldest)) / 1000, 3)
                          if oldest else None)
             queues[queue] = entry
-        return {"actor": f"{self.kind}-{self.index}", "queues": queues}
+        return {"actor": f"{self.kind}-{self.index}", "queues": queues,
+                "flush": self.store.flush_times.snapshot()}
 
     def index_owned_queues(self) -> None:
         """Index every queue this actor owns that it has no index for: each is listed once,
@@ -209,8 +220,10 @@ class FetchActor(Actor):
         "fetch_any": fetch_any.fetch_any, "watch": fetch_any.watch,
     }
 
-    def take(self, batch: Batch, queue: str, holder: str | None = None) -> dict | None:
-        """Claim the next ready message of the queue, or None when there is none.
+    def take(self, batch: Batch, queue: str, holder: str | None = None,
+             max_bytes: int | None = None) -> dict | None:
+        """Claim the next ready message of the queue, or None when there is none (or, with
+        max_bytes, when its file is larger: it stays ready, unclaimed).
 
         A claim that fails puts the message back in the index before the error goes up, so
         it is served once the disk recovers; a corrupt file is quarantined and skipped. In a
@@ -220,17 +233,20 @@ class FetchActor(Actor):
         index = self.ready_index(queue)
         props = batch.properties(queue, self.props)
         timeout, fifo = props["timeout"], props["fifo"]
-        # 0: no retention limit. Ids are never older than the epoch.
-        expired_before = (time.time() - props["retention"]) * 1000 if props["retention"] else 0
+        expired_before = rules.expiry_cutoff_ms(props["retention"], time.time())
         while True:
             taken = self.groups.take(index, self.options.peers, queue, holder) if fifo \
                 else index.take(self.options.peers)
             if taken is None:
                 return None
             message_id, attempts = taken
-            if id_time_ms(message_id) < expired_before:
+            if rules.expired(message_id, expired_before):
                 self.expire(batch, queue, message_id, attempts)
                 continue
+            if max_bytes is not None and fetch_batch.larger_than(
+                    self.store.ready_path(queue, message_id, attempts), max_bytes):
+                index.add(message_id, attempts)
+                return None
             due = time.time() + timeout
             try:
                 data = self.store.claim(queue, message_id, due, attempts)
@@ -270,7 +286,8 @@ class FetchActor(Actor):
         retention = self.props.effective(queue)["retention"]
         index = self.indexes.get(queue)
         if retention and index:
-            for message_id, attempts in index.drop_before(id_floor(int((time.time() - retention) * 1000))):
+            floor = id_floor(rules.expiry_cutoff_ms(retention, time.time()))
+            for message_id, attempts in index.drop_before(floor):
                 self.expire(batch, queue, message_id, attempts)
 
     def expire(self, batch: Batch, queue: str, message_id: str, attempts: int) -> None:

@@ -36,11 +36,19 @@ def checked_queues(payload: dict) -> list[str]:
     return [fmt.validate_queue(queue) for queue in queues]
 
 
-def oldest_head(actor, queues: list[str]) -> tuple[str, str] | None:
-    """(queue, id) of the oldest ready message among the queues, None when all are empty."""
+def oldest_head(actor, queues: list[str], batch: Batch | None = None,
+                heads: dict | None = None) -> tuple[str, str] | None:
+    """(queue, id) of the oldest message a fetch could take among the queues, None when there
+    is none (a fifo queue whose ready messages all wait for their groups has none).
+
+    heads: queue -> head already found in this pass (a fifo queue's head is a scan past its
+    held groups: once per queue per pass, however many watches name it)."""
+    heads = {} if heads is None else heads
     best = None
     for queue in queues:
-        head = actor.ready_index(queue).head()
+        if queue not in heads:
+            heads[queue] = actor.head(queue, batch)
+        head = heads[queue]
         if head is not None and (best is None or head < best[1]):
             best = (queue, head)
     return best
@@ -50,17 +58,20 @@ def fetch_any(actor, batch: Batch, request: Request) -> dict:
     """Claim the oldest ready message among the queues (with claim false, only name it)."""
     queues = checked_queues(request.payload)
     claim = request.payload.get("claim", True)
-    while True:
-        best = oldest_head(actor, queues)
+    while queues:
+        best = oldest_head(actor, queues, batch)
         if best is None:
-            return {"empty": True}
+            break
         if not claim:
             return {"queue": best[0], "id": best[1]}
         result = actor.take(batch, best[0])
         if result is not None:
             result["queue"] = best[0]
             return result
-        # That queue's index held only stale entries and is empty now: look again.
+        # take() found nothing it may hand out in that queue (its index held only stale
+        # entries): it is not asked again, so the loop ends after every queue at worst.
+        queues = [queue for queue in queues if queue != best[0]]
+    return {"empty": True}
 
 
 def watch(actor, batch: Batch, request: Request):
@@ -84,10 +95,10 @@ def serve_watchers(actor) -> None:
     """Answer each watch whose queues gained a ready message or whose time is up."""
     if not actor.watchers:
         return
-    now, kept = time.monotonic(), []
+    now, kept, heads = time.monotonic(), [], {}
     for watcher in actor.watchers:
         try:
-            best = oldest_head(actor, watcher.queues)
+            best = oldest_head(actor, watcher.queues, heads=heads)
         except OSError:
             best = None  # The front claims (and meets the error) only after an answer.
         if best is not None:

@@ -5,6 +5,7 @@ flush: a batch fetch claims each message exactly as a fetch does (actors/fetch.p
 ack removes each delivery exactly as an ack does (actors/replies.py).
 """
 
+import os
 import time
 from collections import deque
 
@@ -16,6 +17,10 @@ from mq.errors import Invalid, MqError, NotFound, from_os_error
 
 #: Most messages one batch fetch hands out (its reply carries every body).
 MAX_FETCH = 100
+#: Most body bytes one answer of a batch fetch or a peek gathers: it stops before the message
+#: that would pass this, but always holds its first message, whatever its size. Without it,
+#: max messages of up to --max-body-bytes each would be held in the actor and the front at once.
+MAX_ANSWER_BYTES = 8 * 1024 * 1024
 
 
 def wait_of(payload: dict, longest: float) -> float:
@@ -48,12 +53,13 @@ def fetch_batch(actor, batch, request):
 
 
 def take_many(actor, batch, queue: str, limit: int) -> list[dict]:
-    """Claim up to limit messages; a claim that fails ends the batch with what was claimed
-    before it (those are hidden and flushed with the batch), or raises when it was the first."""
-    messages = []
+    """Claim up to limit messages, their bodies at most MAX_ANSWER_BYTES together (the first
+    whatever its size); a claim that fails ends the batch with what was claimed before it
+    (those are hidden and flushed with the batch), or raises when it was the first."""
+    messages, size = [], 0
     while len(messages) < limit:
         try:
-            message = actor.take(batch, queue)
+            message = actor.take(batch, queue, max_bytes=MAX_ANSWER_BYTES - size if messages else None)
         except OSError:
             if messages:
                 break
@@ -61,7 +67,17 @@ def take_many(actor, batch, queue: str, limit: int) -> list[dict]:
         if message is None:
             break
         messages.append(message)
+        size += len(message["body"])
     return messages
+
+
+def larger_than(path: str, max_bytes: int) -> bool:
+    """Whether the message file at path holds more than max_bytes (its body and a short
+    header): False when it is gone, so that the claim finds that out as usual."""
+    try:
+        return os.stat(path).st_size > max_bytes
+    except FileNotFoundError:
+        return False
 
 
 def ack_batch(actor, batch, request) -> dict:

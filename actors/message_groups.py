@@ -11,9 +11,9 @@ restarted actor keeps holding the groups that were in flight.
 """
 
 import os
+import random
 
-from mq import store as fmt
-from mq.store.listing import read_unclaimed
+from mq.delivery import group_in_file, holds_back
 
 #: Most message ids whose group is remembered (past it the memory is cleared and re-read), and
 #: most held groups before the ones no longer in flight are dropped.
@@ -36,13 +36,9 @@ class MessageGroups:
         key = (queue, message_id)
         group = self.known.get(key)
         if group is None:
-            try:
-                found = read_unclaimed(path, queue, message_id)
-            except fmt.CorruptMessage:
-                found = None
-            if found is None:
+            group = group_in_file(path, queue, message_id)
+            if group is None:
                 return ""  # The claim finds out what happened to it.
-            group = found[0].group
             if len(self.known) >= MAX_KNOWN:
                 self.known.clear()
             self.known[key] = group
@@ -69,34 +65,53 @@ class MessageGroups:
         if not held:
             del self.held[(queue, group)]
             return False
-        return any(in_flight < message_id and (not holder or other != holder)
-                   for (in_flight, _), other in held.items())
+        return holds_back(((in_flight, other) for (in_flight, _), other in held.items()),
+                          message_id, holder)
 
     def take(self, index, spread: int, queue: str, holder: str | None):
-        """The oldest (id, deliveries) of the index whose group is free for this holder, or None.
+        """The oldest (id, deliveries) of the index whose group is free for this holder, or None;
+        with spread > 0 (--peers), one at random among the spread+1 oldest such messages.
 
         A holder first gets the next message of a group it holds (SQS returns as many messages
-        of one group together as it can); messages of groups held by others are passed over and
-        stay in the index, in their places.
+        of one group together as it can); messages of groups held by others, and every message
+        of a group but its oldest ready one, are passed over and stay in the index, in their
+        places: a random pick among the oldest few must not hand out a group's second message
+        before its first.
         """
         self.load(queue)
         if holder:
             taken = self.take_held(index, queue, holder)
             if taken is not None:
                 return taken
-        passed = []
+        candidates, passed, seen = [], [], set()
         try:
-            while (taken := index.take(spread)) is not None:
+            while len(candidates) <= spread and (taken := index.take(0)) is not None:
                 message_id, attempts = taken
                 group = self.group_of(queue, message_id, self.store.ready_path(queue, message_id, attempts))
-                if group and self.blocked(queue, group, holder, message_id):
-                    passed.append(taken)
-                    continue
-                return taken
-            return None
+                if group:
+                    if group in seen or self.blocked(queue, group, holder, message_id):
+                        # Each younger message of a blocked group is blocked too: looked at once.
+                        seen.add(group)
+                        passed.append(taken)
+                        continue
+                    seen.add(group)
+                candidates.append(taken)
+            if not candidates:
+                return None
+            chosen = candidates.pop(random.randrange(len(candidates)) if spread else 0)
+            passed.extend(candidates)
+            return chosen
         finally:
             for message_id, attempts in passed:
                 index.add(message_id, attempts)
+
+    def head(self, index, queue: str) -> str | None:
+        """The id a fetch without a holder would take now (no spread), left in the index."""
+        taken = self.take(index, 0, queue, None)
+        if taken is None:
+            return None
+        index.add(*taken)
+        return taken[0]
 
     def take_held(self, index, queue: str, holder: str):
         """The oldest message of a group this holder holds, among the PREFER_SCAN oldest."""

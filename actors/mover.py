@@ -195,7 +195,8 @@ class MoverActor(Actor):
                   for queue, counts in self.timers.counts.items()}
         for queue, entry in counted.items():
             queues.setdefault(queue, {**entry, "delayed": 0, "in_flight": 0})
-        return {"actor": f"{self.kind}-{self.index}", "queues": queues}
+        return {"actor": f"{self.kind}-{self.index}", "queues": queues,
+                "flush": self.store.flush_times.snapshot()}
 
     COMMANDS = {"delayed": delayed, "relay": relay, "rescan": rescan_all, "settled": settled,
                 "stats": stats, "window": accumulation.window_note}

@@ -8,6 +8,7 @@ import heapq
 
 from mq import properties
 from mq import store as fmt
+from mq.actors.fetch_batch import MAX_ANSWER_BYTES
 from mq.errors import Invalid, NotFound
 from mq.store.listing import read_unclaimed
 
@@ -33,7 +34,8 @@ def queue_get(actor, batch, request) -> dict:
 
 
 def peek(actor, batch, request) -> dict:
-    """Up to `max` of the oldest ready messages (ids after `after`, if given); none is claimed."""
+    """Up to `max` of the oldest ready messages (ids after `after`, if given), their bodies at
+    most MAX_ANSWER_BYTES together (the first whatever its size); none is claimed."""
     queue = fmt.validate_queue(request.payload.get("queue"))
     count = request.payload.get("max") or 10
     after = request.payload.get("after")
@@ -45,7 +47,7 @@ def peek(actor, batch, request) -> dict:
         actor.forget_queue(queue)
         raise NotFound(f"queue {queue!r} does not exist")
     index = actor.ready_index(queue)
-    messages = []
+    messages, size = [], 0
     for message_id in heapq.nsmallest(count, (i for i in index.members if after is None or i > after)):
         attempts = index.members[message_id]
         try:
@@ -56,6 +58,9 @@ def peek(actor, batch, request) -> dict:
         if found is None:
             continue  # Taken meanwhile by a peer.
         message = found[0]
+        size += len(message.body)
+        if messages and size > MAX_ANSWER_BYTES:
+            break
         messages.append({"id": message_id, "content_type": message.content_type,
                          "attempts": attempts, "created_ms": message.created_ms,
                          "body": message.body})

@@ -21,6 +21,7 @@ from mq.actors.retention import SWEEP_SECONDS, RetentionSweep
 from mq.properties import PropertyFiles
 from mq.store import Disk, Store, reap_folder
 from mq.store.publishing import roll_forward, sweep_abandoned_stages
+from mq.supervisor import heartbeat
 
 #: Seconds between passes over the remove folder.
 INTERVAL_SECONDS = 0.5
@@ -43,6 +44,7 @@ def reap_forever(reap, interval: float, stopping: list, chores=()) -> None:
     log = logs.get()
     last = [float("-inf")] * len(chores)
     while not stopping:
+        heartbeat.beat()  # Once a pass: the supervisor restarts a reaper stuck in one.
         try:
             recycled, unlinked = reap()
             if recycled or unlinked:
@@ -51,6 +53,7 @@ def reap_forever(reap, interval: float, stopping: list, chores=()) -> None:
                 if time.monotonic() - last[i] >= every:
                     chore()
                     last[i] = time.monotonic()
+                    heartbeat.beat()  # Each chore has a deadline of its own.
         except OSError as err:
             log.error("reaper.error", error=str(err))
         time.sleep(interval)

@@ -7,21 +7,9 @@ import time
 
 from mq import properties
 from mq import store as fmt
-from mq.errors import Conflict, Invalid, NotFound
-
-#: Every delivery count a message can have, not only up to today's retry: a message delivered
-#: before its queue's retry was lowered keeps its higher count.
-MAX_ATTEMPTS = properties.MAX_RETRY + 1
-
-
-def parse_receipt(message_id: str, receipt: str) -> int:
-    """The delivery number a receipt '{id}.{n}' names; Invalid if it is not this message's."""
-    if not isinstance(receipt, str):
-        raise Invalid("receipt must be a string")
-    rid, _, number = receipt.rpartition(".")
-    if rid != message_id or not number.isdigit() or int(number) < 1:
-        raise Invalid(f"receipt {receipt!r} is not a receipt of message {message_id}")
-    return int(number)
+from mq.delivery import MAX_DELIVERIES as MAX_ATTEMPTS
+from mq.delivery import current_delivery, parse_receipt, stale
+from mq.errors import Invalid, NotFound
 
 
 def target(request) -> tuple[str, str]:
@@ -57,13 +45,7 @@ def delivery_of(actor, request, queue: str, message_id: str) -> int:
     receipt = request.payload.get("receipt")
     if receipt:
         return parse_receipt(message_id, receipt)
-    found = actor.store.locate(queue, message_id, MAX_ATTEMPTS)
-    if found is None:
-        raise NotFound(f"message {message_id} not found in queue {queue!r}")
-    state, attempts = found
-    if state != "in_flight":
-        raise Conflict(f"message {message_id} is not in flight (it is {state})")
-    return attempts
+    return current_delivery(actor.store, queue, message_id)
 
 
 def ack(actor, batch, request) -> dict:
@@ -124,9 +106,4 @@ def nack(actor, batch, request) -> dict:
 
 def refuse_stale(actor, queue: str, message_id: str, delivery: int) -> None:
     """Raise 404 when the message is gone, 409 when this delivery is over but it lives on."""
-    found = actor.store.locate(queue, message_id, MAX_ATTEMPTS)
-    if found is None:
-        raise NotFound(f"message {message_id} not found in queue {queue!r}")
-    state, attempts = found
-    raise Conflict(f"stale receipt {message_id}.{delivery}: the message is now {state}"
-                   + (f" (delivery {attempts})" if attempts else ""))
+    raise stale(actor.store, queue, message_id, delivery)

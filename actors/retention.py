@@ -8,6 +8,7 @@ a pass's interval bounds how long an expired message uses disk, not whether it i
 import time
 
 from mq import logs
+from mq.delivery import expiry_cutoff_ms
 
 #: Seconds between passes. A pass lists only the queues whose oldest message may have expired.
 SWEEP_SECONDS = 1.0
@@ -33,7 +34,7 @@ class RetentionSweep:
             retention = self.props.effective(queue)["retention"]
             if not retention:
                 continue  # Kept until acked.
-            cutoff = int((now - retention) * 1000)
+            cutoff = expiry_cutoff_ms(retention, now)
             oldest, listed = self.oldest.get(queue, (None, float("-inf")))
             if oldest is None or oldest < cutoff or time.monotonic() - listed > FULL_SWEEP_SECONDS:
                 cutoffs[queue] = cutoff

@@ -144,7 +144,8 @@ class SaveActor(Actor):
 
     def stats(self, batch: AddBatch, request: Request) -> dict:
         """The adds this actor stored, per queue: totals and rates over the last minute."""
-        return {"actor": f"{self.kind}-{self.index}", "queues": self.counters.snapshot()}
+        return {"actor": f"{self.kind}-{self.index}", "queues": self.counters.snapshot(),
+                "flush": self.store.flush_times.snapshot()}
 
     COMMANDS = {"add": add, "add_batch": save_batch.add_batch, "add_fanout": fanout.add_fanout,
                 "stats": stats}

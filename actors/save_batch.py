@@ -3,9 +3,10 @@
 The save actor writes every message of the request into new/ with the adds of its batch,
 and settle() delivers them with the batch's two flushes. A storage error on any of them, or
 a message whose de-duplication key loses to an add that fails, fails the whole request: the
-files still in new/ are unlinked, the ones already renamed into view are unlinked from there
-before the flush, their keys are dropped, and the request answers the error (503 for an
-unavailable disk). None of its messages is ever acknowledged or handed to a fetch actor.
+files still in new/ are unlinked, the ones already renamed into view (or, as parts, into an
+accumulation window) are unlinked from there before the flush, their keys are dropped, and
+the request answers the error (503 for an unavailable disk). None of its messages is ever
+acknowledged or handed to a fetch actor, nor combined into a compound.
 """
 
 import time
@@ -125,7 +126,7 @@ def roll_back_failed(actor, batch, delivered: list) -> list:
             continue
         actor.forget(item)
         try:
-            actor.store.undeliver_new(item.add.queue, item.id, item.add.due is not None)
+            accumulation.take_back(actor.store, item)
         except OSError as err:
             actor.log.error("save.rollback_failed", queue=item.add.queue, id=item.id,
                             error=str(err))

@@ -17,6 +17,10 @@ from dataclasses import asdict, dataclass, fields
 from mq.errors import Invalid
 
 
+#: Shortest --hang-timeout: an idle process turns its loop every half second.
+MIN_HANG_TIMEOUT = 2.0
+
+
 def option(default, help: str, empty: str = ""):
     """An Options field with its --help text; the text's "(default X)" is made from `default`."""
     metadata = {"help": help}
@@ -58,6 +62,10 @@ class Options:
     max_waiting_adds: int = option(4096, "adds waiting on every save actor beyond which a new add "
                                    "is refused with 503 and Retry-After, rather than queued")
     actor_timeout: float = option(10.0, "seconds to wait for an actor before answering 503")
+    hang_timeout: float = option(30.0, "seconds a process may go without a turn of its loop (a "
+                                 "batch and its flush, a pass of the reaper) before the "
+                                 "supervisor takes it as hung, kills it and starts another; 0 "
+                                 "turns this off")
     log_file: str = option("", "write JSON log lines to this file, reopened on SIGHUP",
                            empty="standard output")
     log_level: str = option("info", "debug, info, warning or error")
@@ -110,6 +118,10 @@ class Options:
             raise Invalid("--timeout must be a finite number of seconds more than 0")
         if not (self.actor_timeout > 0 and math.isfinite(self.actor_timeout)):
             raise Invalid("--actor-timeout must be a finite number of seconds more than 0")
+        if not (self.hang_timeout == 0 or (self.hang_timeout >= MIN_HANG_TIMEOUT
+                                           and math.isfinite(self.hang_timeout))):
+            raise Invalid(f"--hang-timeout must be 0 (off) or a finite number of seconds of at "
+                          f"least {MIN_HANG_TIMEOUT:g}")
         if self.save_batch < 0:
             raise Invalid("--save-batch must be 0 or more")
         if self.max_waiting_adds < 1:

@@ -22,6 +22,18 @@ def compound_format(value: str | None) -> str:
     return value
 
 
+def delivery(result: dict, fmt: str) -> tuple[dict[str, str], bytes]:
+    """(headers, body) that answer a fetched message (a fetch actor's result): its id, receipt,
+    attempts, kind and Content-Type, a compound rendered in the format fmt. A single fetch
+    sends them as the reply's headers, a batch fetch as each part's: the same for both."""
+    content_type, body = result["content_type"], result["body"]
+    if result.get("parts"):
+        content_type, body = render(body, fmt)
+    return {"Content-Type": content_type, "X-Message-Id": result["id"],
+            "X-Receipt": result["receipt"], "X-Attempts": str(result["attempts"]),
+            "X-Message-Kind": "compound" if result.get("parts") else "normal"}, body
+
+
 def render(body: bytes, fmt: str) -> tuple[str, bytes]:
     """(Content-Type, body) of a compound's reply in the format asked for."""
     if fmt == "msgpack":

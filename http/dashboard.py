@@ -1,8 +1,9 @@
 """The dashboard: GET / points to it, GET /_mq/dashboard serves its page, and its script and
 style sheet come from the package (core/dashboard/, package data: no build step, no CDN).
 
-The page polls GET /_mq/stats every second and uses GET /{queue}/peek and POST /{queue}/purge;
-it holds no state of its own.
+The page polls GET /_mq/stats and GET /_mq/health every second; a queue's page (#/queue/NAME)
+reads and PATCHes /{queue}/properties, peeks at the queue and its dead-letter queue, redrives
+and purges, all through the ordinary API; it holds no state of its own.
 """
 
 import functools
@@ -16,6 +17,9 @@ from mq.http.api import ApiHandler
 ASSETS = {
     "index.html": "text/html; charset=utf-8",
     "dashboard.js": "text/javascript; charset=utf-8",
+    "common.js": "text/javascript; charset=utf-8",
+    "overview.js": "text/javascript; charset=utf-8",
+    "queue.js": "text/javascript; charset=utf-8",
     "dashboard.css": "text/css; charset=utf-8",
 }
 

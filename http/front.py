@@ -12,7 +12,7 @@ import tornado.web
 
 from mq import logs
 from mq.errors import NotFound
-from mq.http import access, sqs
+from mq.http import access, responses, sqs
 from mq.http.actor_links import ActorPool
 from mq.http.api import ApiHandler
 from mq.http.batches import AckBatchHandler
@@ -115,7 +115,7 @@ def make_app(pool: ActorPool, options, run_dir: str = "",
         ],
         default_handler_class=NotFoundHandler,
         default_handler_args=args,
-        log_function=log_request if options.access_log else (lambda handler: None),
+        log_function=responses.counting(log_request if options.access_log else None),
     )
     app.in_flight = 0
     app.front_name = f"front-{index}"
@@ -135,7 +135,8 @@ def sqs_application(pool: ActorPool, options, tokens) -> tornado.web.Application
     args = {"pool": pool, "options": options}
     app = tornado.web.Application(sqs.routes(pool, options), default_handler_class=NotFoundHandler,
                                   default_handler_args=args,
-                                  log_function=log_request if options.access_log else (lambda h: None))
+                                  log_function=responses.counting(
+                                      log_request if options.access_log else None))
     app.in_flight = 0
     app.tokens = tokens
     return app

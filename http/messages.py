@@ -21,6 +21,23 @@ CLIENT_CHECK_SECONDS = 0.5
 UNLIMITED_CHUNKED_BODY = 1 << 62
 
 
+def utf8_header(value: str | None, name: str) -> str | None:
+    """A request header's value as the UTF-8 text its bytes are (Tornado reads header bytes as
+    latin-1), as a batch part's header is read; Invalid when they are not UTF-8."""
+    if value is None or value.isascii():
+        return value
+    try:
+        return value.encode("latin-1").decode("utf-8")
+    except UnicodeError:
+        raise Invalid(f"the {name} header is not UTF-8") from None
+
+
+def wire_header(value: str) -> str:
+    """A reply header's value as Tornado sends it (latin-1 code points), so that its bytes on
+    the wire are the UTF-8 of the text; a content type stored from JSON lines may hold any."""
+    return value if value.isascii() else value.encode().decode("latin-1")
+
+
 def connection_closed(sock) -> bool:
     """True when the client of a request has closed its connection (or it failed)."""
     try:
@@ -85,9 +102,13 @@ class MessagesHandler(ApiHandler):
             await batches.post_batch(self, queue, body)
             return
         now = time.time()
-        add = check_add(queue, body, self.request.headers.get("Content-Type"),
+        dedup_id = self.get_query_argument("dedup_id", None) if self.request.query else None
+        if dedup_id is None:  # In the query, text is UTF-8 already; as a header, made so.
+            dedup_id = utf8_header(self.request.headers.get("X-Dedup-Id"), "X-Dedup-Id")
+        add = check_add(queue, body,
+                        utf8_header(self.request.headers.get("Content-Type"), "Content-Type"),
                         due_time(self.param("delay", "X-Delay"), self.param("at", "X-At"), now),
-                        self.param("dedup_id", "X-Dedup-Id"), now)
+                        dedup_id, now)
         result = await self.pool.saver().call("add", queue=add.queue, body=add.body,
                                               content_type=add.content_type, due=add.due,
                                               dedup_id=add.dedup_id or None)
@@ -111,13 +132,13 @@ class MessagesHandler(ApiHandler):
         """Fetch the oldest ready message, waiting up to ?wait=N seconds; 204 when there is none."""
         queue = self.queue_name(name)
         wait = parse_number("wait", self.param("wait", "X-Wait"), 0.0)
-        limit = self.get_query_argument("max", None)
-        if limit is not None:
-            await batches.get_batch(self, queue, limit, wait,
-                                    lambda op, **fields: self.poll_fetch(queue, wait, op, **fields))
-            return
         # Checked before the fetch: a bad format must not claim a message.
         cf = compound.compound_format(self.param("cf", "X-Compound-Format"))
+        limit = self.get_query_argument("max", None)
+        if limit is not None:
+            await batches.get_batch(self, queue, limit, wait, cf,
+                                    lambda op, **fields: self.poll_fetch(queue, wait, op, **fields))
+            return
         result = await self.poll_fetch(queue, wait, "fetch")
         if result.get("cancelled"):
             return  # The client went away while waiting: there is no one to answer.
@@ -140,14 +161,9 @@ class MessagesHandler(ApiHandler):
         """Answer with a fetched message: its body, with its id, receipt and attempts; a
         compound in the format cf (http/compound.py)."""
         self.log_fields["id"] = result["id"]
-        self.set_header("X-Message-Id", result["id"])
-        self.set_header("X-Receipt", result["receipt"])
-        self.set_header("X-Attempts", str(result["attempts"]))
-        content_type, body = result["content_type"], result["body"]
-        if result.get("parts"):
-            content_type, body = compound.render(body, cf)
-        self.set_header("X-Message-Kind", "compound" if result.get("parts") else "normal")
-        self.set_header("Content-Type", content_type)
+        headers, body = compound.delivery(result, cf)
+        for name, value in headers.items():
+            self.set_header(name, wire_header(value))
         self.set_header("Cache-Control", "no-store")
         self.finish(body)
 

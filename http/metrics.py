@@ -5,11 +5,11 @@ the supervisor's health.json.
 a queue so named still work (its GET /{queue} figures are in GET /_mq/stats).
 """
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from mq.errors import MqError
-from mq.http import access, stats
+from mq.http import access, responses, stats
 from mq.http.health import read_health
 from mq.http.queues import QueueHandler
 
@@ -60,6 +60,18 @@ class Snapshot:
         for actor, state in self.figures["actors"].items():
             up.add_metric([actor], 1 if state == "ok" else 0)
         yield up
+        flush = HistogramMetricFamily("mq_flush_seconds", "Time an actor's flushes took (syncfs, or "
+                                      "the fsyncs of a batch's folders).", labels=["actor"])
+        for actor, times in self.figures.get("flush", {}).items():
+            buckets = [("+Inf" if bound is None else repr(float(bound)), n)
+                       for bound, n in times["buckets"]]
+            flush.add_metric([actor], buckets, times["sum_s"])
+        yield flush
+        codes = CounterMetricFamily("mq_http_responses", "HTTP responses this front sent, by status "
+                                    "code.", labels=["front", "code"])
+        for code, n in responses.snapshot().items():
+            codes.add_metric([self.front, str(code)], n)
+        yield codes
         yield from self.process_families()
 
     def process_families(self):
@@ -70,6 +82,10 @@ class Snapshot:
         alive = GaugeMetricFamily("mq_process_up", "1 when the process is running.", labels=["process"])
         restarts = CounterMetricFamily("mq_process_restarts", "Times the supervisor restarted it.",
                                        labels=["process"])
+        hung = CounterMetricFamily(
+            "mq_process_hung_restarts", "Times the supervisor killed and restarted it for going "
+            "--hang-timeout without a turn of its loop (counted in mq_process_restarts too).",
+            labels=["process"])
         memory = GaugeMetricFamily("mq_process_resident_memory_bytes", "Resident memory.",
                                    labels=["process"])
         cpu = CounterMetricFamily("mq_process_cpu_seconds", "User and system CPU time.",
@@ -78,10 +94,11 @@ class Snapshot:
             name = row["name"]
             alive.add_metric([name], 1 if row["alive"] or name == self.front else 0)
             restarts.add_metric([name], row["restarts"])
+            hung.add_metric([name], row.get("hung", 0))
             if "rss_bytes" in row:
                 memory.add_metric([name], row["rss_bytes"])
                 cpu.add_metric([name], row["cpu_s"])
-        yield from (alive, restarts, memory, cpu)
+        yield from (alive, restarts, hung, memory, cpu)
 
 
 class MetricsHandler(QueueHandler):

@@ -8,6 +8,7 @@ import setproctitle
 
 from mq import logs
 from mq.config import Options
+from mq.supervisor import heartbeat
 
 
 def main() -> None:
@@ -27,8 +28,15 @@ def run(kind: str, index: int, run_dir: str, options: Options) -> None:
     if kind == "front":
         from mq.http.front import serve
 
+        async def serve_beating():
+            beating = asyncio.ensure_future(heartbeat.beat_forever())
+            try:
+                await serve(options, run_dir, index=index)
+            finally:
+                beating.cancel()
+
         try:
-            asyncio.run(serve(options, run_dir, index=index))
+            asyncio.run(serve_beating())
         finally:
             logs.flush()  # Lines of the loop's last turn.
     elif kind == "reaper":

@@ -21,6 +21,7 @@ import time
 import traceback
 
 from mq import logs
+from mq.supervisor import heartbeat
 
 #: What the roles import: the front (Tornado, asyncio ZeroMQ), the actors, and the store.
 PRELOADED = ("mq.http.front", "mq.actors.fetch", "mq.actors.save", "mq.actors.mover",
@@ -89,8 +90,10 @@ class ForkedChild:
         self.send_signal(signal.SIGKILL)
 
 
-def fork_child(kind: str, index: int, run_dir: str, options) -> ForkedChild:
-    """Fork a child that runs one role (mq.supervisor.child.run); in the parent, return it."""
+def fork_child(kind: str, index: int, run_dir: str, options,
+               slot: heartbeat.Slot | None = None) -> ForkedChild:
+    """Fork a child that runs one role (mq.supervisor.child.run), beating into slot; in the
+    parent, return it."""
     from mq.supervisor.child import run
 
     supervisor = os.getpid()
@@ -111,6 +114,7 @@ def fork_child(kind: str, index: int, run_dir: str, options) -> ForkedChild:
         os.dup2(null, 0)
         os.close(null)
         logs.forget_inherited()
+        heartbeat.attach(slot)
         run(kind, index, run_dir, options)
         code = 0
     except SystemExit as stop:

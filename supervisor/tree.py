@@ -1,4 +1,4 @@
-"""Tree: spawn the front and the actors, watch them with psutil, restart with backoff."""
+"""Tree: spawn the front and the actors, watch them (psutil, heartbeats), restart with backoff."""
 
 import json
 import os
@@ -17,6 +17,7 @@ from mq.liveness import supervisor_running_here
 from mq.store.root import (Root, actor_endpoint, health_path, ipc_dir_of, mover_endpoint,
                            point_to_ipc_dir, socket_path)
 from mq.supervisor.forking import ForkedChild, fork_child, preload
+from mq.supervisor.heartbeat import Heartbeats, Slot
 
 #: First wait before restarting a dead process, in seconds; doubled per quick crash.
 MIN_BACKOFF_SECONDS = 0.1
@@ -36,6 +37,14 @@ LIVE_HEALTH_SECONDS = 10.0
 #: Longest ipc:// socket path the kernel accepts, less room for the socket's own name.
 MAX_RUN_DIR = 90
 
+#: A turn of the supervisor's own loop this late (seconds) means it was stopped or starved
+#: itself: every child gets a whole --hang-timeout again rather than being judged on a gap
+#: that was the supervisor's (a SIGSTOP of the whole daemon stops its children too).
+SUPERVISOR_GAP_SECONDS = 1.0
+
+#: Most doublings of --hang-timeout for a child that hangs again and again (16 times it).
+MAX_HANG_DOUBLINGS = 4
+
 #: Prefix of the socket folders mq makes under $TMPDIR when the root's path is too long.
 TEMP_RUN_PREFIX = "mq-run-"
 
@@ -52,6 +61,10 @@ class Child:
     backoff: float = MIN_BACKOFF_SECONDS
     restart_at: float | None = None
     crashes: list = field(default_factory=list)
+    slot: Slot | None = None  # its heartbeat (supervisor/heartbeat.py)
+    hung: int = 0  # restarts after it was killed for going --hang-timeout without a heartbeat
+    killed_hung: bool = False  # killed so; counted in hung with the restart, once it is dead
+    hang_streak: int = 0  # hangs in a row, each doubling the next deadline
 
     @property
     def name(self) -> str:
@@ -137,11 +150,15 @@ class Tree:
         self.children += [Child("save", i) for i in range(options.workers)]
         # Every front is critical: each one's crash loop is the whole daemon's (see check).
         self.children += [Child("front", i, critical=True) for i in range(options.fronts)]
+        self.heartbeats = Heartbeats(len(self.children))
+        for position, child in enumerate(self.children):
+            child.slot = self.heartbeats.slot(position)
 
     def spawn(self, child: Child) -> None:
         """Fork a child process running mq.supervisor.child.run (supervisor/forking.py)."""
-        child.proc = fork_child(child.kind, child.index, self.run_dir, self.options)
         child.started = time.monotonic()
+        child.slot.stamp(child.started)  # Its start up counts against the deadline too.
+        child.proc = fork_child(child.kind, child.index, self.run_dir, self.options, child.slot)
         child.restart_at = None
         self.log.info("supervisor.spawn", child=child.name, child_pid=child.proc.pid)
 
@@ -161,6 +178,8 @@ class Tree:
         child.backoff = MIN_BACKOFF_SECONDS if uptime > STABLE_SECONDS else min(
             MAX_BACKOFF_SECONDS, child.backoff * 2 if child.restarts else child.backoff)
         child.restarts += 1
+        if child.killed_hung:
+            child.hung, child.killed_hung = child.hung + 1, False
         child.restart_at = now + (MIN_BACKOFF_SECONDS if uptime > STABLE_SECONDS else child.backoff)
         child.proc = None
         self.log.error("supervisor.crash", child=child.name, exit_code=code,
@@ -172,11 +191,38 @@ class Tree:
                 return False
         return True
 
+    def check_answering(self, child: Child, now: float) -> None:
+        """Kill a running child whose heartbeat is older than --hang-timeout (a busy loop, a
+        deadlock, a stopped process); check() then sees it dead and restarts it."""
+        if not self.options.hang_timeout or child.proc is None or child.proc.poll() is not None:
+            return  # Off, or not running: a death is check()'s, whatever its heartbeat says.
+        # Each hang in a row doubles the next deadline: work that is slow rather than stuck (a
+        # first listing of a huge queue on a slow disk) gets done instead of restarted forever.
+        deadline = self.options.hang_timeout * 2 ** min(child.hang_streak, MAX_HANG_DOUBLINGS)
+        silent = now - child.slot.read()
+        if silent <= deadline:
+            if child.hang_streak and now - child.started > 2 * deadline:
+                child.hang_streak = 0  # It turned its loop after its first deadline: it runs.
+            return
+        child.killed_hung = True
+        child.hang_streak += 1
+        self.log.error("supervisor.hung", child=child.name, role=child.kind,
+                       child_pid=child.proc.pid, silent_s=round(silent, 3),
+                       hang_timeout_s=deadline)
+        child.proc.kill()  # SIGKILL: a stopped process cannot handle SIGTERM.
+        child.slot.stamp(now)  # Killed once; check() reaps it on a later turn.
+
+    def excuse_gap(self, now: float) -> None:
+        """Give every child a fresh deadline: the supervisor itself did not run for a while."""
+        for child in self.children:
+            child.slot.stamp(now)
+
     def health(self) -> list[dict]:
         """Each child's pid, state, restarts, CPU and memory, as psutil sees them."""
         rows = []
         for child in self.children:
-            row = {"name": child.name, "pid": None, "alive": False, "restarts": child.restarts}
+            row = {"name": child.name, "pid": None, "alive": False, "restarts": child.restarts,
+                   "hung": child.hung}
             if child.proc is not None:
                 try:
                     proc = psutil.Process(child.proc.pid)
@@ -219,9 +265,14 @@ class Tree:
                 self.spawn(child)
         code = 0
         last_health = 0.0
+        last_turn = time.monotonic()
         while not self.stopping:
             now = time.monotonic()
+            if now - last_turn > SUPERVISOR_GAP_SECONDS:
+                self.excuse_gap(now)
+            last_turn = now
             for child in self.children:
+                self.check_answering(child, now)
                 if not self.check(child, now):
                     self.stopping, code = True, 1
                     break

@@ -224,3 +224,36 @@ def test_a_delete_of_a_message_this_actor_handed_out_renames_once(tmp_path):
         assert actors.call("delete", queue="q", id=message["id"]) == {"id": message["id"]}
     assert disk.calls["rename"] == 2  # No probing of the names it might have had.
     assert visible(actors) == []
+
+
+def parts_in_windows(actors: Actors, queue: str = "q") -> list[str]:
+    """Every part waiting in the queue's accumulation windows, whatever their stage."""
+    return sorted(part for _, window in actors.store.list_windows()
+                  for part in os.listdir(actors.store.window_dir(queue, window)))
+
+
+@pytest.mark.parametrize("failure", [
+    {"rename": errno.ENOSPC, "after": {"rename": 2}},
+    {"mkdir": errno.ENOSPC, "after": {"mkdir": 3}},
+    {"write": errno.ENOSPC, "after": {"write": 2}},
+    {"flush": errno.EIO},
+])
+def test_a_failed_batch_to_an_accumulating_queue_leaves_no_part_in_its_window(tmp_path, failure):
+    # E.g. the third rename into the window fails: the two parts already placed must leave
+    # it, or the window's compound delivers them and the client's retry stores them twice.
+    after = failure.pop("after", None)
+    disk = FailingDisk("fs", after=after, **failure)
+    actors = Actors(tmp_path, disk=disk)
+    assert isinstance(actors.call("props_put", queue="q", properties={"accum": 3600}), dict)
+    disk.calls.clear()  # The properties' own rename is not one of the batch's.
+    [result] = actors.save.handle([request("add_batch", queue="q", messages=batch_of(4))]).results
+    assert isinstance(result, Unavailable), result
+    assert parts_in_windows(actors) == []
+    assert_nothing_left(actors)
+    disk.armed = False  # The retry is stored whole, and its compound holds each part once.
+    [retry] = actors.save.handle([request("add_batch", queue="q", messages=batch_of(4))]).results
+    assert parts_in_windows(actors) == sorted(m["id"] for m in retry["messages"])
+    for queue, window in actors.store.list_windows():
+        actors.store.settle_window(queue, window)
+    [compound] = actors.call("fetch_batch", queue="q", max=10)["messages"]
+    assert compound["parts"] == 4

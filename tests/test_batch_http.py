@@ -4,7 +4,10 @@ import base64
 import json
 import threading
 import time
+from email import policy
+from email.parser import BytesParser
 
+import msgpack
 import pytest
 
 from support import Daemon, body_is_whole, checked_body, poll_for
@@ -104,6 +107,101 @@ def test_a_multipart_batch_keeps_binary_bodies_and_part_headers_both_ways(mq):
     assert [h["Content-Type"] for h, _ in got] == ["application/octet-stream", "text/plain",
                                                    "application/octet-stream"]
     assert all(h["X-Receipt"] == f"{h['X-Message-Id']}.1" and h["X-Attempts"] == "1" for h, _ in got)
+    assert all(h["X-Message-Kind"] == "normal" for h, _ in got)
+
+
+def compound_parts(content_type: str, body: bytes) -> list[tuple[str, bytes]]:
+    """The (content type, body) parts of a compound served as multipart/mixed (email package)."""
+    message = BytesParser(policy=policy.default).parsebytes(
+        b"Content-Type: " + content_type.encode() + b"\r\n\r\n" + body)
+    return [(part.get_content_type(), part.get_payload(decode=True)) for part in message.iter_parts()]
+
+
+def fetch_compounds(mq, queue: str, parts: int, query: str = "", headers=None) -> list:
+    """Batch-fetch a queue's compounds until they hold `parts` parts: the answers' parts (or
+    JSON records), each compound as served."""
+    got, count = [], 0
+
+    def more():
+        nonlocal count
+        resp = mq.request("GET", f"/{queue}/messages?max=10&wait=2{query}", headers=headers)
+        assert resp.status in (200, 204), (resp.status, resp.body)
+        if resp.status == 200 and "application/json" in (headers or {}).get("Accept", ""):
+            records = resp.json()["messages"]
+            got.extend(records)
+            count += sum(len(msgpack.unpackb(base64.b64decode(r["body"]))) for r in records)
+        elif resp.status == 200:
+            answer = split_multipart(resp.header("Content-Type"), resp.body)
+            got.extend(answer)
+            count += sum(len(compound_parts(h["Content-Type"], b)) if "cf=msgpack" not in query
+                         else len(msgpack.unpackb(b)) for h, b in answer)
+        return count >= parts
+
+    poll_for(more, 30, interval=0, what=f"{parts} parts in {queue}'s compounds")
+    return got
+
+
+def test_a_batch_fetch_serves_a_compound_as_a_single_fetch_does(mq):
+    for queue in ("folded", "folded-msgpack", "folded-json"):
+        assert mq.request("PATCH", f"/{queue}/properties", b'{"accum": 1}').status == 200
+        mq.add(queue, b"disk 91% full", "text/plain")
+        mq.add(queue, b'{"disk": 93}', "application/json")
+    got = fetch_compounds(mq, "folded", 2)
+    assert all(h["X-Message-Kind"] == "compound" and h["X-Receipt"] == f"{h['X-Message-Id']}.1"
+               for h, _ in got), got
+    assert [p for h, b in got for p in compound_parts(h["Content-Type"], b)] == \
+        [("text/plain", b"disk 91% full"), ("application/json", b'{"disk": 93}')]
+    got = fetch_compounds(mq, "folded-msgpack", 2, "&cf=msgpack")
+    assert all(h["X-Message-Kind"] == "compound" and h["Content-Type"] == "application/msgpack"
+               for h, _ in got), got
+    assert [p for _, b in got for p in msgpack.unpackb(b)] == \
+        [["text/plain", b"disk 91% full"], ["application/json", b'{"disk": 93}']]
+    got = fetch_compounds(mq, "folded-json", 2, "&cf=msgpack", {"Accept": "application/json"})
+    assert all(r["kind"] == "compound" and r["content_type"] == "application/msgpack" for r in got)
+    resp = mq.request("GET", "/folded/messages?max=10&cf=zip")
+    assert resp.status == 400 and resp.json()["error"] == "invalid"
+
+
+def test_part_headers_are_utf_8_both_ways_and_agree_with_single_adds_and_fetches(mq):
+    from mq.client import Client
+
+    content_type, key = "text/plain; name=\u65e5\u672c", "caf\u00e9-\u65e5\u672c"
+    with Client(f"http://127.0.0.1:{mq.port}") as client:
+        ids = client.add_many("utf8", [{"body": b"batch", "content_type": content_type,
+                                        "dedup_id": key}])
+        # The same key through a single add (in the query: UTF-8) is the same key.
+        assert client.put("utf8", b"again", dedup_id=key) == ids[0]
+        single = client.put("utf8", b"single", content_type=content_type)
+        got = client.fetch_many("utf8", max=1)
+        assert [(m.id, m.content_type) for m in got] == [(ids[0], content_type)]
+        message = client.get("utf8")  # A single fetch: the header's bytes are its UTF-8.
+        assert (message.id, message.content_type) == (single, content_type)
+    # As a header, the key is read as UTF-8 too.
+    resp = mq.request("POST", "/utf8/messages", b"x", {"X-Dedup-Id": key.encode().decode("latin-1")})
+    assert resp.status == 200 and resp.json()["id"] == ids[0], resp.body
+    # A batch fetch writes its part headers in UTF-8 (read here without the client).
+    added = mq.request("POST", "/utf8-raw/messages", lines({"body": "x", "content_type": content_type}),
+                       NDJSON)
+    assert added.status == 201
+    resp = mq.request("GET", "/utf8-raw/messages?max=5")
+    assert resp.status == 200
+    assert b"Content-Type: " + content_type.encode() + b"\r\n" in resp.body
+    # Bytes that are not UTF-8 are refused, as a part header and as a header.
+    bad = b"--b\r\nX-Dedup-Id: \xff\xfe\r\n\r\nx\r\n--b--\r\n"
+    resp = mq.request("POST", "/utf8/messages", bad, {"Content-Type": "multipart/mixed; boundary=b"})
+    assert resp.status == 400 and "not UTF-8" in resp.json()["message"], resp.body
+    resp = mq.request("POST", "/utf8/messages", b"x", {"X-Dedup-Id": "\u00ff\u00fe"})
+    assert resp.status == 400 and "not UTF-8" in resp.json()["message"], resp.body
+
+
+def test_a_content_type_beyond_latin_1_is_served_by_a_single_fetch(mq):
+    content_type = "text/plain; name=\u65e5\u672c"
+    added = mq.request("POST", "/wide-type/messages", lines({"body": "x", "content_type": content_type}),
+                       NDJSON)
+    assert added.status == 201
+    resp = mq.request("GET", "/wide-type/messages")
+    assert resp.status == 200, resp.body
+    assert resp.header("Content-Type").encode("latin-1") == content_type.encode()
 
 
 @pytest.mark.parametrize("body, headers, status", [
@@ -136,7 +234,8 @@ def test_a_batch_under_its_limit_may_be_larger_than_one_message_may(mq):
     assert len(fetch_json(mq, "big", 100)) == 4
 
 
-@pytest.mark.parametrize("query", ["max=0", "max=101", "max=two", "max=1&wait=21"])
+@pytest.mark.parametrize("query", ["max=0", "max=101", "max=two", "max=1&wait=21",
+                                   "max=10000000000000000000000000", "max=-18446744073709551617"])
 def test_a_bad_batch_fetch_is_400(mq, query):
     resp = mq.request("GET", f"/lines/messages?{query}")
     assert resp.status == 400 and resp.json()["error"] == "invalid"

@@ -222,15 +222,28 @@ def test_bad_arguments_fail_before_any_request(client):
     queue = fresh_queue("ca")
     with pytest.raises(TypeError, match="body must be bytes or str"):
         client.put(queue, 42)
-    with pytest.raises(ValueError, match="timezone-aware"):
+    with pytest.raises(InvalidError, match="timezone-aware"):
         client.put(queue, b"x", at=datetime(2030, 1, 1))
     with pytest.raises(TypeError, match="delay must be a number"):
         client.put(queue, b"x", delay="soon")
-    with pytest.raises(ValueError, match="must not be empty"):
+    with pytest.raises(InvalidError, match="must not be empty"):
         client.get("")
     client.put(queue, b"x")
-    with pytest.raises(ValueError, match="has no receipt"):
+    with pytest.raises(InvalidError, match="has no receipt"):
         client.ack(client.peek(queue)[0])
+    # What the daemon would refuse with 400 raises the same InvalidError, before any request.
+    for call, match in [(lambda: client.fetch_many(queue, max=101), "from 1 to 100"),
+                        (lambda: client.fetch_many(queue, max=0), "from 1 to 100"),
+                        (lambda: client.add_many(queue, []), "1 to 1000 messages"),
+                        (lambda: client.add_many(queue, [{"body": b"x", "dedup_id": "a\nb"}]),
+                         "one line"),
+                        (lambda: client.ack_many([]), "one queue")]:
+        with pytest.raises(InvalidError, match=match) as refused:
+            call()
+        assert (refused.value.status, refused.value.kind) == (400, "invalid")
+        assert isinstance(refused.value, ValueError)  # What it raised before: still caught.
+    with pytest.raises(TypeError, match="max must be an int"):
+        client.fetch_many(queue, max="10")
     with pytest.raises(TypeError, match="expected a Message"):
         client.nack("not a message")
     with pytest.raises(ValueError, match="url must start with http"):

@@ -80,7 +80,7 @@ def test_help_shows_each_options_default_as_the_dataclass_has_it():
 
 def test_help_gives_a_unit_for_every_time_and_size():
     entries = help_entries(run_mq("--help", env={"COLUMNS": "500"}).stdout)
-    for name in ("--timeout", "--actor-timeout"):
+    for name in ("--timeout", "--actor-timeout", "--hang-timeout"):
         assert "seconds" in entries[name], name
     assert "bytes" in entries["--max-body-bytes"]
 
@@ -232,6 +232,7 @@ def test_every_option_can_come_from_the_environment(tmp_path):
         "save_batch": ("0", 0),
         "max_waiting_adds": ("9", 9),
         "actor_timeout": ("7", 7.0),
+        "hang_timeout": ("45", 45.0),
         "log_file": ("/var/log/mq.log", "/var/log/mq.log"),
         "log_level": ("error", "error"),
         "access_log": ("no", False),

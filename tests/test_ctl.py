@@ -204,6 +204,20 @@ def test_load_lines_from_stdin_and_dedup(ctl, q, tmp_path):
     assert [r["body"] for r in ctl.records("peek", f"{q}-d")] == ["one", "two", "three"]
 
 
+def test_options_may_come_between_the_positionals(ctl, q, tmp_path):
+    lines = tmp_path / "lines.txt"
+    lines.write_bytes(b"one\ntwo\n")
+    assert json.loads(ctl.ok("load", q, "--lines", lines)) == {"queue": q, "loaded": 2}
+    ctl.ok("put", q, "--content-type", "application/json", "{}")
+    ctl.ok("put", q, "--delay", "300", "later")
+    assert [(body_of(r), r["content_type"]) for r in ctl.records("peek", q)] == \
+        [(b"one", "text/plain"), (b"two", "text/plain"), (b"{}", "application/json")]
+    got = json.loads(ctl.ok("get", q))
+    ctl.ok("ack", q, got["id"], "--timeout", "10", got["receipt"])
+    assert ctl.ok("peek", q, "--body", "-n", "1") == b"two\n"
+    ctl.fails(2, "put", q, "--content-type", "text/plain", "body", "extra")
+
+
 def test_reading_pages_past_one_peek(ctl, q):
     count = 1003  # One peek returns 1000 at most.
     bodies = [b"m%d" % n for n in range(count)]

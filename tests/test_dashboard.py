@@ -1,5 +1,7 @@
 """The dashboard in a real headless Chromium (Debian's, driven by playwright) against a live
-daemon with traffic running: its numbers, its live chart, peek and purge."""
+daemon: its numbers and live chart under traffic, peek and purge, the process table, and a
+queue's page (its properties edited through the form, its messages, its dead letters
+redriven). Each test leaves screenshots in its tmp_path."""
 
 import http.client
 import shutil
@@ -103,7 +105,7 @@ def test_the_dashboard_shows_live_figures_and_peeks_and_purges(browser, mq, tmp_
     page.click('#queues tr[data-queue="inspect"] button.peek')
     page.wait_for_selector("#peek:not([hidden])")
     rows = page.locator("#peek-messages tbody tr")
-    assert [rows.nth(i).locator("td").nth(3).inner_text() for i in range(rows.count())] == list(BODIES)
+    assert [rows.nth(i).locator("td.body").inner_text() for i in range(rows.count())] == list(BODIES)
     assert page.inner_text("#peek-queue") == "inspect"
 
     page.once("dialog", lambda dialog: dialog.accept())
@@ -114,3 +116,106 @@ def test_the_dashboard_shows_live_figures_and_peeks_and_purges(browser, mq, tmp_
     assert mq.request("GET", "/inspect/peek").json()["messages"] == []
     page.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)
     assert (tmp_path / "dashboard.png").stat().st_size > 0
+
+
+def bodies(page, table: str) -> list[str]:
+    """The bodies a message table of the page shows, in order."""
+    return page.locator(f"#{table} tbody td.body").all_inner_texts()
+
+
+def api_error(page) -> str:
+    """The error line under the properties form."""
+    return page.inner_text("#props-error")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(90)
+def test_a_queue_page_edits_properties_and_redrives_dead_letters(browser, mq, tmp_path):
+    page = browser
+    for body in ("first", "second"):
+        assert mq.request("POST", "/orders/messages", body.encode()).status == 201
+    page.goto(f"http://127.0.0.1:{mq.port}/_mq/dashboard")
+    page.click('#queues tr[data-queue="orders"] td.name a')
+    page.wait_for_selector("#queue-page:not([hidden])")
+    assert page.url.endswith("#/queue/orders") and page.is_hidden("#overview")
+    assert page.inner_text("#q-name") == "orders"
+    poll_for(lambda: bodies(page, "q-messages") == ["first", "second"], 10, what="the ready bodies")
+    poll_for(lambda: page.input_value("#prop-timeout") == "1", 10, what="the properties form")
+    assert page.inner_text('#props tr[data-property="retry"] td.origin') == "default"
+
+    # Bad input: the API's own 400 is shown, the field it names is marked, nothing is stored.
+    page.fill("#prop-timeout", "soon")
+    page.click("#props-save")
+    poll_for(lambda: "must be a number" in api_error(page), 10, what="the API's error")
+    assert api_error(page) == "Not saved: 400 invalid: property 'timeout' must be a number, not str"
+    assert "invalid" in page.get_attribute("#prop-timeout", "class")
+    page.fill("#prop-timeout", "1")
+    page.fill("#prop-retry", "1000")
+    page.click("#props-save")
+    poll_for(lambda: "'retry'" in api_error(page), 10, what="the range error")
+    assert "between" in api_error(page)
+    page.screenshot(path=str(tmp_path / "queue-page-refused.png"), full_page=True)
+    assert mq.request("GET", "/orders/properties").json()["own"] == {}
+
+    # Good input: PATCH stores it, the form shows it as the queue's own.
+    page.fill("#prop-retry", "0")
+    page.click("#props-save")
+    poll_for(lambda: page.inner_text("#notice") == "saved retry of orders", 10, what="the save")
+    assert api_error(page) == ""
+    assert mq.request("GET", "/orders/properties").json()["own"] == {"retry": 0}
+    assert page.inner_text('#props tr[data-property="retry"] td.origin') == "set on the queue"
+    assert page.inner_text("#dlq-name") == "orders.dead"
+
+    # With no retry left, a fetched message not acked is dead-lettered at its 1 s timeout.
+    assert mq.request("GET", "/orders/messages").body == b"first"
+    poll_for(lambda: bodies(page, "dlq-messages") == ["first"], 10, what="the dead letter listed")
+    poll_for(lambda: page.inner_text("#q-figures td.dead") == "1", 10, what="1 dead shown")
+    poll_for(lambda: bodies(page, "q-messages") == ["second"], 10, what="one ready body left")
+    assert page.is_enabled("#redrive") and page.is_hidden("#dlq-empty")
+    page.screenshot(path=str(tmp_path / "queue-page-dead-letter.png"), full_page=True)
+
+    page.click("#redrive")
+    poll_for(lambda: page.inner_text("#notice") == "moved 1 message(s) from orders.dead back to orders",
+             10, what="the redrive notice")
+    poll_for(lambda: page.is_visible("#dlq-empty"), 10, what="the dead letters to be gone")
+    poll_for(lambda: sorted(bodies(page, "q-messages")) == ["first", "second"], 10,
+             what="the redriven message back among the ready ones")
+    assert [m["id"] for m in mq.request("GET", "/orders/peek").json()["messages"]]
+    assert mq.request("GET", "/orders.dead/peek").json()["messages"] == []
+    page.screenshot(path=str(tmp_path / "queue-page-redriven.png"), full_page=True)
+
+    page.click(".crumbs a")
+    page.wait_for_selector("#overview:not([hidden])")
+    assert page.is_hidden("#queue-page")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(90)
+def test_the_process_table_shows_each_process_and_its_restarts(browser, mq, tmp_path):
+    page = browser
+    page.goto(f"http://127.0.0.1:{mq.port}/_mq/dashboard")
+    health = mq.health()
+    names = ["supervisor"] + [child["name"] for child in health["children"]]
+
+    def process(name: str, column: str) -> str:
+        return page.inner_text(f'#processes tr[data-process="{name}"] td.{column}')
+
+    poll_for(lambda: page.locator("#processes tbody tr").count() == len(names), 10,
+             what="a row per process")
+    assert [row.get_attribute("data-process")
+            for row in page.locator("#processes tbody tr").all()] == names
+    assert process("supervisor", "pid") == str(mq.pid)
+    for child in health["children"]:
+        assert process(child["name"], "pid") == str(child["pid"])
+        assert process(child["name"], "state") == "up"
+        assert process(child["name"], "restarts") == "0"
+        assert process(child["name"], "memory").endswith(" MiB")
+    assert process("fetch-1", "role") == "fetch actor"
+    assert process("front-0", "role") == "HTTP front"
+
+    old = mq.kill_child("fetch-1")
+    new = mq.wait_for_new_pid("fetch-1", old, timeout=10)
+    poll_for(lambda: process("fetch-1", "restarts") == "1" and process("fetch-1", "pid") == str(new),
+             10, what="fetch-1's restart and new pid")
+    assert process("fetch-1", "state") == "up"
+    page.screenshot(path=str(tmp_path / "processes.png"), full_page=True)

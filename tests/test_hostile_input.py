@@ -128,6 +128,41 @@ def test_broken_framing_gets_no_5xx_but_503(hostile, data):
     assert_no_failure(raw_request(daemon.port, data, timeout=3.0))
 
 
+#: Numbers no actor frame can carry (a 64-bit integer at most), or no float can hold.
+HUGE_NUMBERS = ["1" + "0" * 25, "9" * 5000, "1e400", "18446744073709551616"]
+#: Every numeric parameter of the message routes, as query or header ({} is the number).
+NUMERIC_PARAMETERS = [
+    ("GET", "/numbers/messages?max={}", {}),
+    ("GET", "/numbers/messages?max=1&wait={}", {}),
+    ("GET", "/numbers/messages?wait={}", {}),
+    ("GET", "/numbers/messages", {"X-Wait": "{}"}),
+    ("GET", "/numbers/peek?max={}", {}),
+    ("GET", "/_mq/messages?qre=numbers&wait={}", {}),
+    ("POST", "/numbers/messages?delay={}", {}),
+    ("POST", "/numbers/messages", {"X-Delay": "{}"}),
+    ("POST", "/numbers/messages?at={}", {}),
+    ("POST", "/numbers/messages/{id}?reply=ext&seconds={}&receipt={receipt}", {}),
+]
+
+
+@pytest.mark.parametrize("number", HUGE_NUMBERS, ids=lambda number: number[:24])
+@pytest.mark.parametrize("method, path, headers", NUMERIC_PARAMETERS,
+                         ids=[f"{m} {p} {' '.join(h)}".strip() for m, p, h in NUMERIC_PARAMETERS])
+def test_a_number_too_big_for_any_parameter_is_a_json_400(hostile, method, path, headers, number):
+    daemon = hostile[0]
+    delivery = {}
+    if "{id}" in path:  # A message in flight, so that only the number can be wrong.
+        daemon.add("numbers-ext", b"x")
+        fetched = daemon.fetch("numbers-ext")
+        delivery = {"id": fetched.header("X-Message-Id"), "receipt": fetched.header("X-Receipt")}
+        path = path.replace("/numbers/", "/numbers-ext/")
+    headers = {name: value.format(number) for name, value in headers.items()}
+    body = b"x" if method == "POST" else None
+    resp = daemon.request(method, path.format(number, **delivery), body, headers)
+    assert resp.status == 400, (resp.status, resp.body)
+    assert resp.json()["error"] == "invalid" and len(resp.body) < 400, resp.body
+
+
 def test_after_the_hostile_input_nothing_died_nothing_leaked_and_nothing_was_lost(hostile):
     # Runs after the tests above in this module (pytest keeps file order).
     daemon, workdir, outside, kept = hostile

@@ -97,6 +97,40 @@ def test_metrics_show_each_queue_with_conventional_names(daemon):
     assert samples[("mq_process_resident_memory_bytes", (("process", "front-0"),))] > 0
 
 
+def flush_figures(samples: dict, actor: str) -> tuple[float, float, list[float]]:
+    """(count, sum, cumulative bucket counts in bound order) of one actor's mq_flush_seconds."""
+    buckets = sorted((float(dict(labels)["le"]), value) for (name, labels), value in samples.items()
+                     if name == "mq_flush_seconds_bucket" and dict(labels)["actor"] == actor)
+    labels = (("actor", actor),)
+    return (samples[("mq_flush_seconds_count", labels)], samples[("mq_flush_seconds_sum", labels)],
+            [value for _, value in buckets])
+
+
+def responses(samples: dict, code: int) -> float:
+    """mq_http_responses_total of front-0 for one status code (0 before the first)."""
+    return samples.get(("mq_http_responses_total", (("code", str(code)), ("front", "front-0"))), 0)
+
+
+def test_flush_times_and_responses_by_status_are_counted(daemon):
+    before = scrape(daemon)
+    for n in range(3):
+        assert daemon.request("POST", "/flushed/messages", b"f%d" % n).status == 201
+    assert daemon.request("GET", "/no/such/path/here").status == 404
+    after = scrape(daemon)
+    # Each add waits for its batch's two flushes (the data, then the renames), in a save actor.
+    flushes = sum(flush_figures(after, actor)[0] - flush_figures(before, actor)[0]
+                  for actor in ("save-0", "save-1"))
+    assert flushes >= 2
+    for actor in ("save-0", "save-1", "fetch-0", "fetch-1", "mover-0"):
+        count, total, buckets = flush_figures(after, actor)
+        assert buckets == sorted(buckets) and buckets[-1] == count  # cumulative, +Inf last
+        assert (total > 0) == (count > 0)
+    assert responses(after, 201) - responses(before, 201) == 3
+    assert responses(after, 404) - responses(before, 404) == 1
+    # The scrape before counts once it is sent: this one sees it.
+    assert responses(after, 200) > responses(before, 200)
+
+
 def test_every_metric_is_documented_and_every_documented_metric_exists(daemon):
     # A queue with a message in flight and one ready, whatever ran before on this daemon:
     # queue metrics exist only then (the oldest ready age only while one is ready).
@@ -124,7 +158,9 @@ def test_health_is_503_naming_an_actor_that_is_down_then_200_again(daemon):
                         what="/health to notice the dead actor")
         assert resp.json() == {"status": "degraded", "down": ["fetch-1"]}
         assert resp.header("Retry-After") == "1"
-        assert scrape(daemon)[("mq_actor_up", (("actor", "fetch-1"),))] == 0
+        samples = scrape(daemon)
+        assert samples[("mq_actor_up", (("actor", "fetch-1"),))] == 0
+        assert responses(samples, 503) >= 1  # the /health answers above
         assert daemon.request("GET", "/_mq/stats").json()["complete"] is False
     finally:
         os.kill(daemon.pid, signal.SIGCONT)

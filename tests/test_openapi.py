@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
+from openapi_spec_validator import validate
+from openapi_spec_validator.readers import read_from_filename
 from schemathesis import GenerationMode
 from schemathesis.checks import (content_type_conformance, response_headers_conformance,
                                  response_schema_conformance, status_code_conformance)
@@ -174,3 +176,12 @@ def test_the_daemon_serves_the_committed_document(daemon):
     assert resp.body == SPEC.read_bytes()
     # docs/ holds a link to the one copy, not a second copy that could drift.
     assert (REPO / "docs" / "openapi.yaml").resolve() == SPEC
+
+
+def test_the_served_document_is_valid_openapi(daemon, tmp_path):
+    # schemathesis uses a document it can read, not only a valid one: a description split by
+    # an unquoted comma in a YAML flow mapping still generated requests.
+    served = tmp_path / "openapi.yaml"
+    served.write_bytes(daemon.request("GET", "/_mq/openapi.yaml").body)
+    document, _ = read_from_filename(str(served))
+    validate(document)

@@ -44,3 +44,33 @@ def test_purge_removes_ready_delayed_and_in_flight_and_keeps_the_queues_settings
     assert mq.fetch("purged").header("X-Message-Id") == new
     poll_for(lambda: files_in(mq.root / "remove") == [], 5, what="the reaper to unlink the purged")
     assert mq.request("POST", "/no-such-queue/purge").status == 404
+
+
+MIB = 1024 * 1024
+
+
+def test_peek_and_batch_fetch_stop_at_the_answer_byte_cap_but_always_hold_one(start_mq):
+    from mq.actors.fetch_batch import MAX_ANSWER_BYTES
+    from mq.client import Client
+    from mq.ctl.scan import ready_after
+
+    assert MAX_ANSWER_BYTES == 8 * MIB  # The documented cap.
+    mq = start_mq(workers=1, timeout=60)
+    sizes = [3 * MIB, 3 * MIB, 3 * MIB, 10 * MIB, 1000]  # 10 MiB: over the cap on its own.
+    ids = {queue: [mq.add(queue, bytes([n]) * size) for n, size in enumerate(sizes)]
+           for queue in ("capped", "capped-fetch")}
+    pages, after = [], None
+    while page := mq.request("GET", f"/capped/peek?max=10{f'&after={after}' if after else ''}",
+                             timeout=60).json()["messages"]:
+        pages.append([len(base64.b64decode(m["body"])) for m in page])
+        after = page[-1]["id"]
+    assert pages == [[3 * MIB, 3 * MIB], [3 * MIB], [10 * MIB], [1000]]
+    with Client(f"http://127.0.0.1:{mq.port}", timeout=60) as client:
+        # mqctl's pages go on past a page cut short by the cap.
+        assert [m.id for m in ready_after(client, "capped")] == ids["capped"]
+        batches = []
+        while got := client.fetch_many("capped-fetch", max=10):
+            batches.append([len(m.body) for m in got])
+            # What was not handed out is still ready, unclaimed.
+            assert client.stat("capped-fetch")["ready"] == len(sizes) - sum(map(len, batches))
+        assert batches == [[3 * MIB, 3 * MIB], [3 * MIB], [10 * MIB], [1000]]

@@ -7,6 +7,7 @@ waiting on them, so a test adds only once the poll is known to wait, never after
 """
 
 import itertools
+import json
 import socket
 import threading
 import time
@@ -14,7 +15,7 @@ from urllib.parse import quote
 
 import pytest
 
-from support import queue_owned_by, ready_daemon
+from support import fetch_actor_for, queue_owned_by, ready_daemon
 
 prefixes = (f"pa{n}" for n in itertools.count())
 
@@ -26,10 +27,18 @@ def any_mq(tmp_path_factory):
                             args=("--log-level=debug",))
 
 
-def pull_any(mq, pattern: str, wait: float | None = None):
+def pull_any(mq, pattern: str, wait: float | None = None, timeout: float = 30):
     """GET /_mq/messages?qre=pattern[&wait=N]."""
     query = f"qre={quote(pattern)}" + (f"&wait={wait}" if wait is not None else "")
-    return mq.request("GET", f"/_mq/messages?{query}", timeout=30)
+    return mq.request("GET", f"/_mq/messages?{query}", timeout=timeout)
+
+
+def sqs(mq, operation: str, **params) -> dict:
+    """One call of the SQS API (JSON protocol; the daemon checks no signature by default)."""
+    resp = mq.request("POST", "/", json.dumps(params).encode(), {
+        "X-Amz-Target": f"AmazonSQS.{operation}", "Content-Type": "application/x-amz-json-1.0"})
+    assert resp.status == 200, (resp.status, resp.body)
+    return resp.json()
 
 
 def two_queues(mq, owners=(0, 1)) -> tuple[str, str, str]:
@@ -118,6 +127,37 @@ def test_a_pull_any_whose_client_hung_up_claims_nothing(any_mq):
     any_mq.wait_for_events("fetch.watch_cancelled", 1, queue=second)
     got = any_mq.fetch(first)
     assert got.status == 200 and got.header("X-Message-Id") == message_id
+
+
+@pytest.mark.timeout(60)
+def test_a_pull_any_over_a_fifo_group_in_flight_answers_204_and_its_actor_serves_on(any_mq):
+    prefix = next(prefixes)
+    queue = f"{prefix}-jobs.fifo"
+    url = sqs(any_mq, "CreateQueue", QueueName=queue, Attributes={"FifoQueue": "true"})["QueueUrl"]
+    for n in range(2):
+        sqs(any_mq, "SendMessage", QueueUrl=url, MessageBody=f"m{n}", MessageGroupId="g",
+            MessageDeduplicationId=str(n))
+    first = any_mq.fetch(queue)
+    assert first.body == b"m0"  # In flight: m1 waits for it.
+    pattern = f"{prefix}-jobs.*"
+    # Short client timeouts: an actor looping over the held message never answers.
+    assert pull_any(any_mq, pattern, timeout=10).status == 204
+    assert pull_any(any_mq, pattern, 0.5, timeout=10).status == 204
+    # The long poll parked a watch (a front and actor passing the held message back and forth
+    # until the wait ran out would answer 204 too, without one).
+    any_mq.wait_for_events("fetch.watch", 1, queue=queue)
+    neighbour = queue_owned_by(fetch_actor_for(queue, 2), 2, prefix=f"{prefix}-n")
+    added = any_mq.add(neighbour, b"served")
+    assert any_mq.fetch(neighbour).header("X-Message-Id") == added
+    # A long poll waits for the group, and answers once m0 is done.
+    answer = {}
+    poll = threading.Thread(target=lambda: answer.update(resp=pull_any(any_mq, pattern, 15)))
+    poll.start()
+    any_mq.wait_for_events("fetch.watch", 2, queue=queue)
+    assert any_mq.delete(queue, first.header("X-Message-Id")).status == 204
+    poll.join(20)
+    second = answer["resp"]
+    assert (second.status, second.header("X-Queue"), second.body) == (200, queue, b"m1")
 
 
 @pytest.mark.parametrize("query, status, why", [

@@ -6,6 +6,7 @@ for the message the file held before.
 """
 
 import os
+import time
 
 import pytest
 
@@ -163,6 +164,67 @@ def test_a_spare_that_cannot_be_written_is_dropped_and_the_add_creates_its_file(
     message, _ = listing.read_unclaimed(store.ready_path("q", message_id), "q", message_id)
     assert message.body == b"stored all the same"
     assert os.listdir(store.folder("new")) == []
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("plant", ["symlink", "hard link", "fifo"])
+def test_an_add_never_writes_through_a_spare_that_is_not_a_file_of_its_own(store, tmp_path, plant):
+    # Anything planted in spare/ (a symbolic link or a second name of a file outside the
+    # root; a fifo, whose open for writing would wait for a reader) is dropped, never written.
+    outside = tmp_path / "outside"
+    outside.write_bytes(b"not mq's to write")
+    spare = store.spare_path(new_id())
+    if plant == "symlink":
+        os.symlink(outside, spare)
+    elif plant == "hard link":
+        os.link(outside, spare)
+    else:
+        os.mkfifo(spare)
+    list_spares_now(store)
+    message_id = stored(store, "q", b"stored all the same")
+    assert outside.read_bytes() == b"not mq's to write"
+    assert os.lstat(outside).st_nlink == 1 and os.listdir(store.folder("spare")) == []
+    path = store.ready_path("q", message_id)
+    assert os.path.isfile(path) and not os.path.islink(path) and os.stat(path).st_nlink == 1
+    message, _ = listing.read_unclaimed(path, "q", message_id)
+    assert message.body == b"stored all the same"
+    assert os.listdir(store.folder("new")) == []
+
+
+@pytest.mark.timeout(30)
+def test_an_add_takes_no_spare_through_a_spare_folder_replaced_by_a_link(store, tmp_path):
+    # spare/ swapped for a link to a folder outside the root: its files are not the root's
+    # spares, and taking one would move it into the root and write over it.
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / new_id()).write_bytes(b"not mq's to take")
+    os.rmdir(store.folder("spare"))
+    os.symlink(outside, store.folder("spare"))
+    list_spares_now(store)
+    stored(store, "q", b"created, not written into a spare")
+    [name] = os.listdir(outside)
+    assert (outside / name).read_bytes() == b"not mq's to take"
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("delay", [None, 3600.0])
+def test_a_message_written_into_a_spare_has_its_own_time_not_the_old_message_s(store, delay):
+    # A spare keeps the mtime of the message it held (an in-flight one's due time, maybe far
+    # ahead); the add's write moves it to the add's time, or the delayed add's due time.
+    old = stored(store, "q", b"removed while in flight" * 10)
+    os.utime(store.ready_path("q", old), (4e9, 4e9))
+    store.remove("q", old)
+    assert store.recycle_removed(10, grace=0) == (1, 0)
+    list_spares_now(store)
+    message_id, before = new_id(), time.time()
+    due = None if delay is None else before + delay
+    path = store.write_new("q", message_id, encode_message(b"new", "text/plain", 1, message_id), due)
+    assert spares_of(store) == {}, "the add did not take the spare file"
+    mtime = os.stat(path).st_mtime
+    if due is None:
+        assert before - 0.1 <= mtime <= time.time() + 0.1
+    else:
+        assert mtime == pytest.approx(due, abs=1e-6)
 
 
 @pytest.mark.timeout(30)

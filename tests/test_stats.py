@@ -10,6 +10,7 @@ import pytest
 from mq.actors.counters import WINDOW_SECONDS, Counters
 from mq.client import Client
 from mq.errors import Unavailable
+from mq.flush_times import FlushTimes
 from mq.http.stats import EVENTS, merge
 from mq.local import LocalClient
 from support import command, poll_for, ready_daemon
@@ -151,7 +152,8 @@ def test_mqctl_status_without_a_daemon_says_so_and_exits_4(tmp_path):
 
 
 def test_merge_marks_the_statistics_incomplete_when_an_actor_did_not_answer():
-    answers = [{"queues": {"q": {"totals": {"adds": 2}, "rates": {"adds": 0.033}}}},
+    answers = [{"queues": {"q": {"totals": {"adds": 2}, "rates": {"adds": 0.033}}},
+                "flush": FlushTimes().snapshot()},
                Unavailable("fetch actor 0 is not running; it is being restarted"),
                {"queues": {"q": {"delayed": 1, "in_flight": 0, "totals": {}, "rates": {}}}}]
     merged = merge(["save-0", "fetch-0", "mover-0"], answers, 1.0)
@@ -159,6 +161,19 @@ def test_merge_marks_the_statistics_incomplete_when_an_actor_did_not_answer():
     assert merged["actors"]["fetch-0"].startswith("fetch actor 0 is not running")
     # Without every fetch actor's list of queues, queues the others count are kept.
     assert merged["queues"]["q"]["totals"]["adds"] == 2 and merged["queues"]["q"]["delayed"] == 1
+    # Flush times are per actor, of those that answered with them.
+    assert list(merged["flush"]) == ["save-0"] and merged["flush"]["save-0"]["count"] == 0
+
+
+def test_flush_times_fill_cumulative_buckets_whose_bounds_are_inclusive():
+    times = FlushTimes()
+    for seconds in (0.001, 0.0011, 20.0):
+        times.observe(seconds)
+    snapshot = times.snapshot()
+    buckets = {bound: n for bound, n in snapshot["buckets"]}
+    chosen = (0.0005, 0.001, 0.0025, 10.0, None)
+    assert [buckets[bound] for bound in chosen] == [0, 1, 2, 2, 3]
+    assert snapshot["count"] == 3 and snapshot["sum_s"] == pytest.approx(20.0021)
 
 
 def test_rates_count_only_the_last_minute():

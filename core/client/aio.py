@@ -35,7 +35,7 @@ class AsyncClient(Operations):
             outcome = await self._exchange(call)
             pause = self.policy.pause(attempt, outcome)
             if pause is None:
-                return calls.result(call, outcome, self.url)
+                return calls.result(call, outcome, self.url, retried=attempt > 0)
             await asyncio.sleep(pause)
             attempt += 1
 

@@ -5,6 +5,7 @@ import math
 from abc import ABC, abstractmethod
 
 from mq.client import batch_calls, calls
+from mq.client.errors import InvalidError
 from mq.client.message import Message
 from mq.client.retry import RetryPolicy
 
@@ -110,9 +111,9 @@ class Operations(ABC):
         ({"receipt", "status": "acked" or why not, ...}): a stale one does not fail the rest."""
         queues = {m.queue for m in messages}
         if len(queues) != 1:
-            raise ValueError("ack_many takes fetched messages of one queue")
+            raise InvalidError("ack_many takes fetched messages of one queue")
         if any(not m.receipt for m in messages):
-            raise ValueError("only fetched messages (with a receipt) can be acked")
+            raise InvalidError("only fetched messages (with a receipt) can be acked")
         return self._perform(batch_calls.ack_many(queues.pop(), [m.receipt for m in messages]))
 
     @abstractmethod

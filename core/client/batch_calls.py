@@ -8,6 +8,7 @@ import httpx
 
 from mq.client.calls import (Call, _present, _seconds, _text, at_value, body_bytes,
                              queue_path)
+from mq.client.errors import InvalidError
 from mq.client.message import Message
 from mq.ids import id_time_ms
 
@@ -24,7 +25,7 @@ def add_many(queue: str, messages, *, delay=None, at=None) -> Call:
     """
     parts = [_part(n, m) for n, m in enumerate(messages)]
     if not 1 <= len(parts) <= MAX_BATCH:
-        raise ValueError(f"a batch holds 1 to {MAX_BATCH} messages, not {len(parts)}")
+        raise InvalidError(f"a batch holds 1 to {MAX_BATCH} messages, not {len(parts)}")
     boundary = uuid.uuid4().hex
     while any(boundary.encode() in body for _, body in parts):
         boundary = uuid.uuid4().hex
@@ -36,8 +37,10 @@ def add_many(queue: str, messages, *, delay=None, at=None) -> Call:
 
 def fetch_many(queue: str, max=10, wait=0.0) -> Call:
     """GET /{queue}/messages?max=N[&wait=S]: up to max Messages, [] when none came."""
-    if isinstance(max, bool) or not isinstance(max, int) or not 1 <= max <= MAX_FETCH:
-        raise ValueError(f"max must be an int from 1 to {MAX_FETCH}, not {max!r}")
+    if isinstance(max, bool) or not isinstance(max, int):
+        raise TypeError(f"max must be an int, not {type(max).__name__}")
+    if not 1 <= max <= MAX_FETCH:
+        raise InvalidError(f"max must be a whole number from 1 to {MAX_FETCH}, not {max!r}")
     text = _seconds("wait", wait)
     return Call("GET", queue_path(queue, "messages"), lambda r: _deliveries(queue, r),
                 params=_present({"max": str(max), "wait": text if wait else None}),
@@ -47,7 +50,7 @@ def fetch_many(queue: str, max=10, wait=0.0) -> Call:
 def ack_many(queue: str, receipts: list[str]) -> Call:
     """POST /{queue}/messages/ack: each receipt's outcome, in order."""
     if not 1 <= len(receipts) <= MAX_BATCH:
-        raise ValueError(f"give 1 to {MAX_BATCH} receipts, not {len(receipts)}")
+        raise InvalidError(f"give 1 to {MAX_BATCH} receipts, not {len(receipts)}")
     return Call("POST", queue_path(queue, "messages", "ack"), lambda r: r.json()["results"],
                 headers={"Content-Type": "application/json"},
                 content=json.dumps({"receipts": receipts}).encode())
@@ -70,12 +73,12 @@ def _part(number: int, message) -> tuple[dict, bytes]:
                         "X-Dedup-Id": _text("dedup_id", message.get("dedup_id"))})
     for value in headers.values():
         if "\r" in value or "\n" in value:
-            raise ValueError(f"message {number}: a header value must be one line")
+            raise InvalidError(f"message {number}: a header value must be one line")
     return headers, body
 
 
 def multipart(parts: list[tuple[dict, bytes]], boundary: str) -> bytes:
-    """A multipart/mixed body (RFC 2046) of the parts."""
+    """A multipart/mixed body (RFC 2046) of the parts, their headers in UTF-8."""
     out = []
     for headers, body in parts:
         out.append(f"--{boundary}\r\n".encode())
@@ -96,7 +99,8 @@ def split_multipart(content: bytes) -> list[tuple[dict, bytes]]:
             break
         head_end = content.index(b"\r\n\r\n", line_end)
         headers = {}
-        for line in content[line_end + 2:head_end].decode("latin-1").split("\r\n"):
+        # UTF-8, as the daemon writes part headers (and reads the ones multipart() writes).
+        for line in content[line_end + 2:head_end].decode("utf-8", "replace").split("\r\n"):
             name, _, value = line.partition(":")
             headers[name.strip().lower()] = value.strip()
         start = head_end + 4

@@ -13,7 +13,7 @@ from urllib.parse import quote
 
 import httpx
 
-from mq.client.errors import ClientError, UnavailableError, error_for
+from mq.client.errors import ClientError, InvalidError, UnavailableError, error_for
 from mq.client.message import Message
 from mq.ids import id_time_ms
 
@@ -38,6 +38,10 @@ class Call:
     wait: float = 0.0
     #: The result of a 404 when the call does not raise it (queue_exists).
     if_missing: Any = _RAISE
+    #: A removal (ack, revoke): a 404 to a retry means done. The try before it may have
+    #: removed the message and lost its answer (a timeout, a cut connection, a 503 after the
+    #: actor acted); the message is gone either way, which is what the call asked for.
+    removes: bool = False
 
     def arguments(self, timeout: float) -> dict:
         """The keyword arguments of httpx's request() for this call."""
@@ -46,13 +50,16 @@ class Call:
                 "timeout": timeout + min(max(0.0, self.wait), MAX_WAIT)}
 
 
-def result(call: Call, outcome: httpx.Response | Exception, url: str):
-    """What the call returns, from its last answer (or the connection error that ended it)."""
+def result(call: Call, outcome: httpx.Response | Exception, url: str, retried: bool = False):
+    """What the call returns, from its last answer (or the connection error that ended it);
+    retried: the answer is to a retry."""
     if isinstance(outcome, Exception):
         raise UnavailableError(f"cannot reach mq at {url}: {type(outcome).__name__}: "
                                f"{outcome}".rstrip(": ")) from outcome
     if outcome.status_code == 404 and call.if_missing is not _RAISE:
         return call.if_missing
+    if outcome.status_code == 404 and call.removes and retried:
+        return None
     if outcome.status_code >= 400:
         raise error_from(outcome)
     return call.read(outcome)
@@ -118,7 +125,9 @@ def put(queue: str, body, *, delay=None, at=None, dedup_id=None, content_type=No
     body, content_type = body_bytes(body, content_type)
     params = {"delay": _seconds("delay", delay), "at": at_value(at),
               "dedup_id": _text("dedup_id", dedup_id)}
-    headers = {"Content-Type": _text("content_type", content_type)}
+    content_type = _text("content_type", content_type)
+    # Bytes: httpx would send a str header only as ASCII; the daemon reads it as UTF-8.
+    headers = {"Content-Type": None if content_type is None else content_type.encode()}
     return Call("POST", queue_path(queue, "messages"), lambda r: r.json()["id"],
                 params=_present(params), headers=_present(headers), content=body)
 
@@ -136,17 +145,17 @@ def reply(message: Message, verb: str, seconds=None) -> Call:
         raise TypeError(f"expected a Message from get(), not {type(message).__name__}")
     if not message.receipt:
         # Without a receipt the daemon would take an ack for a plain delete.
-        raise ValueError(f"message {message.id} has no receipt: only a fetched message "
+        raise InvalidError(f"message {message.id} has no receipt: only a fetched message "
                          "can be acked, nacked or extended (revoke deletes one)")
     read = _extended(message) if verb == "ext" else _nothing
     params = _present({"reply": verb, "seconds": _seconds("seconds", seconds)})
     return Call("POST", message_path(message.queue, message.id), read, params=params,
-                headers={"X-Receipt": message.receipt})
+                headers={"X-Receipt": message.receipt}, removes=verb == "ack")
 
 
 def revoke(queue: str, message_id: str) -> Call:
     """DELETE /{queue}/messages/{id}: delete it in whatever state it is."""
-    return Call("DELETE", message_path(queue, message_id), _nothing)
+    return Call("DELETE", message_path(queue, message_id), _nothing, removes=True)
 
 
 def peek(queue: str, max=10, after=None) -> Call:
@@ -170,7 +179,7 @@ def queue_path(queue: str, *rest: str) -> str:
     if not isinstance(queue, str):
         raise TypeError(f"queue must be a str, not {type(queue).__name__}")
     if not queue:
-        raise ValueError("queue name must not be empty")
+        raise InvalidError("queue name must not be empty")
     # Quoted whole, so that a '/' or '?' in a bad name reaches the daemon's check (400)
     # instead of routing the request elsewhere.
     return "/".join(["", quote(queue, safe=""), *rest])
@@ -189,7 +198,7 @@ def at_value(when) -> str | None:
         return when
     if isinstance(when, datetime):
         if when.tzinfo is None:
-            raise ValueError(f"at={when!r}: give a timezone-aware datetime (a naive one "
+            raise InvalidError(f"at={when!r}: give a timezone-aware datetime (a naive one "
                              "is ambiguous)")
         return repr(when.timestamp())
     return _seconds("at", when)

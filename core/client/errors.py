@@ -16,8 +16,9 @@ class ClientError(Exception):
             self.kind = kind
 
 
-class InvalidError(ClientError):
-    """400: a bad name, id, body, receipt or option."""
+class InvalidError(ClientError, ValueError):
+    """400: a bad name, id, body, receipt or option; raised before sending for an argument
+    the daemon would refuse (also a ValueError, what such a bad argument raised before)."""
 
     status, kind = 400, "invalid"
 

@@ -34,7 +34,7 @@ class Client(Operations):
             outcome = self._exchange(call)
             pause = self.policy.pause(attempt, outcome)
             if pause is None:
-                return calls.result(call, outcome, self.url)
+                return calls.result(call, outcome, self.url, retried=attempt > 0)
             time.sleep(pause)
             attempt += 1
 

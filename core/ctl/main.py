@@ -31,6 +31,24 @@ class Parser(argparse.ArgumentParser):
         self.exit(USAGE, f"mqctl: {message} (see '{self.prog} --help')\n")
 
 
+class CommandParser(Parser):
+    """A command's parser: its options may come between its positionals (`load Q --lines
+    FILE`), which plain argparse takes for unrecognized arguments once an optional positional
+    has matched nothing before the option."""
+
+    intermixing = False
+
+    def parse_known_args(self, args=None, namespace=None):
+        """parse_known_intermixed_args, which itself calls back here for its two passes."""
+        if self.intermixing:
+            return super().parse_known_args(args, namespace)
+        self.intermixing = True
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self.intermixing = False
+
+
 def checked(parse):
     """An argparse type from a parser of mq's that raises Invalid."""
     def run(text):
@@ -71,7 +89,8 @@ def build_parser() -> Parser:
     where = target()
     parser = Parser(prog="mqctl", description=__doc__, epilog=EPILOG, parents=[where],
                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                parser_class=CommandParser)
 
     def command(name: str, run, help: str) -> Parser:
         cmd = sub.add_parser(name, help=help, description=help, parents=[where], epilog=EPILOG,

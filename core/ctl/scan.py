@@ -1,5 +1,7 @@
 """Reading a queue without consuming it: peek pages, each asking for ids after the last one seen."""
 
+import time
+
 from mq.ids import id_time_ms
 
 #: The most messages one peek returns (the daemon's limit).
@@ -11,12 +13,17 @@ LOOKBACK_MS = 2000
 def ready_after(client, queue: str, after: str | None = None, page: int = PAGE):
     """Yield every message ready now whose id is above `after`, oldest first.
 
-    Nothing is claimed: consumers may take any of them meanwhile.
+    Nothing is claimed: consumers may take any of them meanwhile. A page shorter than asked
+    is not the end (a peek stops early at its byte cap, docs/DELIVERY.md "Batches"): the scan
+    ends at an empty page, or at a short one that reached messages added LOOKBACK_MS after it
+    began (a margin for the clocks of client and daemon), so a steady producer cannot keep it
+    going.
     """
+    horizon = time.time() * 1000 + LOOKBACK_MS
     while True:
         batch = client.peek(queue, max=page, after=after)
         yield from batch
-        if len(batch) < page:
+        if not batch or (len(batch) < page and id_time_ms(batch[-1].id) > horizon):
             return
         after = batch[-1].id
 

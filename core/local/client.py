@@ -3,6 +3,7 @@
 import math
 import time
 
+from mq import delivery as rules
 from mq import properties
 from mq.client.message import Message
 from mq.errors import Invalid, NotFound
@@ -58,10 +59,14 @@ class LocalClient:
 
     @translated
     def stat(self, queue: str) -> dict:
-        """{"queue", "ready", "properties"}: how many messages are ready, and the settings."""
+        """{"queue", "ready", "properties"}: how many messages are ready (none past the
+        queue's retention, as a get never hands those out), and the settings."""
         self.must_exist(queue)
-        return {"queue": queue, "ready": len(self.store.list_ready(queue)),
-                "properties": self.props.effective(queue)}
+        effective = self.props.effective(queue)
+        cutoff = rules.expiry_cutoff_ms(effective["retention"], time.time())
+        ready = sum(1 for message_id, _ in self.store.list_ready(queue)
+                    if not rules.expired(message_id, cutoff))
+        return {"queue": queue, "ready": ready, "properties": effective}
 
     @translated
     def properties(self, queue: str) -> dict:
@@ -78,15 +83,17 @@ class LocalClient:
 
     @translated
     def peek(self, queue: str, max: int = 10, after: str | None = None) -> list[Message]:
-        """Up to `max` of the oldest ready messages (ids after `after`), none claimed."""
+        """Up to `max` of the oldest ready messages (ids after `after`, none past the queue's
+        retention), none claimed."""
         if isinstance(max, bool) or not isinstance(max, int) or not 1 <= max <= MAX_PEEK:
             raise Invalid(f"max must be a whole number from 1 to {MAX_PEEK}")
         if after is not None:
             validate_id(after)
         self.must_exist(queue)
         out = []
+        cutoff = rules.expiry_cutoff_ms(self.props.effective(queue)["retention"], time.time())
         for message_id, attempts in sorted(self.store.list_ready(queue)):
-            if after is not None and message_id <= after:
+            if (after is not None and message_id <= after) or rules.expired(message_id, cutoff):
                 continue
             path = self.store.ready_path(queue, message_id, attempts)
             try:
@@ -117,14 +124,17 @@ class LocalClient:
 
     @translated
     def put(self, queue: str, body: bytes | str, *, delay=None, at=None, dedup_id=None,
-            content_type=None) -> str:
-        """Add a message durably and return its id (a str body is stored as UTF-8 text)."""
+            content_type=None, group=None) -> str:
+        """Add a message durably and return its id (a str body is stored as UTF-8 text;
+        `group`: its message group, which a fifo queue hands out in order)."""
         return produce.put(self.store, self.props, queue, body, delay, at, dedup_id,
-                           content_type)
+                           content_type, group)
 
     @translated
     def get(self, queue: str, *, wait: float = 0.0) -> Message | None:
-        """Claim the oldest ready message, waiting up to `wait` seconds for one; None if none."""
+        """Claim the oldest ready message the queue's rules let out (none past its retention;
+        in a fifo queue, none whose group has an older one in flight), waiting up to `wait`
+        seconds for one; None if none."""
         validate_queue(queue)
         if isinstance(wait, bool) or not isinstance(wait, (int, float)) or \
                 not (math.isfinite(wait) and wait >= 0):

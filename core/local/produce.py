@@ -29,12 +29,12 @@ def writer_name() -> str:
 
 
 def put(store, props, queue, body, delay=None, at=None, dedup_id=None,
-        content_type=None) -> str:
+        content_type=None, group=None) -> str:
     """Add a message durably and return its id (the first one's id for a duplicate key)."""
     now = time.time()
     if isinstance(body, str):
         body, content_type = body.encode(), content_type or TEXT_CONTENT_TYPE
-    add = check_add(queue, body, content_type, due_time(delay, at, now), dedup_id, now)
+    add = check_add(queue, body, content_type, due_time(delay, at, now), dedup_id, now, group)
     effective = props.effective(add.queue)
     with_properties(add, effective, effective["max_body_bytes"], now)
     window = effective["dedup_window"]
@@ -66,7 +66,7 @@ def store_once(store, add: Add, window: float) -> str | None:
     created_ms = int(time.time() * 1000)
     message_id = new_id(created_ms)
     data = encode_message(add.body, add.content_type, created_ms, message_id, add.dedup_id,
-                          writer_name())
+                          writer_name(), group=add.group)
     store.write_new(add.queue, message_id, data, add.due)
     try:
         store.flush_data()

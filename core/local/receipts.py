@@ -1,18 +1,16 @@
 """Answering a delivery without a daemon: ack, nack, extend, and revoke by id.
 
 A receipt '{id}.{n}' is the name of the in-flight file, delay/{q}:{id}.{n} (docs/DELIVERY.md,
-"Receipts and stale receipts"), so each answer is one rename or futimens of that name.
+"Receipts and stale receipts"), so each answer is one rename or futimens of that name. What
+a receipt names, and why one is stale, are the daemon's own rules (mq.delivery).
 """
 
 import time
 
 from mq import properties
-from mq.errors import Conflict, Invalid, NotFound
-from mq.store import parse_entry, validate_id, validate_queue
-
-#: Every delivery count a message can have: one delivered before its queue's retry was
-#: lowered keeps its higher count.
-MAX_DELIVERIES = properties.MAX_RETRY + 1
+from mq.delivery import MAX_DELIVERIES, current_delivery, parse_receipt, stale
+from mq.errors import Invalid, NotFound
+from mq.store import validate_id, validate_queue
 
 
 def delivery(store, message) -> int:
@@ -21,29 +19,8 @@ def delivery(store, message) -> int:
     validate_queue(message.queue)
     validate_id(message.id)
     if message.receipt is None:
-        state, attempts = located(store, message.queue, message.id)
-        if state != "in_flight":
-            raise Conflict(f"message {message.id} is not in flight (it is {state})")
-        return attempts
-    parsed = parse_entry(message.receipt) if isinstance(message.receipt, str) else None
-    if not parsed or parsed[0] != message.id or parsed[1] < 1:
-        raise Invalid(f"receipt {message.receipt!r} is not a receipt of message {message.id}")
-    return parsed[1]
-
-
-def located(store, queue: str, message_id: str) -> tuple[str, int]:
-    """(state, deliveries) of a message; NotFound when it is gone."""
-    found = store.locate(queue, message_id, MAX_DELIVERIES)
-    if found is None:
-        raise NotFound(f"message {message_id} not found in queue {queue!r}")
-    return found
-
-
-def stale(store, queue: str, message_id: str, number: int) -> Exception:
-    """Why delivery `number` cannot be answered: the message is gone (404) or lives on (409)."""
-    state, attempts = located(store, queue, message_id)
-    return Conflict(f"stale receipt {message_id}.{number}: the message is now {state}"
-                    + (f" (delivery {attempts})" if attempts else ""))
+        return current_delivery(store, message.queue, message.id)
+    return parse_receipt(message.id, message.receipt)
 
 
 def ack(store, message) -> None:

@@ -8,6 +8,7 @@ streams (the Spark pipeline's files), listing (reading without claiming), accumu
 
 import orjson
 
+from mq.flush_times import FlushTimes
 from mq.store.accumulation import Accumulation
 from mq.store.dedup import DedupKeys
 from mq.store.disk import Disk, choose_sync
@@ -52,6 +53,8 @@ class Store(Root, MessageStates, Queues, DedupKeys, Notices, Recovery, Staging, 
         self.disk = disk if disk is not None else Disk(sync)
         self.sync = self.disk.sync
         self.auto_create = auto_create
+        #: How long each flush took: where a slow disk shows first (the stats op serves it).
+        self.flush_times = FlushTimes()
 
     def init(self) -> None:
         """Create the folders and the FORMAT file, or check the version of an existing root."""
@@ -60,11 +63,13 @@ class Store(Root, MessageStates, Queues, DedupKeys, Notices, Recovery, Staging, 
     def flush_data(self) -> None:
         """Make the files written into new/ durable (contents and names) before they are
         renamed into view or a key names them."""
-        self.disk.flush_data(self.root, {self.folder("new")})
+        with self.flush_times.timed():
+            self.disk.flush_data(self.root, {self.folder("new")})
 
     def flush(self, dirs) -> None:
         """Make the given folders' entries (with sync=fs: every change) durable."""
-        self.disk.flush(self.root, dirs)
+        with self.flush_times.timed():
+            self.disk.flush(self.root, dirs)
 
     def write_new(self, queue: str, message_id: str, data: bytes, due: float | None) -> str:
         """Write a message file into new/ (a spare file when there is one, else a new one by

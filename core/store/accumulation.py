@@ -95,6 +95,15 @@ class Accumulation:
                     raise
         raise Unavailable(f"accumulation windows of queue {queue!r} keep closing; retry")
 
+    def unlink_part(self, queue: str, window: str, part_id: str) -> None:
+        """Unlink a part of a failed batch from its open window, before the batch's flush.
+
+        An unlink, not a rename to remove/, so that a disk refusing renames (the usual reason
+        a batch fails) can still take it back. FileNotFoundError when the mover closed the
+        window meanwhile: the part is then in its compound (at least once).
+        """
+        self.disk.unlink(self.part_path(queue, window, part_id))
+
     def remove_part(self, queue: str, window: str, part_id: str) -> None:
         """Move a part whose add was not acknowledged from its window to remove/."""
         try:

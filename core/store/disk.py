@@ -7,6 +7,7 @@ once, and a test can hand the store a disk that records or fails (tests/crash_mo
 import ctypes
 import os
 import shutil
+import stat
 
 from mq.ids import new_id
 
@@ -91,8 +92,8 @@ class Disk:
 
     def reuse(self, spare: str, path: str, data: bytes, mtime: float | None = None) -> bool:
         """Take a spare file (docs/FORMAT.md, "Spare files") as path and make it hold exactly
-        data; False when another writer took the spare first, or it cannot be opened for
-        writing (then it is unlinked).
+        data; False when another writer took the spare first, or it is not a file with one
+        name that this process can open for writing (then it is unlinked).
 
         Written over in place and cut to length, not truncated first: the blocks it holds are
         kept, so the file system allocates neither an inode nor a block. Like create, nothing
@@ -103,7 +104,11 @@ class Disk:
         except FileNotFoundError:
             return False
         try:
-            fd = os.open(path, os.O_WRONLY)
+            # Only a file of the root's own is written: a symbolic link planted in spare/ is
+            # not followed (ELOOP), a fifo does not wait for a reader (ENXIO), and a second
+            # name of a file elsewhere is refused below, so an add never writes outside the
+            # root. O_NONBLOCK changes nothing for a regular file.
+            fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY)
         except OSError:
             # No file this process may write (another owner's, or not a file at all): no
             # spare, and out of the way of the create that follows.
@@ -111,6 +116,11 @@ class Disk:
                 self.remove_tree(path)
             else:
                 self.discard(path)
+            return False
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+            os.close(fd)
+            self.discard(path)  # Drops this name only; the other name's file is untouched.
             return False
         try:
             self.write_whole(fd, data, mtime, cut=True)

@@ -9,6 +9,7 @@ message file taken from spare/ costs two renames and a write instead (docs/FORMA
 
 import os
 import random
+import stat
 import time
 
 from mq.ids import new_id
@@ -52,8 +53,11 @@ class Spares:
                 return None
             try:
                 # Spares belong to the reaper's user: a writer running as another (a broker-less
-                # one) could not write them, and would only unlink them one by one.
-                mine = os.stat(self.folder("spare")).st_uid == os.geteuid()
+                # one) could not write them, and would only unlink them one by one. A spare/
+                # that is a link (made after the start's check of the root) names files that
+                # are not the root's: taking one would move it in and write over it.
+                info = os.lstat(self.folder("spare"))
+                mine = stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid()
                 names = os.listdir(self.folder("spare")) if mine else []
             except FileNotFoundError:
                 names = []

@@ -2,6 +2,8 @@
 message of a group in flight at a time, the same holder excepted, and the held groups found
 again by a fetch actor that starts after a crash."""
 
+import pytest
+
 from mq.actors.fetch import FetchActor
 
 from actor_support import Actors, request
@@ -63,3 +65,37 @@ def test_without_the_fifo_property_groups_do_not_hold(tmp_path):
     for body in ("a1", "a2"):
         actors.add({"queue": "q", "body": body.encode(), "group": "a"})
     assert bodies(actors, "q") == ["a1", "a2"]
+
+
+def test_with_peers_a_group_still_goes_in_order_and_one_at_a_time(tmp_path):
+    # --peers picks at random among the oldest few; never a group's second message first.
+    actors = Actors(tmp_path, peers=1)
+    fifo_queue(actors, "q", [(f"a{n}", "a") for n in range(12)])
+    for n in range(12):
+        got = actors.call("fetch", queue="q")
+        assert got["body"] == f"a{n}".encode()
+        assert actors.call("fetch", queue="q") == {"empty": True}  # a{n} is in flight.
+        assert actors.call("ack", queue="q", id=got["id"], receipt=got["receipt"]) == {"id": got["id"]}
+
+
+def test_with_peers_the_fetches_spread_over_the_free_groups_heads(tmp_path):
+    actors = Actors(tmp_path, peers=2)
+    fifo_queue(actors, "q", [(f"{g}{n}", g) for n in range(3) for g in "abcd"])
+    firsts = sorted(actors.call("fetch", queue="q")["body"].decode() for _ in range(4))
+    assert firsts == ["a0", "b0", "c0", "d0"]
+    assert actors.call("fetch", queue="q") == {"empty": True}
+
+
+@pytest.mark.timeout(20)
+def test_pull_any_over_a_group_held_in_flight_answers_empty(tmp_path):
+    actors = Actors(tmp_path)
+    fifo_queue(actors, "jobs.fifo", [("m0", "g"), ("m1", "g")])
+    fifo_queue(actors, "other", [])
+    assert actors.call("fetch", queue="jobs.fifo")["body"] == b"m0"
+    queues = ["jobs.fifo", "other"]
+    assert actors.call("fetch_any", queues=queues) == {"empty": True}
+    assert actors.call("fetch_any", queues=queues, claim=False) == {"empty": True}
+    assert actors.call("watch", queues=queues, wait=0) == {"empty": True}
+    added = actors.add({"queue": "other", "body": b"free"})[0]["id"]
+    assert actors.call("fetch_any", queues=queues, claim=False) == {"queue": "other", "id": added}
+    assert actors.call("fetch_any", queues=queues)["body"] == b"free"

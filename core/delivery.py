@@ -1,0 +1,94 @@
+"""The delivery rules: what may be handed out, and how a delivery is answered.
+
+Every consumer of a root applies them through this one module: the daemon's fetch actor
+(actors/fetch.py, actors/message_groups.py, actors/replies.py), its reaper's retention sweep
+(actors/retention.py) and the broker-less mq.local (core/local/consume.py, receipts.py).
+docs/DELIVERY.md describes them: Retention, Message groups, Receipts and stale receipts. The
+rule of retries and dead letters is mq.properties.exhausted, which all of them call.
+"""
+
+from mq import properties
+from mq import store as fmt
+from mq.errors import Conflict, Invalid, MqError, NotFound
+from mq.ids import id_time_ms
+from mq.store.listing import read_unclaimed
+
+#: Every delivery count a message can have, not only up to today's retry: a message delivered
+#: before its queue's retry was lowered keeps its higher count.
+MAX_DELIVERIES = properties.MAX_RETRY + 1
+
+# -- retention ----------------------------------------------------------------------------------
+
+
+def expiry_cutoff_ms(retention: float, now: float) -> int:
+    """The creation time (Unix ms) before which a message of a queue with this `retention`
+    has expired; 0 when retention is 0 (kept until acked: no id is older than the epoch)."""
+    return int((now - retention) * 1000) if retention else 0
+
+
+def expired(message_id: str, cutoff_ms: int) -> bool:
+    """Whether a message is past its queue's retention: its id carries when it was added."""
+    return id_time_ms(message_id) < cutoff_ms
+
+
+# -- message groups -----------------------------------------------------------------------------
+
+
+def group_in_file(path: str, queue: str, message_id: str) -> str | None:
+    """The group of the message a file holds: "" for none, and for a file that is not that
+    message (its claim puts it aside); None when the file is gone (claimed or removed)."""
+    try:
+        found = read_unclaimed(path, queue, message_id)
+    except fmt.CorruptMessage:
+        return ""
+    return None if found is None else found[0].group
+
+
+def holds_back(in_flight, message_id: str, holder: str | None = None) -> bool:
+    """Whether a message of a fifo queue's group waits: `in_flight` is (id, holder) of each
+    message of its group in flight. An older one in flight with another holder (or with
+    anyone, when the fetch names none) holds it back; a younger one does not (an older message
+    that came back goes again first, as in SQS)."""
+    return any(other < message_id and (not holder or owner != holder)
+               for other, owner in in_flight)
+
+
+# -- receipts -----------------------------------------------------------------------------------
+
+
+def parse_receipt(message_id: str, receipt) -> int:
+    """The delivery number a receipt '{id}.{n}' names; Invalid if it is not this message's."""
+    if not isinstance(receipt, str):
+        raise Invalid("receipt must be a string")
+    rid, _, number = receipt.rpartition(".")
+    if rid != message_id or not number.isdigit() or int(number) < 1:
+        raise Invalid(f"receipt {receipt!r} is not a receipt of message {message_id}")
+    return int(number)
+
+
+def located(store, queue: str, message_id: str) -> tuple[str, int]:
+    """(state, deliveries) of a message, by the names it may have; NotFound when it is gone."""
+    found = store.locate(queue, message_id, MAX_DELIVERIES)
+    if found is None:
+        raise NotFound(f"message {message_id} not found in queue {queue!r}")
+    return found
+
+
+def current_delivery(store, queue: str, message_id: str) -> int:
+    """The delivery a reply without a receipt is about: the message's own, when in flight
+    (NotFound when it is gone, Conflict when it is not in flight)."""
+    state, attempts = located(store, queue, message_id)
+    if state != "in_flight":
+        raise Conflict(f"message {message_id} is not in flight (it is {state})")
+    return attempts
+
+
+def stale(store, queue: str, message_id: str, delivery: int) -> MqError:
+    """Why delivery `delivery` cannot be answered: the message is gone (NotFound) or lives on
+    as another delivery or state (Conflict)."""
+    try:
+        state, attempts = located(store, queue, message_id)
+    except NotFound as err:
+        return err
+    return Conflict(f"stale receipt {message_id}.{delivery}: the message is now {state}"
+                    + (f" (delivery {attempts})" if attempts else ""))
