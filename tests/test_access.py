@@ -232,6 +232,11 @@ def test_no_token_reaches_the_log_but_the_access_log_names_the_token(daemon):
     ("[[tokens]]\nsha256 = '" + "a" * 64 + "'\nscopes = ['read']\nqueues = '('\n", "regex"),
     ("[[tokens]]\nsha256 = '" + "a" * 64 + "'\nscopes = ['read']\ntoken = 'x'\n", "unknown key"),
     (("[[tokens]]\nsha256 = '" + "a" * 64 + "'\nscopes = ['read']\n") * 2, "same sha256"),
+    ("[[tokens]]\nsha256 = '" + "a" * 64 + "'\nscopes = ['read']\naws_access_key_id = 3\n",
+     "aws_access_key_id must be"),
+    ("[[tokens]]\nsha256 = '" + "a" * 64 + "'\nscopes = ['read']\naws_access_key_id = 'K'\n"
+     "[[tokens]]\nsha256 = '" + "b" * 64 + "'\nscopes = ['read']\naws_access_key_id = 'K'\n",
+     "same aws_access_key_id"),
     ("tokens = 3\n", "array of tables"),
     ("[[tokens]\n", "not TOML"),
 ])
