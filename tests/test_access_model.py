@@ -374,8 +374,9 @@ def test_every_answer_is_allowed_exactly_when_the_model_allows(daemon):
             phases=[Phase.explicit, Phase.reuse, Phase.generate],
             suppress_health_check=list(HealthCheck)))
     finally:
-        for client in AccessModel.rpc_clients.values():
+        for client in [*AccessModel.rpc_clients.values(), *AccessModel.sqs_clients.values()]:
             client.close()
         AccessModel.rpc_clients.clear()
+        AccessModel.sqs_clients.clear()
     for event in ERROR_EVENTS:
         assert not daemon.events(event), daemon.events(event)
