@@ -15,7 +15,7 @@ import msgpack
 
 from mq import logs
 from mq.errors import Invalid, MqError
-from mq.http.rpc_methods import Caller, call_method
+from mq.http.rpc_methods import Caller, call_method, traceparent_of
 
 REQUEST, RESPONSE, NOTIFICATION = 0, 1, 2
 #: Requests of one connection being served at once; reading pauses while it has this many.
@@ -121,7 +121,8 @@ class Connection:
             except Exception:
                 self.log.exception("rpc.error", method=method)
                 result, error = None, MqError("internal error")
-            self.server.log_call(method, error, self.caller.token_name)
+            self.server.log_call(method, error, traceparent_of(method, params, result),
+                                 self.caller.token_name)
             if kind == REQUEST:
                 self.respond(msgid, error, result)
                 try:
@@ -167,10 +168,14 @@ class RpcServer:
         self.access_log = options.access_log
 
     async def start(self) -> None:
-        """Listen on --host and --rpc-port (with SO_REUSEPORT, so several fronts can share it)."""
-        self.server = await asyncio.start_server(self.accept, self.options.host,
-                                                 self.options.rpc_port, reuse_port=True)
-        logs.get().info("rpc.start", host=self.options.host, port=self.options.rpc_port)
+        """Listen on --host and --rpc-port (with SO_REUSEPORT, so several fronts can share it;
+        TLS with --tls-cert, the handshake bounded by --idle-timeout)."""
+        tls = self.options.server_tls()
+        self.server = await asyncio.start_server(
+            self.accept, self.options.host, self.options.rpc_port, reuse_port=True, ssl=tls,
+            ssl_handshake_timeout=self.options.idle_timeout if tls else None)
+        logs.get().info("rpc.start", host=self.options.host, port=self.options.rpc_port,
+                        tls=tls is not None)
 
     async def accept(self, reader, writer) -> None:
         """Serve one connection."""
@@ -181,10 +186,14 @@ class RpcServer:
         finally:
             self.connections.discard(connection)
 
-    def log_call(self, method: str, error: MqError | None, token: str | None = None) -> None:
-        """The access log's line for one call (token: the name of the connection's token)."""
+    def log_call(self, method: str, error: MqError | None, traceparent: str | None = None,
+                 token: str | None = None) -> None:
+        """The access log's line for one call (with the trace context it carried, if any, and
+        the name of the connection's token)."""
         if self.access_log:
-            fields = {"token": token} if token is not None else {}
+            fields = {"traceparent": traceparent} if traceparent else {}
+            if token is not None:
+                fields["token"] = token
             logs.get("mq.access").info("rpc.call", method=method,
                                        error=error.kind if error is not None else None, **fields)
 

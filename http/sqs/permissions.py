@@ -1,67 +1,106 @@
-"""Access control of the SQS API (docs/SQS.md, "Access control"): with --token-file and
---sqs-credentials, a request acts as the token whose aws_access_key_id is the key that signed
-it, and each operation needs a scope, as mq's own route that does the same work does, on every
-queue it touches (http/access.py's check; AccessDenied when refused).
+"""Who may do what, as far as SQS clients ask: AddPermission and RemovePermission keep their
+statements in the queue's Policy attribute (a JSON policy document, stored, not enforced), and
+STS's GetCallerIdentity answers with the configured account, for tools that ask it first."""
 
-The handler checks the scope and the queue of the request's QueueUrl; an operation that names
-other queues (a RedrivePolicy's target, a move task's source and destination, a QueueName)
-checks those itself, and a listing shows only the queues the token may use.
-"""
+import re
+import time
 
 import orjson
 
-from mq.http import access
-from mq.http.sqs.errors import SqsError
-from mq.http.sqs.names import queue_from_url
-from mq.tokens import Token, TokenFile, find_access_key
+from mq.http.sqs.errors import SqsError, invalid, missing
+from mq.http.sqs.names import Caller, names_list, queue_from_url, text
 
-READ, WRITE, ADMIN = "read", "write", "admin"
-
-#: Operation -> the scope it needs; an operation not named here needs admin.
-SCOPES = {
-    "GetQueueUrl": READ, "ListQueues": READ, "GetQueueAttributes": READ, "ListQueueTags": READ,
-    "ListDeadLetterSourceQueues": READ, "ListMessageMoveTasks": READ,
-    "SendMessage": WRITE, "SendMessageBatch": WRITE, "ReceiveMessage": WRITE,
-    "DeleteMessage": WRITE, "DeleteMessageBatch": WRITE, "ChangeMessageVisibility": WRITE,
-    "ChangeMessageVisibilityBatch": WRITE,
-    "CreateQueue": ADMIN, "DeleteQueue": ADMIN, "PurgeQueue": ADMIN, "SetQueueAttributes": ADMIN,
-    "TagQueue": ADMIN, "UntagQueue": ADMIN, "StartMessageMoveTask": ADMIN,
-    "CancelMessageMoveTask": ADMIN, "AddPermission": ADMIN, "RemovePermission": ADMIN,
-}
+#: A permission's label: SQS's grammar.
+LABEL = re.compile(r"[A-Za-z0-9_-]{1,80}")
+#: The actions AddPermission may grant (the batch actions come with their single ones).
+ACTIONS = ("*", "SendMessage", "ReceiveMessage", "DeleteMessage", "ChangeMessageVisibility",
+           "GetQueueAttributes", "GetQueueUrl", "ListDeadLetterSourceQueues", "PurgeQueue")
+MAX_ACTIONS = 7
+ACCOUNT = re.compile(r"\d{12}")
 
 
-def token_of(tokens: TokenFile | None, key: str | None) -> Token | None:
-    """The token a request acts as (None: access control is off); AccessDenied when the key
-    that signed it is no token's."""
-    if tokens is None:
-        return None
-    token = find_access_key(tokens.current(), key) if key else None
-    if token is None:
-        raise SqsError("AccessDenied", f"The access key {key} is not allowed by this daemon's "
-                       "token file: no token names it as its aws_access_key_id.")
-    return token
-
-
-def authorize(token: Token | None, operation: str, params: dict) -> None:
-    """The check every operation gets: its scope, on the queue of its QueueUrl if any."""
-    queues = [queue_from_url(params)] if params.get("QueueUrl") else []
-    access.check(token, SCOPES.get(operation, ADMIN), queues)
-
-
-def check(token: Token | None, operation: str, queues: list[str]) -> None:
-    """The check of more queues an operation touches, with the operation's scope."""
-    access.check(token, SCOPES.get(operation, ADMIN), queues)
-
-
-def check_attributes(token: Token | None, operation: str, given) -> None:
-    """Check the queue a RedrivePolicy attribute names, before the attributes are validated or
-    any queue looked up: a refused caller learns nothing of the target (whether it exists, is
-    FIFO). A policy that does not parse names no queue here; its validation refuses it."""
+def _policy(kept: dict, caller: Caller, queue: str) -> dict:
+    """The queue's policy document, or a new empty one as SQS starts it."""
+    given = kept.get("Policy")
+    if not given:
+        return {"Version": "2012-10-17", "Id": f"{caller.arn(queue)}/SQSDefaultPolicy",
+                "Statement": []}
     try:
-        policy = given.get("RedrivePolicy")
-        policy = orjson.loads(policy) if isinstance(policy, str) else policy
-        arn = policy["deadLetterTargetArn"]
-    except (AttributeError, orjson.JSONDecodeError, KeyError, TypeError):
-        return
-    if isinstance(arn, str) and arn.count(":") == 5 and arn.rpartition(":")[2]:
-        check(token, operation, [arn.rpartition(":")[2]])
+        policy = orjson.loads(given)
+    except orjson.JSONDecodeError:
+        policy = None
+    if not isinstance(policy, dict) or not isinstance(policy.get("Statement", []), list):
+        raise invalid("The queue's Policy attribute is not a policy document with a list of "
+                      "statements: set it again with SetQueueAttributes.")
+    policy.setdefault("Statement", [])
+    return policy
+
+
+async def _save(service, queue: str, own: dict, policy: dict) -> None:
+    """Keep the policy (none once its last statement is gone) in the queue's attributes."""
+    attributes = {**own.get("attributes", {}), "LastModifiedTimestamp": str(int(time.time()))}
+    if policy["Statement"]:
+        attributes["Policy"] = orjson.dumps(policy).decode()
+    else:
+        attributes.pop("Policy", None)
+    await service.patch(queue, {"attributes": attributes})
+
+
+async def add_permission(service, caller: Caller, params: dict) -> None:
+    """AddPermission: a statement allowing accounts some actions on the queue, in its Policy."""
+    queue = queue_from_url(params)
+    label = text(params, "Label", required=True)
+    if not LABEL.fullmatch(label):
+        raise invalid(f"Value {label} for parameter Label is invalid. Reason: Can only include "
+                      "alphanumeric characters, hyphens, or underscores. 1 to 80 in length.")
+    accounts = names_list(params, "AWSAccountIds")
+    actions = names_list(params, "Actions")
+    if not accounts:
+        raise missing("AWSAccountIds")
+    if not actions:
+        raise missing("Actions")
+    if len(actions) > MAX_ACTIONS:
+        raise SqsError("OverLimit", f"{len(actions)} Actions were found, maximum allowed is "
+                       f"{MAX_ACTIONS}.")
+    for account in accounts:
+        if not ACCOUNT.fullmatch(account):
+            raise invalid(f"Value {account} for parameter PrincipalId is invalid. Reason: Unable "
+                          "to verify.")
+    for action in actions:
+        if action not in ACTIONS:
+            raise invalid(f"Value SQS:{action} for parameter ActionName is invalid. Reason: Only "
+                          "the queue owner is allowed to invoke this action.")
+    await service.queue(queue)  # QueueDoesNotExist before any properties are written.
+    own = await service.own(queue)
+    policy = _policy(own.get("attributes", {}), caller, queue)
+    if any(isinstance(s, dict) and s.get("Sid") == label for s in policy["Statement"]):
+        raise invalid(f"Value {label} for parameter Label is invalid. Reason: Already exists.")
+    principals = [f"arn:aws:iam::{a}:root" for a in accounts]
+    granted = [f"SQS:{a}" for a in actions]
+    policy["Statement"].append({
+        "Sid": label, "Effect": "Allow",
+        "Principal": {"AWS": principals[0] if len(principals) == 1 else principals},
+        "Action": granted[0] if len(granted) == 1 else granted,
+        "Resource": caller.arn(queue)})
+    await _save(service, queue, own, policy)
+
+
+async def remove_permission(service, caller: Caller, params: dict) -> None:
+    """RemovePermission: the statement of a label, out of the queue's Policy."""
+    queue = queue_from_url(params)
+    label = text(params, "Label", required=True)
+    await service.queue(queue)  # QueueDoesNotExist before any properties are written.
+    own = await service.own(queue)
+    policy = _policy(own.get("attributes", {}), caller, queue)
+    kept = [s for s in policy["Statement"] if not (isinstance(s, dict) and s.get("Sid") == label)]
+    if len(kept) == len(policy["Statement"]):
+        raise invalid(f"Value {label} for parameter Label is invalid. Reason: can't find label "
+                      "on existing policy.")
+    policy["Statement"] = kept
+    await _save(service, queue, own, policy)
+
+
+async def get_caller_identity(service, caller: Caller, params: dict) -> dict:
+    """STS GetCallerIdentity: the configured account, as its root user (keys are not users)."""
+    return {"UserId": caller.account, "Account": caller.account,
+            "Arn": f"arn:aws:iam::{caller.account}:root"}

@@ -8,12 +8,14 @@ import uuid
 import orjson
 
 from mq.http import access
-from mq.http.sqs import attributes, permissions
+from mq.http.sqs import attributes, authorization
 from mq.http.sqs.errors import SqsError, invalid, missing
 from mq.http.sqs.names import (Caller, check_new_name, existing_name, integer, names_list,
                                queue_from_arn, queue_from_url, text)
 
 MAX_TAGS = 50
+MAX_TAG_KEY, MAX_TAG_VALUE = 128, 256
+TAG_KEYS = "Tag keys must be between 1 and 128 characters in length."
 #: Seconds after a purge in which another purge of the queue is refused.
 PURGE_SECONDS = 60
 #: Seconds after a DeleteQueue in which CreateQueue of the same name is refused.
@@ -31,11 +33,11 @@ async def create_queue(service, caller: Caller, params: dict) -> dict:
     if name.endswith(".fifo") and not fifo:
         raise invalid("Can only include alphanumeric characters, hyphens, or underscores. "
                       "1 to 80 in length")
-    permissions.check(caller.token, "CreateQueue", [name])
-    permissions.check_attributes(caller.token, "CreateQueue", given)
+    authorization.check(caller.token, "CreateQueue", [name])
+    authorization.check_attributes(caller.token, "CreateQueue", given)
     props, kept = await attributes.to_properties(given, fifo, service.fifo_or_none, creating=True)
-    permissions.check(caller.token, "CreateQueue", access.named_queues(props))
-    tags = check_tags(params.get("tags") or params.get("Tags") or {})
+    authorization.check(caller.token, "CreateQueue", access.named_queues(props))
+    tags = check_tags(params.get("tags") or params.get("Tags") or {}, name)
     try:
         info = await service.queue(name)
     except SqsError as err:
@@ -81,7 +83,7 @@ def same_value(key: str, value, now: dict) -> bool:
 async def get_queue_url(service, caller: Caller, params: dict) -> dict:
     """GetQueueUrl: the URL of an existing queue."""
     name = existing_name(text(params, "QueueName", required=True))
-    permissions.check(caller.token, "GetQueueUrl", [name])
+    authorization.check(caller.token, "GetQueueUrl", [name])
     await service.queue(name)
     return {"QueueUrl": caller.queue_url(name)}
 
@@ -155,11 +157,11 @@ async def set_queue_attributes(service, caller: Caller, params: dict) -> None:
     given = params.get("Attributes")
     if given is None:
         raise missing("Attributes")
-    permissions.check_attributes(caller.token, "SetQueueAttributes", given)
+    authorization.check_attributes(caller.token, "SetQueueAttributes", given)
     info = await service.queue(name)
     fifo = attributes.is_fifo(name, info["properties"])
     props, kept = await attributes.to_properties(given, fifo, service.fifo_or_none, creating=False)
-    permissions.check(caller.token, "SetQueueAttributes", access.named_queues(props))
+    authorization.check(caller.token, "SetQueueAttributes", access.named_queues(props))
     if props.get("dead_letter_queue") == name:
         raise invalid("Value for parameter RedrivePolicy is invalid. Reason: A queue cannot be "
                       "its own dead-letter queue.")
@@ -169,16 +171,18 @@ async def set_queue_attributes(service, caller: Caller, params: dict) -> None:
     await service.patch(name, {**props, "attributes": merged})
 
 
-def check_tags(tags) -> dict:
-    """Tags as SQS takes them: at most 50, keys 1 to 128 characters, values up to 256."""
+def check_tags(tags, queue: str) -> dict:
+    """Tags as SQS takes them: at most 50, keys 1 to 128 characters, values up to 256 (with
+    SQS's messages)."""
     if not isinstance(tags, dict):
         raise invalid("Tags must be a map of keys to values.")
     for key, value in tags.items():
-        if not isinstance(value, str) or not 0 < len(key) <= 128 or len(value) > 256:
-            raise invalid(f"Tag {key[:128]!r} is invalid: keys are 1 to 128 characters, "
-                          "values at most 256.")
+        if not 0 < len(key) <= MAX_TAG_KEY:
+            raise invalid(TAG_KEYS)
+        if not isinstance(value, str) or len(value) > MAX_TAG_VALUE:
+            raise invalid("Tag values may only be between 0 and 256 characters in length.")
     if len(tags) > MAX_TAGS:
-        raise invalid(f"Too many tags added for queue. A queue may have at most {MAX_TAGS}.")
+        raise invalid(f"Too many tags added for queue {queue}.")
     return dict(tags)
 
 
@@ -188,16 +192,19 @@ async def tag_queue(service, caller: Caller, params: dict) -> None:
     tags = params.get("Tags")
     if not tags:
         raise missing("Tags")
+    await service.queue(name)  # QueueDoesNotExist before any properties are written.
     own = await service.own(name)
-    await service.patch(name, {"tags": check_tags({**own.get("tags", {}), **check_tags(tags)})})
+    await service.patch(name, {"tags": check_tags({**own.get("tags", {}), **check_tags(tags, name)},
+                                                  name)})
 
 
 async def untag_queue(service, caller: Caller, params: dict) -> None:
     """UntagQueue: remove tags by key."""
     name = queue_from_url(params)
     keys = names_list(params, "TagKeys")
-    if not keys:
-        raise missing("TagKeys")
+    if not keys or not all(0 < len(k) <= MAX_TAG_KEY for k in keys):
+        raise invalid(TAG_KEYS)
+    await service.queue(name)
     own = await service.own(name)
     await service.patch(name, {"tags": {k: v for k, v in own.get("tags", {}).items() if k not in keys}})
 
@@ -237,7 +244,7 @@ async def start_message_move_task(service, caller: Caller, params: dict) -> dict
     source = queue_from_arn(source_arn, "SourceArn")
     destination_arn = text(params, "DestinationArn")
     # Both queues are checked before either is looked up.
-    permissions.check(caller.token, "StartMessageMoveTask", [source] + (
+    authorization.check(caller.token, "StartMessageMoveTask", [source] + (
         [queue_from_arn(destination_arn, "DestinationArn")] if destination_arn else []))
     if await service.fifo_or_none(source) is None:
         raise SqsError("ResourceNotFoundException", "The resource that you specified for the "
@@ -259,7 +266,7 @@ async def start_message_move_task(service, caller: Caller, params: dict) -> dict
                       "DestinationArn to move its messages to.")
     if target == source:
         raise invalid("The destination queue must not be the source queue.")
-    permissions.check(caller.token, "StartMessageMoveTask", [target])
+    authorization.check(caller.token, "StartMessageMoveTask", [target])
     moved = (await service.call(target, "redrive", source=source))["moved"]
     handle = base64.b64encode(orjson.dumps({"id": str(uuid.uuid4()), "source": source_arn})).decode()
     task = {"Status": "COMPLETED", "SourceArn": source_arn,
@@ -276,7 +283,7 @@ async def start_message_move_task(service, caller: Caller, params: dict) -> dict
 async def list_message_move_tasks(service, caller: Caller, params: dict) -> dict:
     """ListMessageMoveTasks: the last task of a dead-letter queue (tasks finish at once)."""
     source = queue_from_arn(text(params, "SourceArn", required=True), "SourceArn")
-    permissions.check(caller.token, "ListMessageMoveTasks", [source])
+    authorization.check(caller.token, "ListMessageMoveTasks", [source])
     if await service.fifo_or_none(source) is None:
         raise SqsError("ResourceNotFoundException", "The resource that you specified for the "
                        "SourceArn parameter doesn't exist.")
@@ -292,13 +299,8 @@ async def cancel_message_move_task(service, caller: Caller, params: dict) -> dic
     except (ValueError, KeyError, TypeError):
         raise invalid("Value for parameter TaskHandle is invalid.") from None
     source = queue_from_arn(source_arn, "SourceArn")
-    permissions.check(caller.token, "CancelMessageMoveTask", [source])
+    authorization.check(caller.token, "CancelMessageMoveTask", [source])
     if await service.fifo_or_none(source) is None:
         raise SqsError("ResourceNotFoundException", "The resource that you specified for the "
                        "SourceArn parameter doesn't exist.")
     raise SqsError("ResourceNotFoundException", "Task does not exist.")
-
-
-async def unsupported(service, caller: Caller, params: dict) -> None:
-    """AddPermission, RemovePermission: mq has no per-queue permissions."""
-    raise SqsError("UnsupportedOperation", "Permissions are not supported by this endpoint.")
