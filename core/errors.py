@@ -25,8 +25,8 @@ class Kind:
 TABLE = (
     #    kind            HTTP  SQS error                 mqctl exit
     Kind("invalid",      400, "InvalidParameterValue",   2),
-    Kind("unauthorized", 401, "InvalidParameterValue",   6),
-    Kind("forbidden",    403, "InvalidParameterValue",   6),
+    Kind("unauthorized", 401, "AccessDenied",            6),
+    Kind("forbidden",    403, "AccessDenied",            6),
     Kind("not_found",    404, "QueueDoesNotExist",       3),
     Kind("conflict",     409, "InvalidParameterValue",   5),
     Kind("too_large",    413, "InvalidParameterValue",   2),

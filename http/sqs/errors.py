@@ -40,6 +40,7 @@ ERRORS = {
     "MissingAuthenticationToken": ("MissingAuthenticationToken", 403, True),
     "IncompleteSignature": ("IncompleteSignature", 400, True),
     "InvalidClientTokenId": ("InvalidClientTokenId", 403, True),
+    "AccessDenied": ("AccessDenied", 403, True),
     "SignatureDoesNotMatch": ("SignatureDoesNotMatch", 403, True),
     "InternalFailure": ("InternalError", 500, False),
     "ServiceUnavailable": ("ServiceUnavailable", 503, False),
@@ -47,7 +48,8 @@ ERRORS = {
 
 
 #: The JSON protocol's `__type` of errors whose shape has another name than their code.
-JSON_TYPES = {"InvalidParameterValue": "InvalidParameterValueException",
+JSON_TYPES = {"AccessDenied": "AccessDeniedException",
+              "InvalidParameterValue": "InvalidParameterValueException",
               "MissingParameter": "MissingRequiredParameterException"}
 #: The query protocol's older wording of some messages.
 QUERY_MESSAGES = {"QueueDoesNotExist": "The specified queue does not exist for this wsdl version."}
