@@ -212,7 +212,9 @@ def daemon(tmp_path_factory):
     tokens = workdir / "tokens.toml"
     tokens.write_text("".join(
         f'[[tokens]]\nname = "{name}"\nsha256 = "{hashlib.sha256(secret.encode()).hexdigest()}"\n'
-        f'scopes = ["{"admin" if name == "admin" else "read"}"]\n\n'
+        f'scopes = ["{"admin" if name == "admin" else "read"}"]\n'
+        # SQS requests signed with SQS_KEY act as the admin token.
+        + (f'aws_access_key_id = "{SQS_KEY[0]}"\n' if name == "admin" else "") + "\n"
         for name, secret in TOKENS.items()))
     credentials = workdir / "credentials"
     credentials.write_text(f"[default]\naws_access_key_id = {SQS_KEY[0]}\n"
