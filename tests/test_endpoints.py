@@ -4,6 +4,7 @@ import collections
 import concurrent.futures
 import email.utils
 import http.client
+import socket
 import json
 import time
 import uuid
@@ -288,10 +289,19 @@ def test_unsupported_methods_on_known_paths_get_json_405(mq):
 
 
 def chunked_post(port: int, path: str, chunks: list[bytes]) -> http.client.HTTPResponse:
-    """POST a body with Transfer-Encoding: chunked (no Content-Length)."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=15)
-    conn.request("POST", path, body=iter(chunks), encode_chunked=True)
-    return conn.getresponse()
+    """POST a body with Transfer-Encoding: chunked (no Content-Length). A server that refuses
+    the body part-way answers and closes before the last chunk: the answer is read anyway."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=15)
+    sock.sendall(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                 "Transfer-Encoding: chunked\r\n\r\n".encode())
+    try:
+        for chunk in [*chunks, b""]:
+            sock.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    resp = http.client.HTTPResponse(sock)
+    resp.begin()
+    return resp
 
 
 def stored_bodies(mq, queue: str) -> list[bytes]:
