@@ -59,7 +59,8 @@ def expand(requests: list[Request]) -> tuple[list[Request], list]:
             except MqError:
                 queues = None  # Dispatched whole, so that add_fanout answers the error.
             if queues:
-                fields = {key: request.payload.get(key) for key in ("body", "content_type", "due")}
+                fields = {key: request.payload.get(key)
+                          for key in ("body", "content_type", "due", "attributes")}
                 places.append(Fanout(queues, len(expanded)))
                 expanded += [Request(request.peer, b"", {"op": "add", "queue": queue,
                                                           "must_exist": True, **fields})

@@ -230,13 +230,15 @@ def move_due(store, timers: DueHeap, now: float, props=None, counters=None) -> d
     moved: dict[str, list] = defaultdict(list)
     dirs = set()
     for queue, message_id, attempts in timers.pop_due(now):
-        dead = None
+        dead, dead_count = None, 0
         if props is not None and attempts:
             effective = props.effective(queue)
             if properties.exhausted(effective, attempts):
                 dead = effective["dead_letter_queue"]
+                dead_count = properties.dead_letter_count(props.effective(dead), attempts)
         try:
-            outcome, due = store.release(queue, message_id, now, attempts, dead)
+            outcome, due = store.release(queue, message_id, now, attempts, dead,
+                                         dead_count=dead_count)
         except OSError as err:
             logs.get().error("mover.error", queue=queue, id=message_id, error=str(err))
             timers.add(now + 1, queue, message_id, attempts)
@@ -249,7 +251,7 @@ def move_due(store, timers: DueHeap, now: float, props=None, counters=None) -> d
         elif outcome == "dead":
             logs.get().info("mover.dead_letter", queue=queue, id=message_id, attempts=attempts,
                             dead_letter_queue=dead)
-            moved[dead].append([message_id, 0])
+            moved[dead].append([message_id, dead_count])
             if counters is not None:
                 counters.count(queue, "dead_letters")
             dirs.add(store.queue_dir(dead))

@@ -89,7 +89,9 @@ def nack(actor, batch, request) -> dict:
     delivery = delivery_of(actor, request, queue, message_id)
     props = actor.props.effective(queue)
     dead = props["dead_letter_queue"] if properties.exhausted(props, delivery) else None
-    outcome, _ = actor.store.release(queue, message_id, time.time(), delivery, dead, force=True)
+    dead_count = properties.dead_letter_count(actor.props.effective(dead), delivery) if dead else 0
+    outcome, _ = actor.store.release(queue, message_id, time.time(), delivery, dead, force=True,
+                                     dead_count=dead_count)
     if outcome not in ("ready", "dead"):
         refuse_stale(actor, queue, message_id, delivery)
     batch.dirs.update({actor.store.folder("delay"), actor.store.queue_dir(dead or queue)})
@@ -100,7 +102,7 @@ def nack(actor, batch, request) -> dict:
     else:
         actor.log.info("fetch.dead_letter", queue=queue, id=message_id, dead_letter_queue=dead)
         actor.counters.count(queue, "dead_letters")
-        actor.send(actor.mover, "relay", queue=dead, ids=[[message_id, 0]])
+        actor.send(actor.mover, "relay", queue=dead, ids=[[message_id, dead_count]])
     return {"id": message_id, "dead_letter": dead}
 
 

@@ -99,7 +99,8 @@ class SaveActor(Actor):
                         payload.get("group"), payload.get("attributes"))
         props = batch.properties(add.queue, self.props)
         accumulation.refuse_schedule(add, props)
-        with_properties(add, props, self.options.max_body_bytes, now)
+        with_properties(add, props, self.options.max_body_bytes, now,
+                        default_delay=payload.get("due") is None)
         if props["accum"] > 0:
             add.due = None  # A part waits for its window, not for the delay property.
         if not self.store.auto_create and not self.store.queue_exists(add.queue):

@@ -43,7 +43,7 @@ def add_batch(actor, batch, request):
                     continue
             message_id = new_id(int(now * 1000))
             data = fmt.encode_message(add.body, add.content_type, int(now * 1000), message_id,
-                                      add.dedup_id, actor.writer())
+                                      add.dedup_id, actor.writer(), attributes=add.attributes)
             actor.store.write_new(queue, message_id, data, add.due)
             items.append(Written(pos, add, message_id, props["dedup_window"], slot,
                                  accum=props["accum"]))
@@ -62,7 +62,8 @@ def checked(number: int, queue: str, message, props: dict, max_body_bytes: int, 
         raise Invalid(f"message {number}: expected a map")
     try:
         add = check_add(queue, message.get("body"), message.get("content_type"),
-                        message.get("due"), message.get("dedup_id"), now)
+                        message.get("due"), message.get("dedup_id"), now,
+                        attributes=message.get("attributes"))
         accumulation.refuse_schedule(add, props)
         with_properties(add, props, max_body_bytes, now)
         if props["accum"] > 0:

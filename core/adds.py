@@ -60,12 +60,14 @@ def check_add(queue, body, content_type=None, due=None, dedup_id=None, now: floa
                group or "", attributes or None)
 
 
-def with_properties(add: Add, props: dict, max_body_bytes: int, now: float) -> Add:
-    """Apply a queue's properties: its body size limit (TooLarge) and its default delay."""
+def with_properties(add: Add, props: dict, max_body_bytes: int, now: float,
+                    default_delay: bool = True) -> Add:
+    """Apply a queue's properties: its body size limit (TooLarge) and its default delay (unless
+    the add gave a due time of its own, default_delay False: one not ahead means now)."""
     limit = min(props["max_body_bytes"], max_body_bytes)
     if len(add.body) > limit:
         raise TooLarge(f"body of {len(add.body)} bytes is over queue {add.queue!r}'s limit of "
                        f"{limit} bytes")
-    if add.due is None and props["delay"] > 0:
+    if default_delay and add.due is None and props["delay"] > 0:
         add.due = now + props["delay"]
     return add

@@ -10,6 +10,7 @@ import importlib.util
 import json
 import math
 import os
+import ssl
 import textwrap
 import tomllib
 from dataclasses import asdict, dataclass, fields
@@ -96,6 +97,11 @@ class Options:
                                   "aws_secret_access_key per section) whose keys the SQS API "
                                   "checks signatures against; needs botocore",
                                   empty="signatures are not checked")
+    tls_cert: str = option("", "PEM file of the certificate (with its chain) that --port, "
+                           "--sqs-port and --rpc-port present: with --tls-key they speak TLS "
+                           "(HTTPS)", empty="none: plain TCP")
+    tls_key: str = option("", "PEM file of the private key of --tls-cert (unencrypted)",
+                          empty="none")
 
     def to_json(self) -> str:
         """The options as JSON, the form children receive them in."""
@@ -158,7 +164,23 @@ class Options:
             raise Invalid("--rpc-port cannot be used with --token-file: MessagePack-RPC calls "
                           "carry no token")
         self.check_sqs()
+        self.server_tls()
         return self
+
+    def server_tls(self) -> ssl.SSLContext | None:
+        """The TLS context of the listening ports (None without --tls-cert); Invalid when the
+        pair is incomplete, unreadable or does not match."""
+        if not self.tls_cert and not self.tls_key:
+            return None
+        if not (self.tls_cert and self.tls_key):
+            raise Invalid("--tls-cert and --tls-key go together: give both or neither")
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        try:
+            context.load_cert_chain(self.tls_cert, self.tls_key)
+        except (OSError, ssl.SSLError) as err:
+            raise Invalid(f"--tls-cert {self.tls_cert} / --tls-key {self.tls_key}: cannot load "
+                          f"the pair: {getattr(err, 'strerror', None) or err}") from None
+        return context
 
     def check_sqs(self) -> None:
         """Raise Invalid when an SQS API option cannot work."""

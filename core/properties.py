@@ -102,6 +102,14 @@ CHECKS = {
 }
 
 
+def dead_letter_count(dead_props: dict, deliveries: int) -> int:
+    """The delivery count a dead letter keeps in its dead-letter queue (of properties
+    `dead_props`): its own when that queue never dead-letters (retry -1), so that a receive
+    counts every earlier delivery as SQS counts receives across queues; else 0, a count of its
+    own for that queue's retries."""
+    return deliveries if dead_props["retry"] == UNLIMITED_RETRY else 0
+
+
 def exhausted(props: dict, deliveries: int) -> bool:
     """Whether a message delivered `deliveries` times has had every redelivery its queue's
     `retry` allows (never, with UNLIMITED_RETRY)."""

@@ -16,7 +16,7 @@ import orjson
 from mq.actors.fetch_batch import MAX_FETCH
 from mq.adds import MAX_BATCH_MESSAGES
 from mq.errors import Invalid
-from mq.http import compound
+from mq.http import compound, trace
 from mq.http.api import ApiHandler
 from mq.numbers import parse_number
 from mq.schedule import due_time
@@ -92,12 +92,16 @@ def parse_headers(block: bytes) -> dict:
     return headers
 
 
-def messages_of(content_type: str, body: bytes, defaults: dict, now: float) -> list[dict]:
-    """The messages of a batch add body, each as the save actor's add_batch takes it."""
+def messages_of(content_type: str, body: bytes, defaults: dict, now: float,
+                traced: dict | None = None) -> list[dict]:
+    """The messages of a batch add body, each as the save actor's add_batch takes it; traced:
+    the request's traceparent and tracestate, for the messages without their own."""
+    traced = traced or {}
     if media_type(content_type) == MULTIPART:
         records = [{"body": content, "content_type": headers.get("content-type"),
                     "delay": headers.get("x-delay"), "at": headers.get("x-at"),
-                    "dedup_id": headers.get("x-dedup-id")}
+                    "dedup_id": headers.get("x-dedup-id"), "traceparent": headers.get("traceparent"),
+                    "tracestate": headers.get("tracestate")}
                    for headers, content in parse_multipart(body, boundary_of(content_type))]
     else:
         records = [ndjson_record(number, line)
@@ -112,8 +116,12 @@ def messages_of(content_type: str, body: bytes, defaults: dict, now: float) -> l
             due = due_time(record["delay"], record["at"], now)
         except Invalid as err:
             raise Invalid(f"message {number}: {err.message}") from None
+        # A message's own trace context, else the request's (as the request's delay).
+        context = trace.parse(record.get("traceparent"), record.get("tracestate")) or \
+            trace.parse(traced.get("traceparent"), traced.get("tracestate"))
         messages.append({"body": record["body"], "content_type": record["content_type"],
-                         "due": due, "dedup_id": record["dedup_id"] or None})
+                         "due": due, "dedup_id": record["dedup_id"] or None,
+                         "attributes": context or None})
     return messages
 
 
@@ -121,7 +129,8 @@ def messages_of(content_type: str, body: bytes, defaults: dict, now: float) -> l
 #: that an export's lines can be posted back as they are.
 EXPORT_FIELDS = {"id", "queue", "attempts", "created_ms", "receipt", "due", "kind"}
 #: Fields of a JSON lines record that say what to add.
-RECORD_FIELDS = {"body", "encoding", "content_type", "delay", "at", "dedup_id"}
+RECORD_FIELDS = {"body", "encoding", "content_type", "delay", "at", "dedup_id", "traceparent",
+                 "tracestate"}
 
 
 def ndjson_record(number: int, line: bytes) -> dict:
@@ -152,10 +161,10 @@ def ndjson_record(number: int, line: bytes) -> dict:
     else:
         raise Invalid(f"line {number}: encoding must be utf-8 or base64")
     record = {"body": body}
-    for key in ("content_type", "dedup_id", "delay", "at"):
+    for key in ("content_type", "dedup_id", "delay", "at", "traceparent", "tracestate"):
         field = value.get(key)
         if field is not None and (isinstance(field, bool) or not isinstance(field, (str, int, float))
-                                  or (key in ("content_type", "dedup_id") and not isinstance(field, str))):
+                                  or (key not in ("delay", "at") and not isinstance(field, str))):
             raise Invalid(f"line {number}: {key} has the wrong type")
         record[key] = field
     return record
@@ -168,7 +177,8 @@ def json_record(message: dict, cf: str) -> dict:
     headers, body = compound.delivery(message, cf)
     record = {"id": message["id"], "receipt": message["receipt"], "attempts": message["attempts"],
               "content_type": headers["Content-Type"], "created_ms": message["created_ms"],
-              "due": message["due"], "kind": headers["X-Message-Kind"]}
+              "due": message["due"], "kind": headers["X-Message-Kind"],
+              **{name: headers[name] for name in trace.HEADERS if name in headers}}
     try:
         record["body"] = body.decode("utf-8")
     except UnicodeDecodeError:
@@ -184,7 +194,9 @@ async def post_batch(handler: ApiHandler, queue: str, body: bytes) -> None:
         raise Invalid("a batch takes de-duplication keys per message, not for the request")
     now = time.time()
     defaults = {"delay": handler.param("delay", "X-Delay"), "at": handler.param("at", "X-At")}
-    messages = messages_of(handler.request.headers.get("Content-Type"), body, defaults, now)
+    traced = {"traceparent": handler.request.headers.get("traceparent"),
+              "tracestate": handler.request.headers.get("tracestate")}
+    messages = messages_of(handler.request.headers.get("Content-Type"), body, defaults, now, traced)
     result = await handler.pool.saver().call("add_batch", queue=queue, messages=messages,
                                              weight=len(messages))
     handler.log_fields["count"] = len(result["messages"])

@@ -7,6 +7,7 @@ A compound is stored as a msgpack array of [content type, body] pairs (docs/FORM
 import os
 
 from mq.errors import Invalid
+from mq.http import trace
 from mq.store.accumulation import COMPOUND_CONTENT_TYPE, decode_compound
 
 #: The compound formats a fetch may ask for (`cf` / `X-Compound-Format`); the first is the default.
@@ -24,14 +25,16 @@ def compound_format(value: str | None) -> str:
 
 def delivery(result: dict, fmt: str) -> tuple[dict[str, str], bytes]:
     """(headers, body) that answer a fetched message (a fetch actor's result): its id, receipt,
-    attempts, kind and Content-Type, a compound rendered in the format fmt. A single fetch
+    attempts, kind and Content-Type (and traceparent, tracestate when it has them: http/trace.py),
+    a compound rendered in the format fmt. A single fetch
     sends them as the reply's headers, a batch fetch as each part's: the same for both."""
     content_type, body = result["content_type"], result["body"]
     if result.get("parts"):
         content_type, body = render(body, fmt)
     return {"Content-Type": content_type, "X-Message-Id": result["id"],
             "X-Receipt": result["receipt"], "X-Attempts": str(result["attempts"]),
-            "X-Message-Kind": "compound" if result.get("parts") else "normal"}, body
+            "X-Message-Kind": "compound" if result.get("parts") else "normal",
+            **trace.of_message(result.get("attributes"))}, body
 
 
 def render(body: bytes, fmt: str) -> tuple[str, bytes]:

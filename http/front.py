@@ -124,10 +124,11 @@ def make_app(pool: ActorPool, options, run_dir: str = "",
 
 
 def http_server(app: tornado.web.Application, options) -> tornado.httpserver.HTTPServer:
-    """An HTTP server for app with the daemon's connection limits."""
+    """An HTTP server for app with the daemon's connection limits (HTTPS with --tls-cert)."""
     return TimedHTTPServer(
         app, max_body_size=options.max_body_bytes + 1, max_header_size=options.max_header_bytes,
-        idle_timeout=options.idle_timeout, body_timeout=options.body_timeout)
+        idle_timeout=options.idle_timeout, body_timeout=options.body_timeout,
+        ssl_options=options.server_tls())
 
 
 def sqs_application(pool: ActorPool, options, tokens) -> tornado.web.Application:
@@ -167,7 +168,7 @@ async def serve(options, run_dir: str, drain_seconds: float = 10.0, index: int =
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     logs.batch_lines(loop)
     logs.get().info("front.start", host=options.host, port=options.port, front=index,
-                    access_control=app.tokens is not None)
+                    access_control=app.tokens is not None, tls=bool(options.tls_cert))
     if app.tokens is None and access.exposed(options.host):
         logs.get().warning("front.open_access", host=options.host)
     # One front sends StatsD lines for the daemon: the statistics come from the shared actors.

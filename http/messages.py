@@ -1,7 +1,9 @@
 """The routes of messages: add and fetch (with long polls), and the replies to a delivery."""
 
 import asyncio
+import select
 import socket
+import ssl
 import time
 
 import tornado.web
@@ -9,7 +11,7 @@ import tornado.web
 from mq import store as fmt
 from mq.adds import check_add
 from mq.errors import Invalid, TooLarge
-from mq.http import batches, compound
+from mq.http import batches, compound, trace
 from mq.http.api import ApiHandler
 from mq.numbers import parse_number
 from mq.schedule import due_time
@@ -40,6 +42,14 @@ def wire_header(value: str) -> str:
 
 def connection_closed(sock) -> bool:
     """True when the client of a request has closed its connection (or it failed)."""
+    if isinstance(sock, ssl.SSLSocket):
+        # A TLS socket refuses recv flags, and a peek would see the client's encrypted
+        # close_notify, not the end: ask the kernel whether the client shut its side.
+        if sock.fileno() < 0:
+            return True
+        poller = select.poll()
+        poller.register(sock.fileno(), select.POLLRDHUP)
+        return bool(poller.poll(0))
     try:
         return sock is None or sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
     except BlockingIOError:
@@ -109,11 +119,16 @@ class MessagesHandler(ApiHandler):
                         utf8_header(self.request.headers.get("Content-Type"), "Content-Type"),
                         due_time(self.param("delay", "X-Delay"), self.param("at", "X-At"), now),
                         dedup_id, now)
+        context = trace.parse(self.request.headers.get("traceparent"),
+                              self.request.headers.get("tracestate"))
         result = await self.pool.saver().call("add", queue=add.queue, body=add.body,
                                               content_type=add.content_type, due=add.due,
-                                              dedup_id=add.dedup_id or None)
+                                              dedup_id=add.dedup_id or None,
+                                              attributes=context or None)
         message_id = result["id"]
         self.log_fields["id"] = message_id
+        if context:
+            self.log_fields["traceparent"] = context["tp"]
         self.set_header("X-Message-Id", message_id)
         self.set_header("Location", f"/{queue}/messages/{message_id}")
         reply = {"id": message_id, "queue": queue}
@@ -164,6 +179,8 @@ class MessagesHandler(ApiHandler):
         headers, body = compound.delivery(result, cf)
         for name, value in headers.items():
             self.set_header(name, wire_header(value))
+        if "traceparent" in headers:
+            self.log_fields["traceparent"] = headers["traceparent"]
         self.set_header("Cache-Control", "no-store")
         self.finish(body)
 

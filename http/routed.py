@@ -7,7 +7,7 @@ import time
 import tornado.web
 
 from mq.errors import Invalid
-from mq.http import compound, routing
+from mq.http import compound, routing, trace
 from mq.http.messages import MessagesHandler, connection_closed
 from mq.numbers import parse_number
 from mq.schedule import due_time
@@ -37,9 +37,13 @@ class RoutedMessagesHandler(MessagesHandler):
         if self.param("dedup_id", "X-Dedup-Id"):
             raise Invalid("dedup_id is not supported on a fan-out add")
         due = due_time(self.param("delay", "X-Delay"), self.param("at", "X-At"), time.time())
+        context = trace.parse(self.request.headers.get("traceparent"),
+                              self.request.headers.get("tracestate"))
         messages = await routing.fan_out(self.pool, self.config.root, pattern, body,
-                                         self.request.headers.get("Content-Type"), due)
+                                         self.request.headers.get("Content-Type"), due, context)
         self.log_fields["queues"] = len(messages)
+        if context:
+            self.log_fields["traceparent"] = context["tp"]
         self.write_json(201, {"messages": [
             {"queue": m["queue"], "id": m["id"], **({"due": m["due"]} if m.get("due") else {})}
             for m in messages]})

@@ -58,8 +58,9 @@ def matching_queues(root: str, pattern) -> list[str]:
 
 
 async def fan_out(pool: ActorPool, root: str, pattern, body: bytes, content_type: str | None,
-                  due: float | None) -> list[dict]:
-    """Add the message to every matching queue, durably and together; each copy's queue and id.
+                  due: float | None, attributes: dict | None = None) -> list[dict]:
+    """Add the message to every matching queue, durably and together; each copy's queue and id
+    (attributes: what every copy keeps in its header's `a` map, such as its trace context).
 
     One save actor writes every copy in one batch and flushes once before it answers, so
     after a crash either the answer was sent and every copy is stored, or it was not.
@@ -69,7 +70,8 @@ async def fan_out(pool: ActorPool, root: str, pattern, body: bytes, content_type
         raise Invalid(f"{len(queues)} queues match {pattern!r}; a fan-out may add to at most "
                       f"{MAX_FANOUT_QUEUES}")
     result = await pool.saver().call("add_fanout", queues=queues, body=body,
-                                     content_type=content_type or "", due=due)
+                                     content_type=content_type or "", due=due,
+                                     attributes=attributes or None)
     return result["messages"]
 
 

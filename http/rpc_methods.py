@@ -16,12 +16,12 @@ import msgpack
 from mq import store as fmt
 from mq.adds import check_add
 from mq.errors import Invalid
-from mq.http import routing
+from mq.http import routing, trace
 
 MSGPACK_TYPE = "application/msgpack"
 TEXT_TYPE = "text/plain; charset=utf-8"
 #: Options push may take as its third parameter.
-PUSH_OPTIONS = ("delay", "dedup_id", "content_type")
+PUSH_OPTIONS = ("delay", "dedup_id", "content_type", "traceparent", "tracestate")
 
 
 class Caller:
@@ -77,11 +77,21 @@ def queue_name(name) -> str:
     return fmt.validate_queue(name)
 
 
+def traceparent_of(method: str, params: list, result) -> str | None:
+    """The trace a call carried, for the access log: a push's, or a pulled message's."""
+    if isinstance(result, dict):
+        return result.get("traceparent")
+    if method == "push" and len(params) > 2 and isinstance(params[2], dict):
+        return trace.parse(params[2].get("traceparent")).get("tp")
+    return None
+
+
 def message(result: dict, queue: str) -> dict:
     """A fetched message as pull and pull_any return it."""
     return {"queue": queue, "id": result["id"], "type": "normal",
             "content": decode_content(result["body"], result["content_type"]),
-            "receipt": result["receipt"], "attempts": result["attempts"]}
+            "receipt": result["receipt"], "attempts": result["attempts"],
+            **trace.of_message(result.get("attributes"))}
 
 
 def seconds(value, what: str = "timeout") -> float:
@@ -95,7 +105,7 @@ def seconds(value, what: str = "timeout") -> float:
 
 async def push(caller: Caller, params: list):
     """push(name, content[, options]) -> "ok": add a message (options: delay, dedup_id,
-    content_type)."""
+    content_type, traceparent, tracestate)."""
     name, content, options = arguments("push", params, ("name", "content", "options"), 2)
     options = options or {}
     if not isinstance(options, dict) or set(options) - set(PUSH_OPTIONS):
@@ -107,9 +117,10 @@ async def push(caller: Caller, params: list):
         raise Invalid("delay must be a finite number of seconds, 0 or more")
     add = check_add(queue_name(name), body, options.get("content_type") or content_type,
                     now + delay if delay else None, options.get("dedup_id"), now)
+    context = trace.parse(options.get("traceparent"), options.get("tracestate"))
     await caller.pool.saver().call("add", queue=add.queue, body=add.body,
                                    content_type=add.content_type, due=add.due,
-                                   dedup_id=add.dedup_id or None)
+                                   dedup_id=add.dedup_id or None, attributes=context or None)
     return "ok"
 
 

@@ -15,7 +15,7 @@ import msgpack
 
 from mq import logs
 from mq.errors import Invalid, MqError
-from mq.http.rpc_methods import Caller, call_method
+from mq.http.rpc_methods import Caller, call_method, traceparent_of
 
 REQUEST, RESPONSE, NOTIFICATION = 0, 1, 2
 #: Requests of one connection being served at once; reading pauses while it has this many.
@@ -121,7 +121,7 @@ class Connection:
             except Exception:
                 self.log.exception("rpc.error", method=method)
                 result, error = None, MqError("internal error")
-            self.server.log_call(method, error)
+            self.server.log_call(method, error, traceparent_of(method, params, result))
             if kind == REQUEST:
                 self.respond(msgid, error, result)
                 try:
@@ -166,10 +166,14 @@ class RpcServer:
         self.access_log = options.access_log
 
     async def start(self) -> None:
-        """Listen on --host and --rpc-port (with SO_REUSEPORT, so several fronts can share it)."""
-        self.server = await asyncio.start_server(self.accept, self.options.host,
-                                                 self.options.rpc_port, reuse_port=True)
-        logs.get().info("rpc.start", host=self.options.host, port=self.options.rpc_port)
+        """Listen on --host and --rpc-port (with SO_REUSEPORT, so several fronts can share it;
+        TLS with --tls-cert, the handshake bounded by --idle-timeout)."""
+        tls = self.options.server_tls()
+        self.server = await asyncio.start_server(
+            self.accept, self.options.host, self.options.rpc_port, reuse_port=True, ssl=tls,
+            ssl_handshake_timeout=self.options.idle_timeout if tls else None)
+        logs.get().info("rpc.start", host=self.options.host, port=self.options.rpc_port,
+                        tls=tls is not None)
 
     async def accept(self, reader, writer) -> None:
         """Serve one connection."""
@@ -180,11 +184,12 @@ class RpcServer:
         finally:
             self.connections.discard(connection)
 
-    def log_call(self, method: str, error: MqError | None) -> None:
-        """The access log's line for one call."""
+    def log_call(self, method: str, error: MqError | None, traceparent: str | None = None) -> None:
+        """The access log's line for one call (with the trace context it carried, if any)."""
         if self.access_log:
+            fields = {"traceparent": traceparent} if traceparent else {}
             logs.get("mq.access").info("rpc.call", method=method,
-                                       error=error.kind if error is not None else None)
+                                       error=error.kind if error is not None else None, **fields)
 
     def stop_accepting(self) -> None:
         """Stop taking new connections (the ones open are served on)."""

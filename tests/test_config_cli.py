@@ -218,6 +218,11 @@ def test_precedence_is_flag_then_env_then_file_then_default(tmp_path):
 def test_every_option_can_come_from_the_environment(tmp_path):
     credentials = tmp_path / "credentials"
     credentials.write_text("[default]\naws_access_key_id = AKID\naws_secret_access_key = secret\n")
+    trustme = pytest.importorskip("trustme")
+    leaf = trustme.CA().issue_cert("127.0.0.1")  # --tls-cert and --tls-key are loaded.
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    leaf.cert_chain_pems[0].write_to_path(str(cert))
+    leaf.private_key_pem.write_to_path(str(key))
     # option: (its MQ_* environment value, the value it must parse to); one line each.
     samples = {
         "root": ("/srv/mq", "/srv/mq"),
@@ -254,6 +259,8 @@ def test_every_option_can_come_from_the_environment(tmp_path):
         "sqs_base_url": ("https://mq.example.com", "https://mq.example.com"),
         "sqs_port": ("9998", 9998),
         "sqs_credentials": (str(credentials), str(credentials)),
+        "tls_cert": (str(cert), str(cert)),
+        "tls_key": (str(key), str(key)),
     }
     assert set(samples) == {f.name for f in fields(Options)}, "a new option needs a sample here"
     options = load_options([], environ={f"MQ_{k.upper()}": v[0] for k, v in samples.items()})

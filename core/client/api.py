@@ -2,6 +2,7 @@
 it to the client's _perform, which sends it (blocking, or as a coroutine)."""
 
 import math
+import ssl
 from abc import ABC, abstractmethod
 
 from mq.client import batch_calls, calls
@@ -13,14 +14,28 @@ from mq.client.retry import RetryPolicy
 DEFAULT_URL = "http://127.0.0.1:8080"
 
 
+def verifier(ca: str | None) -> ssl.SSLContext | bool:
+    """What httpx checks a server's certificate with: the system's authorities, or those of the
+    PEM file ca (ValueError when it cannot be read)."""
+    if ca is None:
+        return True
+    try:
+        return ssl.create_default_context(cafile=ca)
+    except (OSError, ssl.SSLError) as err:
+        raise ValueError(f"ca {ca}: cannot load the certificates: "
+                         f"{getattr(err, 'strerror', None) or err}") from None
+
+
 class Operations(ABC):
     """The API of the daemon as methods; a subclass supplies _http_class and _perform."""
 
     _http_class: type
 
     def __init__(self, url: str = DEFAULT_URL, *, timeout: float = 30.0, retries: int = 5,
-                 backoff: float = 0.1, max_backoff: float = 5.0, token: str | None = None):
-        """Talk to the daemon at url, over kept-alive connections; with token, as its bearer."""
+                 backoff: float = 0.1, max_backoff: float = 5.0, token: str | None = None,
+                 ca: str | None = None):
+        """Talk to the daemon at url, over kept-alive connections; with token, as its bearer;
+        with ca (a PEM file), trusting the certificates it signs for an https:// url."""
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise ValueError(f"url must start with http:// or https://, not {url!r}")
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) \
@@ -32,7 +47,7 @@ class Operations(ABC):
         if token is not None and (not isinstance(token, str) or not token.strip()):
             raise ValueError("token must be a non-empty string")
         headers = {"Authorization": f"Bearer {token.strip()}"} if token else {}
-        self._http = self._http_class(base_url=self.url, headers=headers)
+        self._http = self._http_class(base_url=self.url, headers=headers, verify=verifier(ca))
 
     def __repr__(self) -> str:
         """The class and the daemon's URL."""

@@ -2,6 +2,7 @@
 backoff that also honours the daemon's Retry-After, a bounded number of times."""
 
 import math
+import ssl
 import time
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
@@ -44,7 +45,20 @@ def retryable(outcome: httpx.Response | Exception) -> bool:
     """True for a 503 and for a connection that failed or broke."""
     if isinstance(outcome, httpx.Response):
         return outcome.status_code == 503
+    if untrusted(outcome):
+        return False  # A certificate the client does not trust stays untrusted (ca).
     return isinstance(outcome, RETRYABLE_ERRORS)
+
+
+def untrusted(error: BaseException) -> bool:
+    """True when a connection failed because the server's certificate did not verify (httpx
+    wraps httpcore's error, which wraps ssl's)."""
+    seen = 0
+    while error is not None and seen < 8:
+        if isinstance(error, ssl.SSLCertVerificationError):
+            return True
+        error, seen = error.__cause__ or error.__context__, seen + 1
+    return False
 
 
 def retry_after(response: httpx.Response) -> float:

@@ -21,7 +21,7 @@ from mq.store import Root
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 #: Where-to-work options left out: they may come before or after the command (see target()).
-DEFAULTS = {"url": None, "root": None, "timeout": 30.0, "retries": 5, "token": None}
+DEFAULTS = {"url": None, "root": None, "timeout": 30.0, "retries": 5, "token": None, "ca": None}
 
 
 class Parser(argparse.ArgumentParser):
@@ -81,6 +81,9 @@ def target() -> Parser:
     group.add_argument("--token", default=argparse.SUPPRESS,
                        help="--url: the bearer token of a daemon with access control (default "
                             "$MQ_TOKEN); prefer $MQ_TOKEN, as other users can read a command line")
+    group.add_argument("--ca", default=argparse.SUPPRESS,
+                       help="--url https://: PEM file of the authorities to trust for the "
+                            "daemon's certificate (default $MQ_CA, else the system's)")
     return parent
 
 
@@ -176,8 +179,8 @@ def open_client(args):
     if args.root is None:
         try:
             return Client(args.url, timeout=args.timeout, retries=args.retries,
-                          token=args.token)
-        except ValueError as err:  # A URL that is not http(s)://, a timeout of 0.
+                          token=args.token, ca=args.ca)
+        except ValueError as err:  # A URL that is not http(s)://, a timeout of 0, a bad CA.
             raise CtlError(str(err)) from None
     # Never lay a root out where a typo points: the folder must exist and be empty or a root.
     if not os.path.isdir(args.root):
@@ -200,6 +203,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         args.url = os.environ.get("MQ_URL") or DEFAULT_URL
     if args.token is None:
         args.token = os.environ.get("MQ_TOKEN") or None
+    if args.ca is None:
+        args.ca = os.environ.get("MQ_CA") or None
     return args
 
 

@@ -191,7 +191,8 @@ def release_due(store, props, queue: str) -> float:
             later = min(later, due)
             continue
         dead = effective["dead_letter_queue"] if properties.exhausted(effective, attempts) else None
-        outcome, due = store.release(queue, message_id, now, attempts, dead)
+        dead_count = properties.dead_letter_count(props.effective(dead), attempts) if dead else 0
+        outcome, due = store.release(queue, message_id, now, attempts, dead, dead_count=dead_count)
         if outcome in ("ready", "dead"):
             target = dead if outcome == "dead" else queue
             dirs.add(store.queue_dir(target))

@@ -38,7 +38,9 @@ def nack(store, props, message) -> None:
     number = delivery(store, message)
     effective = props.effective(message.queue)
     dead = effective["dead_letter_queue"] if properties.exhausted(effective, number) else None
-    outcome, _ = store.release(message.queue, message.id, time.time(), number, dead, force=True)
+    dead_count = properties.dead_letter_count(props.effective(dead), number) if dead else 0
+    outcome, _ = store.release(message.queue, message.id, time.time(), number, dead, force=True,
+                               dead_count=dead_count)
     if outcome not in ("ready", "dead"):
         raise stale(store, message.queue, message.id, number)
     target = dead or message.queue

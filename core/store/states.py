@@ -154,10 +154,12 @@ class MessageStates:
         return True
 
     def release(self, queue: str, message_id: str, now: float, attempts: int = 0,
-                dead_letter: str | None = None, force: bool = False) -> tuple[str, float]:
+                dead_letter: str | None = None, force: bool = False,
+                dead_count: int = 0) -> tuple[str, float]:
         """Move a message from delay/ back to its queue when due (or now, with force).
 
-        With dead_letter set, the message goes to that queue instead, as a new ready message.
+        With dead_letter set, the message goes to that queue instead, as a ready message
+        delivered `dead_count` times (properties.dead_letter_count).
         Returns (outcome, due): "ready"; "dead" (moved to the dead-letter queue); "not_due"
         with its later due time (it was extended, or was renamed here a moment ago); "gone"
         (removed or moved by a peer); "removed" (its queue no longer exists: to remove/).
@@ -171,7 +173,7 @@ class MessageStates:
         if not force and (due > now or now - info.st_ctime < SETTLE_SECONDS):
             return "not_due", max(due, info.st_ctime + SETTLE_SECONDS)
         if dead_letter:
-            target = self.ready_path(dead_letter, message_id)
+            target = self.ready_path(dead_letter, message_id, dead_count)
             outcome = "dead"
             if not self.queue_exists(dead_letter):
                 self.create_queue(dead_letter)

@@ -4,14 +4,16 @@ query-protocol client sees and the HTTP status, and the exception that carries o
 from mq.errors import MqError
 
 #: name (the JSON protocol's `__type` after '#') -> (query-protocol code, HTTP status, sender's
-#: fault). The JSON protocol also sends the query code, in `x-amzn-query-error`.
+#: fault). The JSON protocol also sends the query code, in `x-amzn-query-error`. SQS answers
+#: every error of its own with 400 (the API reference lists no other status for them); only the
+#: errors of authentication common to AWS APIs are 403.
 ERRORS = {
     "QueueDoesNotExist": ("AWS.SimpleQueueService.NonExistentQueue", 400, True),
     "QueueNameExists": ("QueueAlreadyExists", 400, True),
     "QueueDeletedRecently": ("AWS.SimpleQueueService.QueueDeletedRecently", 400, True),
-    "PurgeQueueInProgress": ("AWS.SimpleQueueService.PurgeQueueInProgress", 403, True),
+    "PurgeQueueInProgress": ("AWS.SimpleQueueService.PurgeQueueInProgress", 400, True),
     "MessageNotInflight": ("AWS.SimpleQueueService.MessageNotInflight", 400, True),
-    "ReceiptHandleIsInvalid": ("ReceiptHandleIsInvalid", 404, True),
+    "ReceiptHandleIsInvalid": ("ReceiptHandleIsInvalid", 400, True),
     "InvalidIdFormat": ("InvalidIdFormat", 400, True),
     "TooManyEntriesInBatchRequest": ("AWS.SimpleQueueService.TooManyEntriesInBatchRequest", 400, True),
     "EmptyBatchRequest": ("AWS.SimpleQueueService.EmptyBatchRequest", 400, True),
@@ -22,11 +24,11 @@ ERRORS = {
     "InvalidAttributeValue": ("InvalidAttributeValue", 400, True),
     "InvalidMessageContents": ("InvalidMessageContents", 400, True),
     "UnsupportedOperation": ("AWS.SimpleQueueService.UnsupportedOperation", 400, True),
-    "ResourceNotFoundException": ("ResourceNotFoundException", 404, True),
-    "InvalidAddress": ("InvalidAddress", 404, True),
-    "InvalidSecurity": ("AWS.SimpleQueueService.InvalidSecurity", 403, True),
-    "OverLimit": ("OverLimit", 403, True),
-    "RequestThrottled": ("RequestThrottled", 403, True),
+    "ResourceNotFoundException": ("ResourceNotFoundException", 400, True),
+    "InvalidAddress": ("InvalidAddress", 400, True),
+    "InvalidSecurity": ("AWS.SimpleQueueService.InvalidSecurity", 400, True),
+    "OverLimit": ("OverLimit", 400, True),
+    "RequestThrottled": ("RequestThrottled", 400, True),
     # Errors common to every AWS query API.
     "InvalidParameterValue": ("InvalidParameterValue", 400, True),
     "InvalidParameterCombination": ("InvalidParameterCombination", 400, True),

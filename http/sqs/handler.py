@@ -12,7 +12,7 @@ from mq.errors import MqError
 from mq.http import access
 from mq.http.api import ApiHandler
 from mq.http.messages import UNLIMITED_CHUNKED_BODY
-from mq.http.sqs import attributes, protocol, queues, receiving, sending
+from mq.http.sqs import attributes, permissions, protocol, queues, receiving, sending
 from mq.http.sqs.errors import SqsError, from_mq
 from mq.http.sqs.names import DEFAULT_REGION, Caller
 from mq.http.sqs.signatures import signed_region
@@ -33,8 +33,10 @@ OPERATIONS = {
     "StartMessageMoveTask": queues.start_message_move_task,
     "ListMessageMoveTasks": queues.list_message_move_tasks,
     "CancelMessageMoveTask": queues.cancel_message_move_task,
-    "AddPermission": queues.unsupported,
-    "RemovePermission": queues.unsupported,
+    "AddPermission": permissions.add_permission,
+    "RemovePermission": permissions.remove_permission,
+    # STS's, on the same endpoint: tools ask it for the account before they call SQS.
+    "GetCallerIdentity": permissions.get_caller_identity,
     "SendMessage": sending.send_message,
     "SendMessageBatch": sending.send_message_batch,
     "ReceiveMessage": receiving.receive_message,
@@ -46,7 +48,9 @@ OPERATIONS = {
 
 
 #: Operations that name no queue, refused when sent to a queue's URL (as SQS refuses them).
-QUEUELESS = ("CreateQueue", "ListQueues")
+QUEUELESS = ("CreateQueue", "ListQueues", "GetCallerIdentity")
+#: STS's operation speaks STS's protocol, the query protocol, only.
+QUERY_ONLY = ("GetCallerIdentity",)
 
 
 class SqsRequests(tornado.routing.PathMatches):
@@ -124,7 +128,8 @@ class SqsHandler(ApiHandler):
         """The base of queue URLs, the account and the region this request speaks for."""
         base = self.config.sqs_base_url.rstrip("/") or f"{self.request.protocol}://{self.request.host}"
         return Caller(base, self.config.sqs_account,
-                      signed_region(self.request.headers) or DEFAULT_REGION, self.request.connection)
+                      signed_region(self.request.headers) or DEFAULT_REGION, self.request.connection,
+                      self.log_fields)
 
     async def serve(self, queue: str | None) -> None:
         """Decode, check the signature, run the operation, answer; every failure as SQS's."""
@@ -145,7 +150,8 @@ class SqsHandler(ApiHandler):
             if isinstance(call.params.get("QueueUrl"), str):
                 self.log_fields["queue"] = call.params["QueueUrl"].rstrip("/").rpartition("/")[2]
             operation = OPERATIONS.get(call.operation)
-            if operation is None or (queue is not None and call.operation in QUEUELESS):
+            if operation is None or (queue is not None and call.operation in QUEUELESS) or \
+                    (kind == protocol.JSON and call.operation in QUERY_ONLY):
                 raise SqsError("UnknownOperationException" if kind == protocol.JSON else "InvalidAction",
                                f"The action {call.operation} is not valid for this endpoint.")
             if queue is not None and "QueueUrl" not in call.params:

@@ -39,8 +39,8 @@ def check_value(name: str, value) -> dict:
         raise invalid(f"The message attribute '{name}' must contain non-empty message "
                       "attribute type.")
     if not isinstance(data_type, str) or not DATA_TYPE.fullmatch(data_type):
-        raise invalid(f"The type of message (user) attribute '{name}' is invalid. You must "
-                      "use only the following supported type prefixes: Binary, Number, String.")
+        raise invalid(f"The message attribute '{name}' has an invalid message attribute type, "
+                      "the set of supported type prefixes is Binary, Number, and String.")
     if value.get("StringListValues") or value.get("BinaryListValues"):
         raise invalid(f"Message attribute list values in '{name}' are not supported.")
     if data_type.startswith("Binary"):
@@ -57,8 +57,8 @@ def check_value(name: str, value) -> dict:
         return {"DataType": data_type, "BinaryValue": bytes(raw)}
     text = value.get("StringValue")
     if text is None or text == "" or not isinstance(text, str):
-        raise invalid(f"Message (user) attribute '{name}' must contain a non-empty value of type "
-                      f"'{data_type.split('.')[0]}'.")
+        raise invalid(f"The message attribute '{name}' must contain non-empty message attribute "
+                      f"value for message attribute type '{data_type}'.")
     if BAD_CHARACTER.search(text):
         raise invalid(f"Message (user) attribute '{name}' contains an invalid character: only "
                       "#x9 | #xA | #xD | #x20 to #xD7FF | #xE000 to #xFFFD | #x10000 to #x10FFFF "

@@ -2,7 +2,7 @@
 parameters a request gives (numbers arrive as text in the query protocol)."""
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from mq import store as fmt
@@ -21,12 +21,14 @@ DEFAULT_REGION = "us-east-1"
 @dataclass
 class Caller:
     """Who asked and where: the base of queue URLs, the account id and the region for ARNs,
-    and the request's connection (a long poll stops waiting for a client that hung up)."""
+    the request's connection (a long poll stops waiting for a client that hung up), and the
+    fields of its access log line."""
 
     base_url: str
     account: str
     region: str = DEFAULT_REGION
     connection: object = None
+    log_fields: dict = field(default_factory=dict)
 
     def queue_url(self, queue: str) -> str:
         """The URL of a queue."""

@@ -7,6 +7,8 @@ from xml.sax.saxutils import escape
 from mq.http.sqs.errors import SqsError
 
 XMLNS = "http://queue.amazonaws.com/doc/2012-11-05/"
+#: Operations of other services answered on the SQS endpoint, with their documents' namespace.
+OTHER_XMLNS = {"GetCallerIdentity": "https://sts.amazonaws.com/doc/2011-06-15/"}
 
 #: Flattened request members: query name -> (JSON name, kind, key name, value name).
 REQUEST_MEMBERS = {
@@ -134,7 +136,8 @@ def encode(operation: str, result: dict | None, request_id: str) -> bytes:
     if result is not None:
         body = (f"<{operation}Result>{_members(result, operation + 'ResultEntry')}"
                 f"</{operation}Result>")
-    return (f'<?xml version="1.0"?><{operation}Response xmlns="{XMLNS}">{body}'
+    xmlns = OTHER_XMLNS.get(operation, XMLNS)
+    return (f'<?xml version="1.0"?><{operation}Response xmlns="{xmlns}">{body}'
             f"<ResponseMetadata><RequestId>{request_id}</RequestId></ResponseMetadata>"
             f"</{operation}Response>").encode()
 

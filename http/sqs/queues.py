@@ -13,6 +13,8 @@ from mq.http.sqs.names import (Caller, check_new_name, existing_name, integer, n
                                queue_from_arn, queue_from_url, text)
 
 MAX_TAGS = 50
+MAX_TAG_KEY, MAX_TAG_VALUE = 128, 256
+TAG_KEYS = "Tag keys must be between 1 and 128 characters in length."
 #: Seconds after a purge in which another purge of the queue is refused.
 PURGE_SECONDS = 60
 #: Seconds after a DeleteQueue in which CreateQueue of the same name is refused.
@@ -31,7 +33,7 @@ async def create_queue(service, caller: Caller, params: dict) -> dict:
         raise invalid("Can only include alphanumeric characters, hyphens, or underscores. "
                       "1 to 80 in length")
     props, kept = await attributes.to_properties(given, fifo, service.fifo_or_none, creating=True)
-    tags = check_tags(params.get("tags") or params.get("Tags") or {})
+    tags = check_tags(params.get("tags") or params.get("Tags") or {}, name)
     try:
         info = await service.queue(name)
     except SqsError as err:
@@ -161,16 +163,18 @@ async def set_queue_attributes(service, caller: Caller, params: dict) -> None:
     await service.patch(name, {**props, "attributes": merged})
 
 
-def check_tags(tags) -> dict:
-    """Tags as SQS takes them: at most 50, keys 1 to 128 characters, values up to 256."""
+def check_tags(tags, queue: str) -> dict:
+    """Tags as SQS takes them: at most 50, keys 1 to 128 characters, values up to 256 (with
+    SQS's messages)."""
     if not isinstance(tags, dict):
         raise invalid("Tags must be a map of keys to values.")
     for key, value in tags.items():
-        if not isinstance(value, str) or not 0 < len(key) <= 128 or len(value) > 256:
-            raise invalid(f"Tag {key[:128]!r} is invalid: keys are 1 to 128 characters, "
-                          "values at most 256.")
+        if not 0 < len(key) <= MAX_TAG_KEY:
+            raise invalid(TAG_KEYS)
+        if not isinstance(value, str) or len(value) > MAX_TAG_VALUE:
+            raise invalid("Tag values may only be between 0 and 256 characters in length.")
     if len(tags) > MAX_TAGS:
-        raise invalid(f"Too many tags added for queue. A queue may have at most {MAX_TAGS}.")
+        raise invalid(f"Too many tags added for queue {queue}.")
     return dict(tags)
 
 
@@ -180,16 +184,19 @@ async def tag_queue(service, caller: Caller, params: dict) -> None:
     tags = params.get("Tags")
     if not tags:
         raise missing("Tags")
+    await service.queue(name)  # QueueDoesNotExist before any properties are written.
     own = await service.own(name)
-    await service.patch(name, {"tags": check_tags({**own.get("tags", {}), **check_tags(tags)})})
+    await service.patch(name, {"tags": check_tags({**own.get("tags", {}), **check_tags(tags, name)},
+                                                  name)})
 
 
 async def untag_queue(service, caller: Caller, params: dict) -> None:
     """UntagQueue: remove tags by key."""
     name = queue_from_url(params)
     keys = names_list(params, "TagKeys")
-    if not keys:
-        raise missing("TagKeys")
+    if not keys or not all(0 < len(k) <= MAX_TAG_KEY for k in keys):
+        raise invalid(TAG_KEYS)
+    await service.queue(name)
     own = await service.own(name)
     await service.patch(name, {"tags": {k: v for k, v in own.get("tags", {}).items() if k not in keys}})
 
@@ -282,8 +289,3 @@ async def cancel_message_move_task(service, caller: Caller, params: dict) -> dic
         raise SqsError("ResourceNotFoundException", "The resource that you specified for the "
                        "SourceArn parameter doesn't exist.")
     raise SqsError("ResourceNotFoundException", "Task does not exist.")
-
-
-async def unsupported(service, caller: Caller, params: dict) -> None:
-    """AddPermission, RemovePermission: mq has no per-queue permissions."""
-    raise SqsError("UnsupportedOperation", "Permissions are not supported by this endpoint.")

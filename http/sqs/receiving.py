@@ -3,11 +3,12 @@ their batches): the same fetch, ack, nack and extend ops mq's own routes send to
 fetch actor. A receipt handle is mq's receipt, {id}.{delivery}."""
 
 import asyncio
-import socket
 import time
 
 from mq import store as fmt
 from mq.errors import Conflict, Invalid, MqError, NotFound
+from mq.http import trace
+from mq.http.messages import connection_closed
 from mq.http.sqs import batches
 from mq.http.sqs.attributes import MIN_TIMEOUT, is_fifo
 from mq.http.sqs.errors import SqsError, from_mq, invalid, missing, queue_missing
@@ -56,9 +57,11 @@ def system_attributes(result: dict, names: list[str], caller: Caller, fifo: bool
         values["MessageDeduplicationId"] = stored["d"]
     if fifo:
         values["SequenceNumber"] = sequence_number(result["id"])
-    trace = (stored.get("s") or {}).get("AWSTraceHeader")
-    if trace:
-        values["AWSTraceHeader"] = trace["StringValue"]
+    sent = (stored.get("s") or {}).get("AWSTraceHeader")
+    if sent:
+        values["AWSTraceHeader"] = sent["StringValue"]
+    elif stored.get("tp"):  # Added with a W3C traceparent (mq's API): its X-Ray form.
+        values["AWSTraceHeader"] = trace.to_xray(stored["tp"])
     return {name: values[name] for name in wanted if name in values}
 
 
@@ -119,6 +122,10 @@ async def receive_message(service, caller: Caller, params: dict) -> dict:
                                for r in fetched), return_exceptions=True)
     fifo = is_fifo(queue, props)
     messages = [as_message(r, caller, system_names, attribute_names, fifo) for r in fetched]
+    if len(fetched) == 1:
+        traceparent = trace.of_message(fetched[0].get("attributes")).get("traceparent")
+        if traceparent:
+            caller.log_fields["traceparent"] = traceparent
     return {"Messages": messages} if messages else {}
 
 
@@ -130,13 +137,7 @@ async def watch_client(connection, wait: float, cancel) -> None:
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline:
         await asyncio.sleep(CLIENT_CHECK_SECONDS)
-        try:
-            closed = sock is None or sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
-        except BlockingIOError:
-            closed = False
-        except OSError:
-            closed = True
-        if closed:
+        if connection_closed(sock):
             cancel()
             return
 

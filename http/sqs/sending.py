@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass
 
 from mq.errors import MqError, NotFound
+from mq.http import trace
 from mq.http.sqs import batches
 from mq.http.sqs.attributes import is_fifo, max_message_size
 from mq.http.sqs.errors import SqsError, from_mq, invalid, missing, queue_missing
@@ -102,7 +103,9 @@ async def add(service, queue: str, message: Outgoing, fifo: bool) -> dict:
         stored["s"] = message.system_attributes
     if message.dedup_id:
         stored["d"] = message.dedup_id
-    due = time.time() + message.delay if message.delay else None
+    # An explicit DelaySeconds, 0 too, overrides the queue's: a due time not ahead means now,
+    # without the queue's delay; only an absent one (None) lets the save actor apply it.
+    due = None if message.delay is None else time.time() + message.delay
     try:
         result = await service.pool.saver().call(
             "add", queue=queue, body=message.body.encode("utf-8"), content_type=CONTENT_TYPE,
@@ -126,6 +129,9 @@ async def send_message(service, caller: Caller, params: dict) -> dict:
     queue = queue_from_url(params)
     props = (await service.queue(queue))["properties"]
     message = check_message(params, queue, props)
+    traceparent = trace.of_message({"s": message.system_attributes}).get("traceparent")
+    if traceparent:
+        caller.log_fields["traceparent"] = traceparent
     return await add(service, queue, message, is_fifo(queue, props))
 
 
@@ -145,7 +151,7 @@ async def send_message_batch(service, caller: Caller, params: dict) -> dict:
             checked.append(check_message(entry, queue, props))
         except SqsError as err:
             if fifo and ("MessageGroupId" in err.message or "MessageDeduplicationId provided" in err.message):
-                raise invalid(err.message) from None  # The whole batch, as SQS answers it.
+                raise  # The whole batch, with the entry's own code, as SQS answers it.
             checked.append(err)
     successful, failed = [], []
     for entry, message in zip(entries, checked):

@@ -218,7 +218,7 @@ def test_fifo_queues_deduplicate_and_keep_each_group_in_order(sqs):
     with pytest.raises(ClientError) as caught:  # A FIFO entry without a group fails the batch.
         sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": "1", "MessageBody": "x"}])
     assert caught.value.response["Error"] == {
-        "Code": "InvalidParameterValue", "QueryErrorCode": "InvalidParameterValueException",
+        "Code": "MissingParameter", "QueryErrorCode": "MissingRequiredParameterException",
         "Message": "The request must contain the parameter MessageGroupId.", "Type": "Sender"}
     assert code_of(sqs.send_message, QueueUrl=url, MessageBody="x", MessageGroupId="a",
                    DelaySeconds=5) == "InvalidParameterValue"

@@ -187,7 +187,7 @@ def test_purge_empties_a_queue_in_every_state(sqs, queue_url):
     assert (counts["ApproximateNumberOfMessages"], counts["ApproximateNumberOfMessagesNotVisible"],
             counts["ApproximateNumberOfMessagesDelayed"]) == ("0", "0", "0")
     error = error_of(sqs.purge_queue, QueueUrl=queue_url)  # One purge a minute.
-    assert (error["Code"], error["Status"]) == ("AWS.SimpleQueueService.PurgeQueueInProgress", 403)
+    assert (error["Code"], error["Status"]) == ("AWS.SimpleQueueService.PurgeQueueInProgress", 400)
 
 
 def test_purge_forgets_fifo_deduplication_ids(sqs):

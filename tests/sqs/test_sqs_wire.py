@@ -98,7 +98,7 @@ def test_json_errors_carry_type_message_and_query_code(sqs_daemon):
     assert resp.header("Content-Type") == "application/x-amz-json-1.0"
     status, resp, body = json_call(sqs_daemon, "DeleteMessage", {
         "QueueUrl": "/000000000000/no-such-queue", "ReceiptHandle": "x"})
-    assert status == 404 and body["__type"] == "com.amazonaws.sqs#ReceiptHandleIsInvalid"
+    assert status == 400 and body["__type"] == "com.amazonaws.sqs#ReceiptHandleIsInvalid"
     status, _, body = json_call(sqs_daemon, "Frobnicate", {})
     assert status == 400 and body["__type"].endswith("#UnknownOperationException")
     resp = sqs_daemon.request("POST", "/", b"{not json", {
