@@ -32,6 +32,6 @@ def test_the_layers_turned_upside_down_are_reported_broken(tmp_path):
         "\n[importlinter:contract:upside-down]\nname = upside down\ntype = layers\nlayers =\n" +
         "".join(f"    {layer}\n" for layer in reversed(contract["layers"])))
     result = lint_imports(str(config))
-    assert result.returncode == 1, result.stdout + result.stderr
+    assert result.returncode == 1 and "Broken contracts" in result.stdout, result.stdout + result.stderr
     broken = result.stdout[result.stdout.index("Broken contracts"):]
     assert "mq.http." in broken and "mq.actors." in broken and "mq.store." in broken
