@@ -4,9 +4,12 @@ run each handler in a CONSUMER span of the producer's trace, recorded by the SDK
 exporter; without OpenTelemetry the client works as before."""
 
 import asyncio
+import os
+import re
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 from opentelemetry import trace
@@ -21,6 +24,7 @@ from support import request
 from mq.client import AsyncClient, AsyncConsumer, Client, Consumer, Producer
 
 EXPORTER = InMemorySpanExporter()
+README = Path(__file__).resolve().parent.parent / "README.md"
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -221,3 +225,12 @@ def test_the_client_works_as_before_without_opentelemetry(shared_mq, tmp_path): 
     done = subprocess.run([sys.executable, "-c", WITHOUT_OTEL, url(shared_mq), queue, traced],
                           capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr
+
+
+def test_the_readme_tracing_example_prints_what_it_says(shared_mq, tmp_path):  # noqa: F811
+    section = README.read_text().split("## Python client\n", 1)[1].split("\n## ", 1)[0]
+    [code] = [block for block in re.findall(r"^```python\n(.*?)^```", section, re.S | re.M)
+              if "trace_context()" in block]
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, cwd=tmp_path, env={**os.environ, "MQ_URL": url(shared_mq)})
+    assert done.returncode == 0 and done.stdout == "True\n", done.stdout + done.stderr
