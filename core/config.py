@@ -159,10 +159,6 @@ class Options:
             raise Invalid("--statsd-interval must be a finite number of seconds more than 0")
         if not 0 <= self.rpc_port <= 65535:
             raise Invalid("--rpc-port must be between 0 (off) and 65535")
-        if self.rpc_port and self.token_file:
-            # LMQ's methods carry no credentials: the port would bypass every token.
-            raise Invalid("--rpc-port cannot be used with --token-file: MessagePack-RPC calls "
-                          "carry no token")
         self.check_sqs()
         self.server_tls()
         return self

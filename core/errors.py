@@ -1,13 +1,68 @@
-"""The kinds of failure that travel from actors to the front as values."""
+"""The kinds of failure that travel from actors to the front as values, and the one table
+of how each face of mq reports each kind."""
 
 import errno
 import os
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One kind of failure and its answer on each face of mq."""
+
+    name: str
+    #: The HTTP status the front answers with (mq.http.api.STATUS).
+    status: int
+    #: The SQS API's error for it: a name of mq.http.sqs.errors.ERRORS.
+    sqs: str
+    #: mqctl's exit status (mq.ctl.errors).
+    exit: int
+
+
+#: The one declaration of the error kinds: the front's statuses, the SQS API's errors, mqctl's
+#: exit statuses, and the classes here and in mq.client.errors (one per kind) all derive from
+#: it. docs/PROTOCOL.md shows it (its table of kinds); tests/test_error_kinds.py holds both.
+TABLE = (
+    #    kind            HTTP  SQS error                 mqctl exit
+    Kind("invalid",      400, "InvalidParameterValue",   2),
+    Kind("unauthorized", 401, "AccessDenied",            6),
+    Kind("forbidden",    403, "AccessDenied",            6),
+    Kind("not_found",    404, "QueueDoesNotExist",       3),
+    Kind("conflict",     409, "InvalidParameterValue",   5),
+    Kind("too_large",    413, "InvalidParameterValue",   2),
+    Kind("too_long",     414, "InvalidParameterValue",   2),
+    Kind("internal",     500, "InternalFailure",         5),
+    Kind("storage",      500, "InternalFailure",         5),
+    Kind("unavailable",  503, "ServiceUnavailable",      4),
+)
+BY_NAME = {kind.name: kind for kind in TABLE}
+
+
+def bind(classes: dict, cls: type) -> None:
+    """Record cls in classes as the one class of its kind: a kind that TABLE does not declare,
+    or a second class for one, is a TypeError at import."""
+    if cls.kind not in BY_NAME:
+        raise TypeError(f"{cls.__qualname__}: {cls.kind!r} is not a kind of mq.errors.TABLE")
+    if cls.kind in classes:
+        raise TypeError(f"{cls.__qualname__}: kind {cls.kind!r} already has "
+                        f"{classes[cls.kind].__qualname__}")
+    classes[cls.kind] = cls
+
+
+#: kind -> its MqError class, filled as the classes below are defined.
+KINDS: dict[str, type] = {}
 
 
 class MqError(Exception):
     """Base of every failure mq reports to a client."""
 
     kind = "internal"
+
+    def __init_subclass__(cls, **kwargs):
+        """A subclass that sets `kind` becomes that kind's one class (see bind)."""
+        super().__init_subclass__(**kwargs)
+        if "kind" in cls.__dict__:
+            bind(KINDS, cls)
 
     def __init__(self, message: str, retry_after: int | None = None):
         super().__init__(message)
@@ -80,8 +135,9 @@ class StorageFailure(MqError):
     kind = "storage"
 
 
-KINDS = {cls.kind: cls for cls in (MqError, NotFound, Invalid, Unavailable, Conflict, TooLarge,
-                                   StorageFailure, Unauthorized, Forbidden, TooLong)}
+bind(KINDS, MqError)
+if KINDS.keys() != BY_NAME.keys():
+    raise TypeError(f"kinds without an MqError class: {sorted(BY_NAME.keys() - KINDS.keys())}")
 
 #: errnos that mean "cannot be stored now, try later" rather than "something is broken".
 RETRYABLE_ERRNOS = frozenset({errno.ENOSPC, errno.EIO, errno.EDQUOT, errno.EROFS, errno.EAGAIN,

@@ -9,6 +9,8 @@ A TOML file with one `[[tokens]]` table per token:
     scopes = ["write"]            # read, write, admin (admin includes write, write read)
     queues = 'orders(\\..*)?'     # regex (a literal string: no escapes) the whole queue
                                   # name must match; default ".*"
+    aws_access_key_id = "AKID..." # optional: SQS requests signed with this key (a key of
+                                  # --sqs-credentials) act with this token's scopes and queues
 
 The daemon keeps the file's tokens in memory and reads the file again when its inode, mtime
 or size changed, looked at no more than once per RECHECK_SECONDS.
@@ -30,7 +32,7 @@ RANKS = {"read": 1, "write": 2, "admin": 3}
 ALL_QUEUES = ".*"
 #: Seconds between two looks at the token file for a change.
 RECHECK_SECONDS = 1.0
-KEYS = {"name", "sha256", "scopes", "queues"}
+KEYS = {"name", "sha256", "scopes", "queues", "aws_access_key_id"}
 HEX_DIGEST = re.compile(r"[0-9a-f]{64}")
 
 
@@ -42,6 +44,7 @@ class Token:
     digest: bytes
     rank: int
     queues: re.Pattern
+    aws_access_key_id: str | None = None
 
     def allows(self, scope: str) -> bool:
         """True when the token's scopes include this one."""
@@ -86,7 +89,11 @@ def parse_entry(pos: int, entry) -> Token:
         pattern = re.compile(queues)
     except (re.error, TypeError) as err:
         raise Invalid(f"{where} ({name}): queues must be a regex: {err}") from None
-    return Token(name, digest.lower().encode(), max(RANKS[s] for s in scopes), pattern)
+    key = entry.get("aws_access_key_id")
+    if key is not None and (not isinstance(key, str) or not key.strip()):
+        raise Invalid(f"{where} ({name}): aws_access_key_id must be a non-empty string")
+    return Token(name, digest.lower().encode(), max(RANKS[s] for s in scopes), pattern,
+                 key.strip() if key else None)
 
 
 def parse(text: str) -> list[Token]:
@@ -104,7 +111,10 @@ def parse(text: str) -> list[Token]:
     tokens = [parse_entry(pos, entry) for pos, entry in enumerate(entries)]
     seen: dict = {}
     for token in tokens:
-        for key, what in ((token.digest, "sha256"), (token.name, "name")):
+        for key, what in ((token.digest, "sha256"), (token.name, "name"),
+                          (token.aws_access_key_id, "aws_access_key_id")):
+            if key is None:
+                continue
             if (key, what) in seen:
                 raise Invalid(f"tokens {seen[key, what]} and {token.name}: same {what}")
             seen[key, what] = token.name
@@ -126,13 +136,25 @@ def load(path: str) -> list[Token]:
 
 def find(tokens: list[Token], secret: str) -> Token | None:
     """The token whose digest is the secret's, compared in constant time with every entry."""
-    digest = digest_of(secret)
+    return find_digest(tokens, digest_of(secret))
+
+
+def find_digest(tokens: list[Token], digest: bytes) -> Token | None:
+    """The token with this digest (digest_of), compared in constant time with every entry: a
+    connection that authenticated once keeps the digest, never the token, and finds its token
+    again in the file in force for each call."""
     found = None
     for token in tokens:
         # No early exit: the time taken does not say which entry matched, or how far.
         if hmac.compare_digest(token.digest, digest):
             found = token
     return found
+
+
+def find_access_key(tokens: list[Token], key: str) -> Token | None:
+    """The token whose aws_access_key_id is this SQS access key id (not a secret: the SQS
+    signature, checked before, proved the key)."""
+    return next((token for token in tokens if token.aws_access_key_id == key), None)
 
 
 class TokenFile:

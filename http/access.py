@@ -6,6 +6,7 @@ name needs "admin". OPEN instead of a scope lets a method through without a toke
 """
 
 import ipaddress
+from collections.abc import Iterable
 
 from mq import logs
 from mq.errors import Forbidden, Unauthorized
@@ -71,22 +72,51 @@ def authenticate(tokens: TokenFile | None, header: str | None) -> Token | None:
     return token
 
 
-def permit(token: Token, scope: str, queue: str | None) -> None:
-    """Forbidden unless the token may use `scope` on `queue`. queue None: a route about no
-    single queue, which needs a token limited to no queues; IN_HANDLER: the handler checks
-    each queue it names (allow_queue)."""
+def check(token: Token | None, scope: str, queues: Iterable[str] | None) -> None:
+    """The one access check of every front end (HTTP routes, MessagePack-RPC, SQS): Forbidden
+    unless the token (None: access control is off) has `scope` and may use every queue the
+    operation touches. queues None: an operation about every queue, which needs a token
+    limited to no queues."""
+    if token is None:
+        return
     if not token.allows(scope):
         raise denied(Forbidden, f"token {token.name!r} lacks the {scope} scope",
                      "insufficient_scope")
-    if queue is None and not token.every_queue:
-        raise denied(Forbidden, f"token {token.name!r} is limited to some queues; this route "
-                     "needs one for every queue", "insufficient_scope")
-    if queue is not None and queue != IN_HANDLER:
-        allow_queue(token, queue)
+    if queues is None:
+        if not token.every_queue:
+            raise denied(Forbidden, f"token {token.name!r} is limited to some queues; this "
+                         "operation needs one for every queue", "insufficient_scope")
+        return
+    for queue in queues:
+        if not token.allows_queue(queue):
+            raise denied(Forbidden, f"token {token.name!r} may not use queue {queue!r}",
+                         "insufficient_scope")
+
+
+def allowed(token: Token | None, queues: list[str]) -> list[str]:
+    """The queues of the list the token may use (all of them with access control off): what a
+    pattern reaches, since the queues a token may not use are, for it, as if they did not
+    exist."""
+    return queues if token is None else [q for q in queues if token.allows_queue(q)]
+
+
+def named_queues(props) -> list[str]:
+    """The queues a properties value names (dead_letter_queue): its writer must be allowed to
+    use them, since the queue's dead letters will be written there and a redrive reads them
+    back. Anything not a properties object names none (its check refuses it)."""
+    if not isinstance(props, dict):
+        return []
+    dead = props.get("dead_letter_queue")
+    return [dead] if isinstance(dead, str) and dead else []
+
+
+def permit(token: Token, scope: str, queue: str | None) -> None:
+    """The route's check: its scope on its path's queue. queue None: a route about no single
+    queue; IN_HANDLER: the scope now, and the handler checks each queue it touches (check)."""
+    check(token, scope, [] if queue == IN_HANDLER else None if queue is None else [queue])
 
 
 def allow_queue(token: Token | None, queue: str) -> None:
     """Forbidden unless the token (None: access control is off) may use this queue."""
-    if token is not None and not token.allows_queue(queue):
-        raise denied(Forbidden, f"token {token.name!r} may not use queue {queue!r}",
-                     "insufficient_scope")
+    if token is not None:
+        check(token, "read", [queue])

@@ -1,5 +1,5 @@
-"""ApiHandler: what every route shares (JSON errors through the one status table, the access
-log's fields, the actor pool, the access check and the URL limit), and the table itself."""
+"""ApiHandler: what every route shares (JSON errors through the status table of the error
+kinds, the access log's fields, the actor pool, the access check and the URL limit)."""
 
 import functools
 import time
@@ -11,24 +11,13 @@ import tornado.web
 
 from mq import logs
 from mq import store as fmt
-from mq.errors import Invalid, MqError, TooLong
+from mq.errors import TABLE, Invalid, MqError, TooLong
 from mq.http import access
 from mq.http.actor_links import ActorPool
 
 
-#: The one table from error kind to HTTP status.
-STATUS = {
-    "invalid": 400,
-    "unauthorized": 401,
-    "forbidden": 403,
-    "not_found": 404,
-    "conflict": 409,
-    "too_large": 413,
-    "too_long": 414,
-    "internal": 500,
-    "storage": 500,
-    "unavailable": 503,
-}
+#: Error kind -> HTTP status, from the one table of kinds (mq.errors.TABLE).
+STATUS = {kind.name: kind.status for kind in TABLE}
 
 #: Tornado's own Server header.
 SERVER = f"TornadoServer/{tornado.version}"

@@ -158,7 +158,7 @@ async def serve(options, run_dir: str, drain_seconds: float = 10.0, index: int =
         apps.append(sqs_application(pool, options, app.tokens))
         servers.append(http_server(apps[1], options))
         servers[1].listen(options.sqs_port, options.host, reuse_port=reuse)
-    rpc = RpcServer(pool, options) if options.rpc_port else None
+    rpc = RpcServer(pool, options, app.tokens) if options.rpc_port else None
     if rpc is not None:
         await rpc.start()
     stop = asyncio.Event()

@@ -3,7 +3,7 @@ default property rules."""
 
 import base64
 
-from mq.http import trace
+from mq.http import access, trace
 from mq.http.api import ApiHandler
 from mq.numbers import parse_number
 
@@ -43,7 +43,13 @@ class RedriveHandler(ApiHandler):
     async def post(self, name: str) -> None:
         """Answer how many messages came back."""
         queue = self.queue_name(name)
-        self.write_json(200, await self.pool.fetcher(queue).call("redrive", queue=queue))
+        # The move reads the dead-letter queue: the token must be allowed it too. The actor is
+        # told the very queue checked, so a property changed meanwhile moves nothing unchecked.
+        fetcher = self.pool.fetcher(queue)
+        props = await fetcher.call("props_get", queue=queue, properties=None)
+        dead = props["effective"]["dead_letter_queue"]
+        access.check(self.token, self.scope["POST"], [dead])
+        self.write_json(200, await fetcher.call("redrive", queue=queue, source=dead))
 
 
 class PeekHandler(ApiHandler):
@@ -87,6 +93,7 @@ class PropertiesHandler(ApiHandler):
 
     async def props(self, name: str, op: str, value=None) -> None:
         queue = self.queue_name(name)
+        access.check(self.token, self.scope[self.request.method], access.named_queues(value))
         result = await self.pool.fetcher(queue).call(op, queue=queue, properties=value)
         self.write_json(200, {"queue": queue, "properties": result["effective"], "own": result["own"]})
 

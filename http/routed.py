@@ -7,7 +7,7 @@ import time
 import tornado.web
 
 from mq.errors import Invalid
-from mq.http import compound, routing, trace
+from mq.http import access, compound, routing, trace
 from mq.http.messages import MessagesHandler, connection_closed
 from mq.numbers import parse_number
 from mq.schedule import due_time
@@ -17,9 +17,9 @@ from mq.schedule import due_time
 class RoutedMessagesHandler(MessagesHandler):
     """POST and GET /_mq/messages?qre=REGEX (the body is streamed in as for one queue)."""
 
-    # Any queue may match: a token needs the write scope on every queue (queue_arg None).
+    # The write scope; of the queues that match, only those the token may use are reached.
     scope = {"GET": "write", "POST": "write"}
-    queue_arg = None
+    queue_arg = access.IN_HANDLER
 
     def pattern(self) -> str:
         """The qre parameter: a regular expression of whole queue names."""
@@ -40,7 +40,8 @@ class RoutedMessagesHandler(MessagesHandler):
         context = trace.parse(self.request.headers.get("traceparent"),
                               self.request.headers.get("tracestate"))
         messages = await routing.fan_out(self.pool, self.config.root, pattern, body,
-                                         self.request.headers.get("Content-Type"), due, context)
+                                         self.request.headers.get("Content-Type"), due, context,
+                                         token=self.token)
         self.log_fields["queues"] = len(messages)
         if context:
             self.log_fields["traceparent"] = context["tp"]
@@ -56,7 +57,7 @@ class RoutedMessagesHandler(MessagesHandler):
         cf = compound.compound_format(self.param("cf", "X-Compound-Format"))
         sock = self.request.connection.stream.socket
         result = await routing.pull_any(self.pool, self.config.root, pattern, wait,
-                                        gone=lambda: connection_closed(sock))
+                                        gone=lambda: connection_closed(sock), token=self.token)
         if result is None:
             self.set_status(204)
             self.finish()

@@ -16,8 +16,10 @@ import re2
 from mq.actors.fanout import MAX_FANOUT_QUEUES
 from mq.actors.fetch import MAX_WAIT_SECONDS
 from mq.errors import Invalid, MqError, NotFound
+from mq.http import access
 from mq.http.actor_links import ActorLink, ActorPool
 from mq.store import Store
+from mq.tokens import Token
 
 #: Longest pattern accepted, in characters.
 MAX_PATTERN = 1000
@@ -47,25 +49,28 @@ def _store(root: str) -> Store:
     return Store(root)
 
 
-def matching_queues(root: str, pattern) -> list[str]:
-    """The existing queues whose whole name matches the pattern, in name order; NotFound when
-    there is none."""
+def matching_queues(root: str, pattern, token: Token | None = None) -> list[str]:
+    """The existing queues whose whole name matches the pattern and the token may use, in name
+    order; NotFound when there is none (a queue the token may not use is not revealed)."""
     regex = compile_pattern(pattern)
-    queues = [queue for queue in _store(root).list_queues() if regex.fullmatch(queue)]
+    queues = access.allowed(token, [queue for queue in _store(root).list_queues()
+                                    if regex.fullmatch(queue)])
     if not queues:
         raise NotFound(f"no queue matches {pattern!r}")
     return queues
 
 
 async def fan_out(pool: ActorPool, root: str, pattern, body: bytes, content_type: str | None,
-                  due: float | None, attributes: dict | None = None) -> list[dict]:
-    """Add the message to every matching queue, durably and together; each copy's queue and id
-    (attributes: what every copy keeps in its header's `a` map, such as its trace context).
+                  due: float | None, attributes: dict | None = None,
+                  token: Token | None = None) -> list[dict]:
+    """Add the message to every matching queue the token may use, durably and together; each
+    copy's queue and id (attributes: what every copy keeps in its header's `a` map, such as
+    its trace context).
 
     One save actor writes every copy in one batch and flushes once before it answers, so
     after a crash either the answer was sent and every copy is stored, or it was not.
     """
-    queues = matching_queues(root, pattern)
+    queues = matching_queues(root, pattern, token)
     if len(queues) > MAX_FANOUT_QUEUES:
         raise Invalid(f"{len(queues)} queues match {pattern!r}; a fan-out may add to at most "
                       f"{MAX_FANOUT_QUEUES}")
@@ -84,16 +89,18 @@ def _groups(pool: ActorPool, queues: list[str]) -> dict[ActorLink, list[str]]:
 
 
 async def pull_any(pool: ActorPool, root: str, pattern, wait: float,
-                   gone: Callable[[], bool] = lambda: False) -> dict | None:
-    """Claim the oldest ready message among the matching queues, waiting up to `wait` seconds
-    for one; None when none came (or the client, asked through gone(), went away).
+                   gone: Callable[[], bool] = lambda: False,
+                   token: Token | None = None) -> dict | None:
+    """Claim the oldest ready message among the matching queues the token may use, waiting up
+    to `wait` seconds for one; None when none came (or the client, asked through gone(), went
+    away).
 
     The result is the fetch result with "queue" added. Nothing is claimed once gone() is true:
     the waiting itself claims nothing (docs/DELIVERY.md, "Pull-any").
     """
     if isinstance(wait, bool) or not isinstance(wait, (int, float)) or not 0 <= wait <= MAX_WAIT_SECONDS:
         raise Invalid(f"wait must be between 0 and {MAX_WAIT_SECONDS:g} seconds")
-    groups = _groups(pool, matching_queues(root, pattern))
+    groups = _groups(pool, matching_queues(root, pattern, token))
     deadline = time.monotonic() + wait
     while not gone():
         result = await claim_oldest(groups, gone)

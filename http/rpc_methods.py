@@ -7,6 +7,9 @@ A content goes in as given: bytes are stored as they are (application/octet-stre
 as UTF-8 text (text/plain; charset=utf-8), any other value packed as msgpack
 (application/msgpack); pull unpacks it back by that content type, so what was pushed comes
 back the same, and a message added over HTTP comes back as bytes (as text when it is text/*).
+
+With a token file, a connection first calls auth(token); every call is then checked as the
+HTTP route it maps onto is (http/access.py): the scope, and every queue the call touches.
 """
 
 import time
@@ -15,8 +18,9 @@ import msgpack
 
 from mq import store as fmt
 from mq.adds import check_add
-from mq.errors import Invalid
-from mq.http import routing, trace
+from mq.errors import Invalid, Unauthorized
+from mq.http import access, routing, trace
+from mq.tokens import Token, TokenFile, digest_of, find_digest
 
 MSGPACK_TYPE = "application/msgpack"
 TEXT_TYPE = "text/plain; charset=utf-8"
@@ -25,14 +29,40 @@ PUSH_OPTIONS = ("delay", "dedup_id", "content_type", "traceparent", "tracestate"
 
 
 class Caller:
-    """What a method needs of its connection: the actor pool, the options, and the long polls
-    to withdraw when the client hangs up (so that no message is claimed for nobody)."""
+    """What a method needs of its connection: the actor pool, the options, the token it
+    authenticated with, and the long polls to withdraw when the client hangs up (so that no
+    message is claimed for nobody)."""
 
-    def __init__(self, pool, options):
+    def __init__(self, pool, options, tokens: TokenFile | None = None):
         self.pool = pool
         self.options = options
+        self.tokens = tokens
+        # The SHA-256 of the token given to auth(), never the token: the file in force is
+        # searched again for each call, so a token removed from it stops working at once.
+        self.digest: bytes | None = None
+        #: The name of the token last found for the connection, for the access log.
+        self.token_name: str | None = None
         self.gone = False
         self.polls: set[tuple] = set()
+
+    def token(self) -> Token | None:
+        """The connection's token now (None: access control is off); Unauthorized when it has
+        not authenticated, or its token left the file."""
+        if self.tokens is None:
+            return None
+        if self.digest is None:
+            raise Unauthorized("this daemon checks tokens: call auth(token) first")
+        token = find_digest(self.tokens.current(), self.digest)
+        if token is None:
+            raise Unauthorized("the token is not valid")
+        self.token_name = token.name
+        return token
+
+    def check(self, scope: str, queues: list[str] | None) -> Token | None:
+        """The access check of a call (access.check); the token, for a pattern's filter."""
+        token = self.token()
+        access.check(token, scope, queues)
+        return token
 
     def hang_up(self) -> None:
         """The client went away: withdraw its waiting polls; claim nothing more for it."""
@@ -115,7 +145,9 @@ async def push(caller: Caller, params: list):
     delay = seconds(options.get("delay"), "delay")
     if not 0 <= delay < float("inf"):
         raise Invalid("delay must be a finite number of seconds, 0 or more")
-    add = check_add(queue_name(name), body, options.get("content_type") or content_type,
+    queue = queue_name(name)
+    caller.check("write", [queue])
+    add = check_add(queue, body, options.get("content_type") or content_type,
                     now + delay if delay else None, options.get("dedup_id"), now)
     context = trace.parse(options.get("traceparent"), options.get("tracestate"))
     await caller.pool.saver().call("add", queue=add.queue, body=add.body,
@@ -128,6 +160,7 @@ async def pull(caller: Caller, params: list):
     """pull(name[, timeout]) -> message | "empty": claim the oldest ready message."""
     name, timeout = arguments("pull", params, ("name", "timeout"), 1)
     queue, wait = queue_name(name), seconds(timeout)
+    caller.check("write", [queue])
     link = caller.pool.fetcher(queue)
     sent = []
 
@@ -149,16 +182,19 @@ async def pull_any(caller: Caller, params: list):
     """pull_any(regexp[, timeout]) -> message | "empty": the oldest ready message of the queues
     whose names match."""
     pattern, timeout = arguments("pull_any", params, ("regexp", "timeout"), 1)
+    token = caller.check("write", [])
     result = await routing.pull_any(caller.pool, caller.options.root, pattern, seconds(timeout),
-                                    gone=lambda: caller.gone)
+                                    gone=lambda: caller.gone, token=token)
     return "empty" if result is None else message(result, result["queue"])
 
 
 async def push_all(caller: Caller, params: list):
     """push_all(regexp, content) -> "ok": add a message to every queue whose name matches."""
     pattern, content = arguments("push_all", params, ("regexp", "content"), 2)
+    token = caller.check("write", [])
     body, content_type = encode_content(content)
-    await routing.fan_out(caller.pool, caller.options.root, pattern, body, content_type, None)
+    await routing.fan_out(caller.pool, caller.options.root, pattern, body, content_type, None,
+                          token=token)
     return "ok"
 
 
@@ -166,6 +202,7 @@ async def reply(caller: Caller, params: list, method: str, op: str):
     """done, retain and release: ack, extend or nack a delivery (by its receipt, if given)."""
     name, message_id, receipt = arguments(method, params, ("name", "id", "receipt"), 2)
     queue = queue_name(name)
+    caller.check("write", [queue])
     fmt.validate_id(message_id)
     if receipt is not None and not isinstance(receipt, str):
         raise Invalid("receipt must be a string")
@@ -193,6 +230,7 @@ async def delete(caller: Caller, params: list):
     """delete(name) -> "ok": delete the queue and all its messages."""
     (name,) = arguments("delete", params, ("name",), 1)
     queue = queue_name(name)
+    caller.check("admin", [queue])
     await caller.pool.fetcher(queue).call("queue_delete", queue=queue)
     return "ok"
 
@@ -202,6 +240,7 @@ async def update_props(caller: Caller, params: list):
     properties to exactly these (none given: back to the defaults)."""
     name, props = arguments("update_props", params, ("name", "property"), 1)
     queue = queue_name(name)
+    caller.check("admin", [queue, *access.named_queues(props)])
     link = caller.pool.fetcher(queue)
     await link.call("queue_put", queue=queue)
     if props is None:
@@ -214,6 +253,7 @@ async def update_props(caller: Caller, params: list):
 async def set_default_props(caller: Caller, params: list):
     """set_default_props(props_list) -> "ok": replace the default rules [[regexp, property]]."""
     (rules,) = arguments("set_default_props", params, ("props_list",), 1)
+    caller.check("admin", None)
     await caller.pool.fetchers[0].call("rules_put", rules=rules)
     return "ok"
 
@@ -221,11 +261,29 @@ async def set_default_props(caller: Caller, params: list):
 async def get_default_props(caller: Caller, params: list):
     """get_default_props() -> props_list: the default rules."""
     arguments("get_default_props", params, (), 0)
+    caller.check("read", None)
     return (await caller.pool.fetchers[0].call("rules_get"))["rules"]
 
 
+async def auth(caller: Caller, params: list):
+    """auth(token) -> "ok": the connection's later calls act with this token (any token is
+    "ok" while access control is off); unauthorized when the token file does not hold it."""
+    (secret,) = arguments("auth", params, ("token",), 1)
+    if not isinstance(secret, str) or not secret:
+        raise Invalid("auth(token) takes the token as a string")
+    if caller.tokens is None:
+        return "ok"
+    digest = digest_of(secret)
+    token = find_digest(caller.tokens.current(), digest)
+    if token is None:
+        caller.digest = caller.token_name = None  # A failed auth leaves no token at all.
+        raise Unauthorized("the token is not valid")
+    caller.digest, caller.token_name = digest, token.name
+    return "ok"
+
+
 METHODS = {
-    "push": push, "pull": pull, "pull_any": pull_any, "push_all": push_all,
+    "auth": auth, "push": push, "pull": pull, "pull_any": pull_any, "push_all": push_all,
     "done": done, "retain": retain, "release": release, "delete": delete,
     "update_props": update_props, "set_default_props": set_default_props,
     "get_default_props": get_default_props,

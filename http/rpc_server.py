@@ -68,7 +68,7 @@ class Connection:
         self.reader = reader
         self.writer = writer
         self.tasks: set[asyncio.Task] = set()
-        self.caller = Caller(server.pool, server.options)
+        self.caller = Caller(server.pool, server.options, server.tokens)
         self.log = logs.get().bind(peer=str(writer.get_extra_info("peername")))
 
     async def run(self) -> None:
@@ -121,7 +121,8 @@ class Connection:
             except Exception:
                 self.log.exception("rpc.error", method=method)
                 result, error = None, MqError("internal error")
-            self.server.log_call(method, error, traceparent_of(method, params, result))
+            self.server.log_call(method, error, traceparent_of(method, params, result),
+                                 self.caller.token_name)
             if kind == REQUEST:
                 self.respond(msgid, error, result)
                 try:
@@ -155,9 +156,10 @@ class Connection:
 class RpcServer:
     """The listening socket and its connections."""
 
-    def __init__(self, pool, options):
+    def __init__(self, pool, options, tokens=None):
         self.pool = pool
         self.options = options
+        self.tokens = tokens  # The front's TokenFile; None: access control is off.
         # A frame holds at most one body, plus a little for the method and params.
         self.max_frame = options.max_body_bytes + 64 * 1024
         self.connections: set[Connection] = set()
@@ -184,10 +186,14 @@ class RpcServer:
         finally:
             self.connections.discard(connection)
 
-    def log_call(self, method: str, error: MqError | None, traceparent: str | None = None) -> None:
-        """The access log's line for one call (with the trace context it carried, if any)."""
+    def log_call(self, method: str, error: MqError | None, traceparent: str | None = None,
+                 token: str | None = None) -> None:
+        """The access log's line for one call (with the trace context it carried, if any, and
+        the name of the connection's token)."""
         if self.access_log:
             fields = {"traceparent": traceparent} if traceparent else {}
+            if token is not None:
+                fields["token"] = token
             logs.get("mq.access").info("rpc.call", method=method,
                                        error=error.kind if error is not None else None, **fields)
 

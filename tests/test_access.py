@@ -232,6 +232,11 @@ def test_no_token_reaches_the_log_but_the_access_log_names_the_token(daemon):
     ("[[tokens]]\nsha256 = '" + "a" * 64 + "'\nscopes = ['read']\nqueues = '('\n", "regex"),
     ("[[tokens]]\nsha256 = '" + "a" * 64 + "'\nscopes = ['read']\ntoken = 'x'\n", "unknown key"),
     (("[[tokens]]\nsha256 = '" + "a" * 64 + "'\nscopes = ['read']\n") * 2, "same sha256"),
+    ("[[tokens]]\nsha256 = '" + "a" * 64 + "'\nscopes = ['read']\naws_access_key_id = 3\n",
+     "aws_access_key_id must be"),
+    ("[[tokens]]\nsha256 = '" + "a" * 64 + "'\nscopes = ['read']\naws_access_key_id = 'K'\n"
+     "[[tokens]]\nsha256 = '" + "b" * 64 + "'\nscopes = ['read']\naws_access_key_id = 'K'\n",
+     "same aws_access_key_id"),
     ("tokens = 3\n", "array of tables"),
     ("[[tokens]\n", "not TOML"),
 ])
@@ -279,6 +284,7 @@ def test_the_token_file_of_the_operations_guide_reads_as_it_says():
     producer, ops = parsed
     assert (producer.name, producer.allows("read"), producer.allows("admin")) == (
         "orders-producer", True, False)
+    assert (producer.aws_access_key_id, ops.aws_access_key_id) == ("AKIDORDERS", None)
     assert [producer.allows_queue(q) for q in ("orders", "orders.eu", "orders2")] == [
         True, True, False]
     assert ops.allows("admin") and ops.every_queue

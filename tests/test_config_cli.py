@@ -139,8 +139,6 @@ def test_print_config_refuses_bad_values_like_a_start():
     (["--max-url-bytes=8"], {}, None, "--max-url-bytes must be 16 or more"),
     (["--max-header-bytes=100"], {}, None, "--max-header-bytes must be at least"),
     (["--token-file=/nonexistent/tokens.toml"], {}, None, "token file /nonexistent/tokens.toml"),
-    (["--rpc-port=18800", "--token-file=/etc/passwd"], {}, None,
-     "--rpc-port cannot be used with --token-file"),
     (["--bogus"], {}, None, "unrecognized arguments: --bogus"),
     ([], {"MQ_WORKERS": "many"}, None, "workers: expected int, got 'many'"),
     ([], {"MQ_AUTO_CREATE": "perhaps"}, None, "auto_create: expected true or false"),
@@ -253,8 +251,7 @@ def test_every_option_can_come_from_the_environment(tmp_path):
         "statsd": ("127.0.0.1:8125", "127.0.0.1:8125"),
         "statsd_interval": ("2", 2.0),
         "statsd_prefix": ("queues", "queues"),
-        # Off here: --rpc-port and --token-file exclude each other (below, alone).
-        "rpc_port": ("0", 0),
+        "rpc_port": ("18800", 18800),
         "sqs_account": ("123456789012", "123456789012"),
         "sqs_base_url": ("https://mq.example.com", "https://mq.example.com"),
         "sqs_port": ("9998", 9998),

@@ -5,12 +5,13 @@ from mq.client.aio_consumer import AsyncConsumer
 from mq.client.api import DEFAULT_URL
 from mq.client.consumer import Consumer
 from mq.client.errors import (ClientError, ConflictError, ForbiddenError, InvalidError,
-                              NotFoundError, ServerError, TooLargeError, UnauthorizedError,
-                              UnavailableError)
+                              NotFoundError, ServerError, StorageError, TooLargeError,
+                              TooLongError, UnauthorizedError, UnavailableError)
 from mq.client.message import Message
 from mq.client.producer import Producer
 from mq.client.sync import Client
 
 __all__ = ["AsyncClient", "AsyncConsumer", "Client", "ClientError", "ConflictError", "Consumer",
            "DEFAULT_URL", "InvalidError", "Message", "NotFoundError", "Producer", "ServerError",
-           "TooLargeError", "UnavailableError", "UnauthorizedError", "ForbiddenError"]
+           "StorageError", "TooLargeError", "TooLongError", "UnavailableError",
+           "UnauthorizedError", "ForbiddenError"]

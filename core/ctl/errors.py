@@ -2,6 +2,8 @@
 
 import httpx
 
+from mq.errors import TABLE
+
 OK, NOTHING, USAGE, NOT_FOUND, UNAVAILABLE, FAILED, REFUSED = 0, 1, 2, 3, 4, 5, 6
 #: The reader of standard output went away (`mqctl tail -f q | head`): the shell's 128 + SIGPIPE.
 READER_GONE = 141
@@ -12,16 +14,16 @@ EPILOG = """\
 exit status:
   0  done
   1  nothing: get or peek found no message
-  2  usage or invalid input (an option, a queue name, a record, a body over the limit)
+  2  usage or invalid input (an option, a queue name, a record, a body or a URL over the limit)
   3  not found: no such queue, message or root folder
   4  unavailable: the daemon or the root could not take the request, after retries
   5  any other error the daemon or the root reported (a stale receipt, a storage failure)
   6  refused: no token, an unknown token, or one without the scope or the queue (401, 403)
 """
 
-#: The error kinds of mq.client.errors and mq.errors (both carry `.kind`), by exit status.
-BY_KIND = {"invalid": USAGE, "too_large": USAGE, "not_found": NOT_FOUND,
-           "unavailable": UNAVAILABLE, "unauthorized": REFUSED, "forbidden": REFUSED}
+#: The exit status of each error kind of mq.client.errors and mq.errors (both carry `.kind`),
+#: from the one table of kinds; each is one of the statuses above.
+BY_KIND = {kind.name: kind.exit for kind in TABLE}
 
 
 class CtlError(Exception):

@@ -2,18 +2,14 @@
 
 import functools
 
-from mq.client.errors import (ClientError, ConflictError, InvalidError, NotFoundError,
-                              ServerError, TooLargeError, UnavailableError)
+from mq.client.errors import CLASSES, ClientError, ServerError
 from mq.errors import MqError, from_os_error
-
-#: The client class of each error kind; any other kind (internal, storage) is a ServerError.
-_BY_KIND = {cls.kind: cls for cls in (InvalidError, NotFoundError, ConflictError, TooLargeError,
-                                      UnavailableError)}
 
 
 def client_error(err: MqError) -> ClientError:
-    """The client error that reports a store failure, with its kind and message."""
-    return _BY_KIND.get(err.kind, ServerError)(err.message, kind=err.kind)
+    """The client error that reports a store failure: the class of its kind, the one an HTTP
+    client raises for it (mq.client.errors), with its kind and message."""
+    return CLASSES.get(err.kind, ServerError)(err.message, kind=err.kind)
 
 
 def translated(method):

@@ -4,7 +4,8 @@ queues, through the same actors as mq's own routes.
 handler (routes, the operation table), protocol and query (the two wire formats), errors,
 names (queue URLs, ARNs, parameters), attributes (queue attributes on properties), queues,
 sending, receiving and batches (the operations), permissions (Policy statements, STS's
-GetCallerIdentity), message_attributes, md5, signatures.
+GetCallerIdentity), authorization (the token of a signing key, the scope and queues each
+operation needs), message_attributes, md5, signatures.
 """
 
 import tornado.routing

@@ -1,7 +1,7 @@
 """The errors of the SQS API as SQS sends them: one table from the error's name to the code a
 query-protocol client sees and the HTTP status, and the exception that carries one."""
 
-from mq.errors import MqError
+from mq.errors import BY_NAME, MqError
 
 #: name (the JSON protocol's `__type` after '#') -> (query-protocol code, HTTP status, sender's
 #: fault). The JSON protocol also sends the query code, in `x-amzn-query-error`. SQS answers
@@ -40,6 +40,7 @@ ERRORS = {
     "MissingAuthenticationToken": ("MissingAuthenticationToken", 403, True),
     "IncompleteSignature": ("IncompleteSignature", 400, True),
     "InvalidClientTokenId": ("InvalidClientTokenId", 403, True),
+    "AccessDenied": ("AccessDenied", 403, True),
     "SignatureDoesNotMatch": ("SignatureDoesNotMatch", 403, True),
     "InternalFailure": ("InternalError", 500, False),
     "ServiceUnavailable": ("ServiceUnavailable", 503, False),
@@ -47,7 +48,8 @@ ERRORS = {
 
 
 #: The JSON protocol's `__type` of errors whose shape has another name than their code.
-JSON_TYPES = {"InvalidParameterValue": "InvalidParameterValueException",
+JSON_TYPES = {"AccessDenied": "AccessDeniedException",
+              "InvalidParameterValue": "InvalidParameterValueException",
               "MissingParameter": "MissingRequiredParameterException"}
 #: The query protocol's older wording of some messages.
 QUERY_MESSAGES = {"QueueDoesNotExist": "The specified queue does not exist for this wsdl version."}
@@ -79,11 +81,9 @@ def missing(parameter: str) -> SqsError:
 
 
 def from_mq(error: MqError) -> SqsError:
-    """An mq error kind as the SQS error a client can act on (503: retry; 500: report)."""
-    if error.kind == "unavailable":
-        return SqsError("ServiceUnavailable", error.message)
-    if error.kind in ("internal", "storage"):
-        return SqsError("InternalFailure", error.message)
-    if error.kind == "not_found":
-        return queue_missing()
-    return invalid(error.message)
+    """An mq error kind as the SQS error a client can act on (503: retry; 500: report): the
+    one its kind names in mq.errors.TABLE."""
+    name = BY_NAME.get(error.kind, BY_NAME["internal"]).sqs
+    if name == "QueueDoesNotExist":
+        return queue_missing()  # SQS's own words, whichever queue mq's message named.
+    return SqsError(name, error.message)

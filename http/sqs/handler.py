@@ -12,7 +12,8 @@ from mq.errors import MqError
 from mq.http import access
 from mq.http.api import ApiHandler
 from mq.http.messages import UNLIMITED_CHUNKED_BODY
-from mq.http.sqs import attributes, permissions, protocol, queues, receiving, sending
+from mq.http.sqs import (attributes, authorization, permissions, protocol, queues, receiving,
+                         sending)
 from mq.http.sqs.errors import SqsError, from_mq
 from mq.http.sqs.names import DEFAULT_REGION, Caller
 from mq.http.sqs.signatures import signed_region
@@ -83,7 +84,8 @@ class SqsHandler(ApiHandler):
     """
 
     # SQS clients sign their requests (SigV4) and send no bearer token: with --sqs-credentials
-    # the signature is the check; with --token-file alone, serve() refuses every call.
+    # the signature is the check, and with --token-file too the signing key's token decides
+    # (http/sqs/authorization.py); with --token-file alone, serve() refuses every call.
     scope = {"GET": access.OPEN, "POST": access.OPEN}
 
     def initialize(self, pool, options, service, signatures=None) -> None:
@@ -141,9 +143,11 @@ class SqsHandler(ApiHandler):
                 raise SqsError("MissingAuthenticationToken", "this daemon checks bearer tokens "
                                "(--token-file): the SQS API needs --sqs-credentials to check "
                                "signatures")
+            key = None
             if self.signatures is not None:
-                self.signatures.check(request.method, f"{request.protocol}://{request.host}{request.uri}",
-                                      request.headers, request.body)
+                key = self.signatures.check(
+                    request.method, f"{request.protocol}://{request.host}{request.uri}",
+                    request.headers, request.body)
             call = protocol.decode(request.method, request.headers, request.query, request.body)
             kind = call.protocol
             self.log_fields["sqs"] = call.operation
@@ -156,7 +160,12 @@ class SqsHandler(ApiHandler):
                                f"The action {call.operation} is not valid for this endpoint.")
             if queue is not None and "QueueUrl" not in call.params:
                 call.params["QueueUrl"] = f"/{self.config.sqs_account}/{queue}"
-            result = await operation(self.service, self.caller(), call.params)
+            caller = self.caller()
+            caller.token = authorization.token_of(self.application.tokens, key)
+            if caller.token is not None:
+                self.log_fields["token"] = caller.token.name
+            authorization.authorize(caller.token, call.operation, call.params)
+            result = await operation(self.service, caller, call.params)
         except SqsError as err:
             return self.answer_error(kind, err, request_id)
         except MqError as err:

@@ -22,13 +22,15 @@ DEFAULT_REGION = "us-east-1"
 class Caller:
     """Who asked and where: the base of queue URLs, the account id and the region for ARNs,
     the request's connection (a long poll stops waiting for a client that hung up), and the
-    fields of its access log line."""
+    fields of its access log line, and the token its access key acts as (None: access control
+    is off)."""
 
     base_url: str
     account: str
     region: str = DEFAULT_REGION
     connection: object = None
     log_fields: dict = field(default_factory=dict)
+    token: object = None
 
     def queue_url(self, queue: str) -> str:
         """The URL of a queue."""

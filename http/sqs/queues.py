@@ -7,7 +7,8 @@ import uuid
 
 import orjson
 
-from mq.http.sqs import attributes
+from mq.http import access
+from mq.http.sqs import attributes, authorization
 from mq.http.sqs.errors import SqsError, invalid, missing
 from mq.http.sqs.names import (Caller, check_new_name, existing_name, integer, names_list,
                                queue_from_arn, queue_from_url, text)
@@ -32,7 +33,10 @@ async def create_queue(service, caller: Caller, params: dict) -> dict:
     if name.endswith(".fifo") and not fifo:
         raise invalid("Can only include alphanumeric characters, hyphens, or underscores. "
                       "1 to 80 in length")
+    authorization.check(caller.token, "CreateQueue", [name])
+    authorization.check_attributes(caller.token, "CreateQueue", given)
     props, kept = await attributes.to_properties(given, fifo, service.fifo_or_none, creating=True)
+    authorization.check(caller.token, "CreateQueue", access.named_queues(props))
     tags = check_tags(params.get("tags") or params.get("Tags") or {}, name)
     try:
         info = await service.queue(name)
@@ -79,6 +83,7 @@ def same_value(key: str, value, now: dict) -> bool:
 async def get_queue_url(service, caller: Caller, params: dict) -> dict:
     """GetQueueUrl: the URL of an existing queue."""
     name = existing_name(text(params, "QueueName", required=True))
+    authorization.check(caller.token, "GetQueueUrl", [name])
     await service.queue(name)
     return {"QueueUrl": caller.queue_url(name)}
 
@@ -103,7 +108,8 @@ def page(names: list[str], params: dict) -> tuple[list[str], str | None]:
 async def list_queues(service, caller: Caller, params: dict) -> dict:
     """ListQueues: queue URLs, by prefix, a page at a time."""
     prefix = text(params, "QueueNamePrefix") or ""
-    names, token = page([n for n in service.queue_names() if n.startswith(prefix)], params)
+    names, token = page(access.allowed(caller.token, [n for n in service.queue_names()
+                                                      if n.startswith(prefix)]), params)
     result = {}
     if names:
         result["QueueUrls"] = [caller.queue_url(n) for n in names]
@@ -151,9 +157,11 @@ async def set_queue_attributes(service, caller: Caller, params: dict) -> None:
     given = params.get("Attributes")
     if given is None:
         raise missing("Attributes")
+    authorization.check_attributes(caller.token, "SetQueueAttributes", given)
     info = await service.queue(name)
     fifo = attributes.is_fifo(name, info["properties"])
     props, kept = await attributes.to_properties(given, fifo, service.fifo_or_none, creating=False)
+    authorization.check(caller.token, "SetQueueAttributes", access.named_queues(props))
     if props.get("dead_letter_queue") == name:
         raise invalid("Value for parameter RedrivePolicy is invalid. Reason: A queue cannot be "
                       "its own dead-letter queue.")
@@ -223,7 +231,7 @@ async def list_dead_letter_source_queues(service, caller: Caller, params: dict) 
     """ListDeadLetterSourceQueues: the queues whose redrive policy names this one."""
     name = queue_from_url(params)
     await service.queue(name)
-    names, token = page(sources_of(service, name), params)
+    names, token = page(access.allowed(caller.token, sources_of(service, name)), params)
     result = {"queueUrls": [caller.queue_url(n) for n in names]}
     if token:
         result["NextToken"] = token
@@ -234,10 +242,13 @@ async def start_message_move_task(service, caller: Caller, params: dict) -> dict
     """StartMessageMoveTask: move a dead-letter queue's messages back (done at once)."""
     source_arn = text(params, "SourceArn", required=True)
     source = queue_from_arn(source_arn, "SourceArn")
+    destination_arn = text(params, "DestinationArn")
+    # Both queues are checked before either is looked up.
+    authorization.check(caller.token, "StartMessageMoveTask", [source] + (
+        [queue_from_arn(destination_arn, "DestinationArn")] if destination_arn else []))
     if await service.fifo_or_none(source) is None:
         raise SqsError("ResourceNotFoundException", "The resource that you specified for the "
                        "SourceArn parameter doesn't exist.")
-    destination_arn = text(params, "DestinationArn")
     rate = integer(params, "MaxNumberOfMessagesPerSecond", None, 1, 500)
     sources = sources_of(service, source)
     if not sources:
@@ -255,6 +266,7 @@ async def start_message_move_task(service, caller: Caller, params: dict) -> dict
                       "DestinationArn to move its messages to.")
     if target == source:
         raise invalid("The destination queue must not be the source queue.")
+    authorization.check(caller.token, "StartMessageMoveTask", [target])
     moved = (await service.call(target, "redrive", source=source))["moved"]
     handle = base64.b64encode(orjson.dumps({"id": str(uuid.uuid4()), "source": source_arn})).decode()
     task = {"Status": "COMPLETED", "SourceArn": source_arn,
@@ -271,6 +283,7 @@ async def start_message_move_task(service, caller: Caller, params: dict) -> dict
 async def list_message_move_tasks(service, caller: Caller, params: dict) -> dict:
     """ListMessageMoveTasks: the last task of a dead-letter queue (tasks finish at once)."""
     source = queue_from_arn(text(params, "SourceArn", required=True), "SourceArn")
+    authorization.check(caller.token, "ListMessageMoveTasks", [source])
     if await service.fifo_or_none(source) is None:
         raise SqsError("ResourceNotFoundException", "The resource that you specified for the "
                        "SourceArn parameter doesn't exist.")
@@ -285,7 +298,9 @@ async def cancel_message_move_task(service, caller: Caller, params: dict) -> dic
         source_arn = orjson.loads(base64.b64decode(handle, validate=True))["source"]
     except (ValueError, KeyError, TypeError):
         raise invalid("Value for parameter TaskHandle is invalid.") from None
-    if await service.fifo_or_none(queue_from_arn(source_arn, "SourceArn")) is None:
+    source = queue_from_arn(source_arn, "SourceArn")
+    authorization.check(caller.token, "CancelMessageMoveTask", [source])
+    if await service.fifo_or_none(source) is None:
         raise SqsError("ResourceNotFoundException", "The resource that you specified for the "
                        "SourceArn parameter doesn't exist.")
     raise SqsError("ResourceNotFoundException", "Task does not exist.")

@@ -65,8 +65,9 @@ class SignatureCheck:
 
         self.verifier_class = Verifier
 
-    def check(self, method: str, url: str, headers, body: bytes) -> None:
-        """Raise the SqsError SQS answers an unsigned, unknown or wrongly signed request with."""
+    def check(self, method: str, url: str, headers, body: bytes) -> str:
+        """The access key id that signed the request; raise the SqsError SQS answers an
+        unsigned, unknown or wrongly signed request with."""
         authorization = headers.get("Authorization")
         if not authorization:
             raise SqsError("MissingAuthenticationToken", "Request is missing Authentication Token")
@@ -91,3 +92,4 @@ class SignatureCheck:
             raise SqsError("SignatureDoesNotMatch", "The request signature we calculated does "
                            "not match the signature you provided. Check your AWS Secret Access "
                            "Key and signing method. Consult the service documentation for details.")
+        return parts["key"]
