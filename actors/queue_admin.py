@@ -60,7 +60,7 @@ def peek(actor, batch, request) -> dict:
             break
         messages.append({"id": message_id, "content_type": message.content_type,
                          "attempts": attempts, "created_ms": message.created_ms,
-                         "body": message.body})
+                         "body": message.body, "attributes": message.attributes})
     return {"queue": queue, "messages": messages}
 
 
