@@ -130,13 +130,23 @@ class Actor:
         """How long to wait for requests before calling tick again."""
         return 500
 
+    def before_flush(self, batch: Batch) -> None:
+        """Work joined to a batch after its requests, covered by its one flush (the fetch
+        actor claims for its long polls here)."""
+
+    def after_flush(self, batch: Batch) -> None:
+        """Work after a batch's flush and notifications, before its requests are answered
+        (the fetch actor answers the long polls and watches the batch fed)."""
+
     def handle(self, requests: list[Request]) -> Batch:
         """Apply a batch, flush once, send its notifications; return it with one result each."""
         batch = self.batch_class(requests)
         for request in requests:
             batch.results.append(self.dispatch(batch, request))
+        self.before_flush(batch)
         self.settle(batch)
         self.send_notes(batch)
+        self.after_flush(batch)
         return batch
 
     def dispatch(self, batch: Batch, request: Request):

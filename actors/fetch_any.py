@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from mq import store as fmt
 from mq.actors.batch import DEFERRED, Batch, Request
+from mq.actors.long_polls import checked_wait
 from mq.errors import Invalid
 
 #: Most queues one fetch_any or watch may name.
@@ -78,48 +79,57 @@ def watch(actor, batch: Batch, request: Request):
     """Answer {"queue": q} once one of the queues has a ready message, or {"empty": true} after
     `wait` seconds; nothing is claimed."""
     queues = checked_queues(request.payload)
-    wait = request.payload.get("wait") or 0
-    if isinstance(wait, bool) or not isinstance(wait, (int, float)) or not 0 <= wait <= actor.max_wait:
-        raise Invalid(f"wait must be between 0 and {actor.max_wait:g} seconds")
+    wait = checked_wait(request.payload)
     best = oldest_head(actor, queues)
     if best is not None:
         return {"queue": best[0]}
     if wait <= 0:
         return {"empty": True}
-    actor.watchers.append(Watcher(request.peer, request.rid, time.monotonic() + wait, queues))
+    actor.watches.park(Watcher(request.peer, request.rid, time.monotonic() + wait, queues))
     actor.log.debug("fetch.watch", queue=queues[0], queues=len(queues), seconds=wait)
     return DEFERRED
 
 
-def serve_watchers(actor) -> None:
-    """Answer each watch whose queues gained a ready message or whose time is up."""
-    if not actor.watchers:
-        return
-    now, kept, heads = time.monotonic(), [], {}
-    for watcher in actor.watchers:
-        try:
-            best = oldest_head(actor, watcher.queues, heads=heads)
-        except OSError:
-            best = None  # The front claims (and meets the error) only after an answer.
-        if best is not None:
-            actor.reply(watcher.peer, watcher.rid, {"queue": best[0]})
-        elif watcher.deadline <= now:
-            actor.reply(watcher.peer, watcher.rid, {"empty": True})
-        else:
-            kept.append(watcher)
-    actor.watchers = kept
+class Watches:
+    """The parked watches of one fetch actor; they change only through these methods."""
 
+    def __init__(self, log):
+        self.log = log
+        self._parked: list[Watcher] = []
 
-def cancel_watchers(actor, peer: bytes, rid: bytes) -> None:
-    """Drop the watch a front gave up on (its client went away)."""
-    kept = [w for w in actor.watchers if (w.peer, w.rid) != (peer, rid)]
-    for watcher in actor.watchers:
-        if (watcher.peer, watcher.rid) == (peer, rid):
-            actor.log.debug("fetch.watch_cancelled", queue=watcher.queues[0],
-                            queues=len(watcher.queues))
-    actor.watchers = kept
+    def __bool__(self) -> bool:
+        return bool(self._parked)
 
+    def park(self, watcher: Watcher) -> None:
+        """Keep a watch until one of its queues has a ready message or its time is up."""
+        self._parked.append(watcher)
 
-def nearest_deadline(actor) -> float | None:
-    """The monotonic time of the first watch to expire, None when none waits."""
-    return min((w.deadline for w in actor.watchers), default=None)
+    def serve(self, actor) -> None:
+        """Answer each watch whose queues gained a ready message or whose time is up."""
+        if not self._parked:
+            return
+        now, kept, heads = time.monotonic(), [], {}
+        for watcher in self._parked:
+            try:
+                best = oldest_head(actor, watcher.queues, heads=heads)
+            except OSError:
+                best = None  # The front claims (and meets the error) only after an answer.
+            if best is not None:
+                actor.reply(watcher.peer, watcher.rid, {"queue": best[0]})
+            elif watcher.deadline <= now:
+                actor.reply(watcher.peer, watcher.rid, {"empty": True})
+            else:
+                kept.append(watcher)
+        self._parked = kept
+
+    def cancel(self, peer: bytes, rid: bytes) -> None:
+        """Drop the watch a front gave up on (its client went away)."""
+        for watcher in self._parked:
+            if (watcher.peer, watcher.rid) == (peer, rid):
+                self.log.debug("fetch.watch_cancelled", queue=watcher.queues[0],
+                               queues=len(watcher.queues))
+        self._parked = [w for w in self._parked if (w.peer, w.rid) != (peer, rid)]
+
+    def nearest_deadline(self) -> float | None:
+        """The monotonic time of the first watch to expire, None when none waits."""
+        return min((w.deadline for w in self._parked), default=None)

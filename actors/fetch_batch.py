@@ -6,11 +6,10 @@ ack removes each delivery exactly as an ack does (actors/replies.py).
 """
 
 import os
-import time
-from collections import deque
 
 from mq import store as fmt
 from mq.actors.batch import DEFERRED
+from mq.actors.long_polls import checked_wait
 from mq.actors.replies import ack_delivery
 from mq.adds import MAX_BATCH_MESSAGES
 from mq.errors import Invalid, MqError, NotFound, from_os_error
@@ -23,19 +22,10 @@ MAX_FETCH = 100
 MAX_ANSWER_BYTES = 8 * 1024 * 1024
 
 
-def wait_of(payload: dict, longest: float) -> float:
-    """The long poll's wait in seconds, checked."""
-    wait = payload.get("wait") or 0
-    if isinstance(wait, bool) or not isinstance(wait, (int, float)) or not 0 <= wait <= longest:
-        raise Invalid(f"wait must be between 0 and {longest:g} seconds")
-    return wait
-
-
 def fetch_batch(actor, batch, request):
     """Hide up to `max` of the oldest ready messages and return them; or wait for the first."""
-    from mq.actors.fetch import MAX_WAIT_SECONDS
     queue = fmt.validate_queue(request.payload.get("queue"))
-    wait = wait_of(request.payload, MAX_WAIT_SECONDS)
+    wait = checked_wait(request.payload)
     limit = request.payload.get("max")
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_FETCH:
         raise Invalid(f"max must be a whole number from 1 to {MAX_FETCH}")
@@ -47,8 +37,7 @@ def fetch_batch(actor, batch, request):
         raise NotFound(f"queue {queue!r} does not exist")
     if wait <= 0:
         return {"messages": []}
-    actor.waiters.setdefault(queue, deque()).append((request.peer, request.rid,
-                                                     time.monotonic() + wait, limit))
+    actor.waiters.park(queue, request.peer, request.rid, wait, limit)
     return DEFERRED
 
 

@@ -4,8 +4,6 @@ properties, and the default property rules.
 Each is a command of FetchActor: function(actor, batch, request) -> result.
 """
 
-import heapq
-
 from mq import properties
 from mq import store as fmt
 from mq.actors.fetch_batch import MAX_ANSWER_BYTES
@@ -25,7 +23,7 @@ def queue_get(actor, batch, request) -> dict:
     queue = fmt.validate_queue(request.payload.get("queue"))
     if not actor.store.queue_exists(queue):
         raise NotFound(f"queue {queue!r} does not exist")
-    index = actor.ready_index(queue)
+    index = actor.indexes.of(queue)
     actor.drop_expired(batch, queue)
     result = {"queue": queue, "properties": actor.props.effective(queue), "ready": len(index)}
     if request.payload.get("hidden"):
@@ -46,10 +44,9 @@ def peek(actor, batch, request) -> dict:
     if not actor.store.queue_exists(queue):
         actor.forget_queue(queue)
         raise NotFound(f"queue {queue!r} does not exist")
-    index = actor.ready_index(queue)
+    index = actor.indexes.of(queue)
     messages, size = [], 0
-    for message_id in heapq.nsmallest(count, (i for i in index.members if after is None or i > after)):
-        attempts = index.members[message_id]
+    for message_id, attempts in index.oldest_ready(count, after):
         try:
             found = read_unclaimed(actor.store.ready_path(queue, message_id, attempts), queue,
                                    message_id)
@@ -63,7 +60,7 @@ def peek(actor, batch, request) -> dict:
             break
         messages.append({"id": message_id, "content_type": message.content_type,
                          "attempts": attempts, "created_ms": message.created_ms,
-                         "body": message.body})
+                         "body": message.body, "attributes": message.attributes})
     return {"queue": queue, "messages": messages}
 
 
@@ -74,8 +71,7 @@ def purge(actor, batch, request) -> dict:
     purged = actor.store.purge_queue(queue, keys=request.payload.get("keys") is True)
     actor.forget_queue(queue)
     batch.settled.append((queue, None, None))
-    if actor.queues_listed_at is not None:
-        actor.ready_index(queue)  # Statistics are watched: the queue stays in them, empty.
+    actor.indexes.watched(queue)  # When statistics are watched, the queue stays in them, empty.
     return {"queue": queue, "purged": purged}
 
 
@@ -83,8 +79,7 @@ def queue_put(actor, batch, request) -> dict:
     """Create the queue (durably); created is False when it existed."""
     queue = fmt.validate_queue(request.payload.get("queue"))
     created = actor.store.create_queue(queue)
-    if actor.queues_listed_at is not None and queue not in actor.indexes:
-        actor.ready_index(queue)  # Statistics are watched: show the new queue at once.
+    actor.indexes.watched(queue)  # When statistics are watched, they show the new queue at once.
     return {"queue": queue, "created": created}
 
 
@@ -106,7 +101,7 @@ def redrive(actor, batch, request) -> dict:
     if not actor.store.queue_exists(dead):
         return {"queue": queue, "dead_letter_queue": dead, "moved": 0}
     ids = actor.store.redrive(dead, queue)
-    index = actor.ready_index(queue)
+    index = actor.indexes.of(queue)
     for message_id in ids:
         index.add(message_id, 0)
     batch.dirs.update({actor.store.queue_dir(dead), actor.store.queue_dir(queue)})

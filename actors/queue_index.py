@@ -1,8 +1,26 @@
-"""QueueIndex: the fetch actor's ordered in-memory view of one queue's ready messages."""
+"""The fetch actor's in-memory view of the ready messages of its queues.
+
+`QueueIndex` is one queue's, oldest first; `ReadyIndexes` holds them, lists a queue's folder
+when its index is missing or empty and stale, and merges what the notices of other writers
+announce. Both change only through their own methods.
+"""
 
 import heapq
 import random
 import time
+from typing import Callable
+
+#: Seconds between re-listings of a queue whose index ran empty (lost notifications, peers,
+#: other writers on the root such as the Spark data source).
+RELIST_EMPTY_SECONDS = 0.5
+#: Seconds between reads of the notice files of the queues indexed: a writer no daemon hears
+#: (a Spark driver on another host) posts one after each commit.
+NOTICE_SECONDS = 0.5
+#: A folder whose mtime is this recent (ns) may have changed again unseen: directory times
+#: move in clock ticks, so a rename in the tick of a listing leaves the listed mtime as it was.
+COARSE_MTIME_NS = 50_000_000
+#: Seconds between listings of queues/ once every owned queue is indexed (for statistics).
+STATS_LIST_SECONDS = 5.0
 
 
 class QueueIndex:
@@ -12,12 +30,12 @@ class QueueIndex:
     taken by a peer): the claim's rename then fails with ENOENT and the caller asks again.
     """
 
-    def __init__(self, entries: list[tuple[str, int]]):
+    def __init__(self, entries: list[tuple[str, int]], changed_ns: int | None = None):
         self.members: dict[str, int] = dict(entries)
         self.heap = list(self.members)
         heapq.heapify(self.heap)
         self.listed_at = time.monotonic()
-        self.changed_ns: int | None = None  # The folder's mtime when listed (FetchActor).
+        self.changed_ns = changed_ns  # The folder's mtime when listed.
 
     def __len__(self) -> int:
         return len(self.members)
@@ -27,6 +45,11 @@ class QueueIndex:
         if message_id not in self.members:
             heapq.heappush(self.heap, message_id)
         self.members[message_id] = attempts
+
+    def oldest_ready(self, count: int, after: str | None = None) -> list[tuple[str, int]]:
+        """Up to count of the oldest (id, deliveries), with ids after `after` when given."""
+        ids = heapq.nsmallest(count, (i for i in self.members if after is None or i > after))
+        return [(message_id, self.members[message_id]) for message_id in ids]
 
     def attempts(self, message_id: str) -> int | None:
         """Deliveries so far of a message the index holds, else None."""
@@ -75,3 +98,107 @@ class QueueIndex:
         for other in candidates:
             heapq.heappush(self.heap, other)
         return chosen, self.members.pop(chosen)
+
+
+class ReadyIndexes:
+    """The QueueIndex of each queue a fetch actor has used, and the notice token each has seen.
+
+    Once every owned queue is to be indexed (the statistics are watched), a queue created or
+    purged is indexed at once and queues/ is listed every STATS_LIST_SECONDS.
+    """
+
+    def __init__(self, store, log):
+        self.store = store
+        self.log = log
+        self._indexes: dict[str, QueueIndex] = {}
+        self._notices: dict[str, str] = {}  # queue -> notice token its index has seen
+        self._noticed_at = time.monotonic()
+        self._owned_listed_at: float | None = None  # Set by the first index_owned().
+
+    def __len__(self) -> int:
+        return len(self._indexes)
+
+    def __iter__(self):
+        return iter(list(self._indexes.items()))
+
+    def remembered(self) -> set[str]:
+        """The queues anything is kept about (an index or a notice token)."""
+        return set(self._indexes) | set(self._notices)
+
+    @property
+    def every_owned(self) -> bool:
+        """Whether every queue the actor owns is indexed (since the first statistics asked)."""
+        return self._owned_listed_at is not None
+
+    def known(self, queue: str) -> QueueIndex | None:
+        """The queue's index if it has one, without listing."""
+        return self._indexes.get(queue)
+
+    def of(self, queue: str) -> QueueIndex:
+        """The queue's index, built from its folder on first use or when empty and stale."""
+        index = self._indexes.get(queue)
+        if index is None or (not index and self.may_have_more(queue, index)):
+            # The notice is read before the listing, so one posted meanwhile is seen as new;
+            # the folder's mtime likewise, so a change meanwhile is seen on the next fetch.
+            self._notices[queue] = self.store.read_notice(queue)
+            changed = self.store.queue_changed_ns(queue)
+            index = self._indexes[queue] = QueueIndex(self.store.list_ready(queue), changed)
+        return index
+
+    def may_have_more(self, queue: str, index: QueueIndex) -> bool:
+        """Whether an empty index is listed again: RELIST_EMPTY_SECONDS after its listing, or
+        at once when the folder changed since. A save actor's "ready" travels on another
+        socket than the fetch a client sends once its add is answered, and may be read after
+        that fetch; the folder's mtime has changed by then (one stat per such fetch)."""
+        if time.monotonic() - index.listed_at > RELIST_EMPTY_SECONDS:
+            return True
+        changed = self.store.queue_changed_ns(queue)
+        return changed is not None and (changed != index.changed_ns
+                                        or time.time_ns() - changed < COARSE_MTIME_NS)
+
+    def watched(self, queue: str) -> QueueIndex | None:
+        """The queue's index; listed first when it has none and every owned queue is indexed."""
+        index = self._indexes.get(queue)
+        if index is None and self.every_owned:
+            index = self.of(queue)
+        return index
+
+    def forget(self, queue: str) -> None:
+        """Drop the queue's index (deleted, purged, or asked for but missing)."""
+        self._indexes.pop(queue, None)
+        self._notices.pop(queue, None)
+
+    def relist(self, queue: str) -> None:
+        """Add to a queue's index the ready messages its folder has and the index lacks."""
+        index = self._indexes.get(queue)
+        if index is not None:
+            for message_id, attempts in self.store.list_ready(queue, known=index.members):
+                index.add(message_id, attempts)
+
+    def relist_all(self) -> None:
+        """relist() every indexed queue (a "ready" may have been lost)."""
+        for queue in list(self._indexes):
+            self.relist(queue)
+
+    def merge_noticed(self) -> None:
+        """Re-list each indexed queue whose notice changed since it was listed."""
+        if time.monotonic() - self._noticed_at < NOTICE_SECONDS:
+            return
+        self._noticed_at = time.monotonic()
+        for queue in list(self._indexes):
+            token = self.store.read_notice(queue)
+            if token is not None and token != self._notices.get(queue):
+                self._notices[queue] = token
+                self.relist(queue)
+                self.log.debug("fetch.noticed", queue=queue, ready=len(self._indexes[queue]))
+
+    def index_owned(self, owns: Callable[[str], bool]) -> None:
+        """Index every queue the actor owns that has no index: each is listed once, then kept
+        current by notifications; queues/ itself is listed every STATS_LIST_SECONDS."""
+        now = time.monotonic()
+        if self.every_owned and now - self._owned_listed_at < STATS_LIST_SECONDS:
+            return
+        self._owned_listed_at = now
+        for queue in self.store.list_queues():
+            if queue not in self._indexes and owns(queue):
+                self.of(queue)

@@ -21,9 +21,9 @@ def target(request) -> tuple[str, str]:
 def delete(actor, batch, request) -> dict:
     """Remove a message from whatever state it is in (an ack without a receipt does the same)."""
     queue, message_id = target(request)
-    index = actor.indexes.get(queue)
+    index = actor.indexes.known(queue)
     known = index.attempts(message_id) if index else None
-    handed = actor.handed.pop((queue, message_id), None)
+    handed = actor.deliveries.settled(queue, message_id)
     # A guess tried first (the ready name the index has, or the delivery this actor handed
     # out); the probe of every name the message may have follows if it is wrong.
     guess = ("ready", known) if known is not None else \
@@ -64,7 +64,7 @@ def ack_delivery(actor, batch, queue: str, message_id: str, delivery: int) -> No
     batch.dirs.update({actor.store.folder("delay"), actor.store.folder("remove")})
     batch.settled.append((queue, message_id, delivery))
     actor.counters.count(queue, "acks")
-    actor.handed.pop((queue, message_id), None)
+    actor.deliveries.settled(queue, message_id)
 
 
 def extend(actor, batch, request) -> dict:
@@ -98,7 +98,7 @@ def nack(actor, batch, request) -> dict:
     batch.settled.append((queue, message_id, delivery))
     actor.counters.count(queue, "nacks")
     if dead is None:
-        actor.ready_index(queue).add(message_id, delivery)
+        actor.indexes.of(queue).add(message_id, delivery)
     else:
         actor.log.info("fetch.dead_letter", queue=queue, id=message_id, dead_letter_queue=dead)
         actor.counters.count(queue, "dead_letters")

@@ -3,7 +3,7 @@ default property rules."""
 
 import base64
 
-from mq.http import access
+from mq.http import access, trace
 from mq.http.api import ApiHandler
 from mq.numbers import parse_number
 
@@ -68,6 +68,8 @@ class PeekHandler(ApiHandler):
         result = await self.pool.fetcher(queue).call("peek", queue=queue, max=count, after=after)
         for message in result["messages"]:
             message["body"] = base64.b64encode(message["body"]).decode()
+            # Of a protocol layer's metadata, only the trace context is shown, as a fetch does.
+            message.update(trace.of_message(message.pop("attributes", None)))
         self.write_json(200, {"queue": queue, "messages": result["messages"]})
 
 

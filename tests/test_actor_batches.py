@@ -4,7 +4,6 @@ de-duplication and claim edges, corrupt files, bounded memory. Disks fail on pur
 import errno
 import os
 import time
-from collections import deque
 
 import msgpack
 import pytest
@@ -219,7 +218,7 @@ def test_a_corrupt_file_does_not_end_a_long_poll_or_the_actor(tmp_path):
         f.write(fmt.MAGIC + b"\x00\x00\x00\x01\xc1")  # 0xc1: never valid msgpack.
     answers = []
     actors.fetcher.reply = lambda peer, rid, result: answers.append(result)
-    actors.fetcher.waiters["q"] = deque([(b"p", b"r", time.monotonic() + 5, None)])
+    actors.fetcher.waiters.park("q", b"p", b"r", 5)
     actors.fetcher.serve_waiters()  # Claims the corrupt file, quarantines it, keeps waiting.
     assert answers == [] and files_in(actors.store.folder("corrupt")) == [f"q:{bad}.1"]
 
@@ -356,4 +355,4 @@ def test_fetches_of_missing_queues_leave_nothing_behind(tmp_path):
     actors = Actors(tmp_path)
     for n in range(500):
         assert isinstance(actors.call("fetch", queue=f"missing{n}"), NotFound)
-    assert actors.fetcher.indexes == {} and actors.fetcher.notices == {}
+    assert actors.fetcher.indexes.remembered() == set()

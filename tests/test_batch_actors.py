@@ -184,14 +184,14 @@ def test_a_batch_that_feeds_long_polls_flushes_once_for_its_changes_and_their_cl
         held = fetcher.handle([request("fetch_batch", queue="q", max=2)]).results[0]["messages"]
         waiting = fetcher.handle([Request(b"peer", bytes([0] * 7 + [n]), {
             "op": "fetch_batch", "queue": "q", "max": 5, "wait": 10}) for n in (1, 2)])
-        assert len(fetcher.waiters["q"]) == 2 and waiting.results[0] is not None
+        assert len(fetcher.waiters.waiting("q")) == 2 and waiting.results[0] is not None
         [fresh] = actors.save.handle([request("add_batch", queue="q", messages=batch_of(3, "n"))]).results
         disk.calls.clear()
         fetcher.handle([request("ack_batch", queue="q", receipts=[m["receipt"] for m in held]),
                         Request(b"save", b"", {"op": "ready", "queue": "q",
                                                "ids": [[m["id"], 0] for m in fresh["messages"]]})])
         # The first waiter took all three; the second waits on.
-        assert [w[1] for w in fetcher.waiters["q"]] == [bytes([0] * 7 + [2])]
+        assert [w.rid for w in fetcher.waiters.waiting("q")] == [bytes([0] * 7 + [2])]
         assert disk.calls["flush"] == 1
         assert sorted(visible(actors)) == sorted(f"q:{m['id']}.1" for m in fresh["messages"])
     finally:

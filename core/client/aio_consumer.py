@@ -4,6 +4,7 @@ async handler."""
 import asyncio
 import inspect
 
+from mq.client import tracing
 from mq.client.consuming import (FETCH_ERROR_PAUSE, ConsumeOptions, checked_queue,
                                   half_timer, handler_failed, log, reply_for)
 from mq.client.errors import ClientError, ConflictError, NotFoundError
@@ -99,9 +100,11 @@ class AsyncConsumer:
                     return  # Its delivery is over: extending again cannot help.
 
     async def _run(self, handler, message) -> bool:
-        """Await the handler; True when it raised (logged with its traceback)."""
+        """Await the handler (in a span of the message's trace, tracing.py); True when it raised
+        (logged with its traceback)."""
         try:
-            await handler(message)
+            with tracing.processing(message):
+                await handler(message)
             return False
         except Exception:
             return handler_failed(message)

@@ -6,6 +6,7 @@ import uuid
 
 import httpx
 
+from mq.client import tracing
 from mq.client.calls import (Call, _present, _seconds, _text, at_value, body_bytes,
                              queue_path)
 from mq.client.errors import InvalidError
@@ -31,7 +32,10 @@ def add_many(queue: str, messages, *, delay=None, at=None) -> Call:
         boundary = uuid.uuid4().hex
     params = _present({"delay": _seconds("delay", delay), "at": at_value(at)})
     return Call("POST", queue_path(queue, "messages"), _ids, params=params,
-                headers={"Content-Type": f"multipart/mixed; boundary={boundary}"},
+                # The request's trace context is every message's (the daemon's rule for parts
+                # without their own), read in the caller's context as for put.
+                headers=tracing.injected(
+                    {"Content-Type": f"multipart/mixed; boundary={boundary}"}),
                 content=multipart(parts, boundary))
 
 
@@ -122,5 +126,5 @@ def _deliveries(queue: str, response: httpx.Response) -> list[Message]:
     return [Message(queue=queue, id=h["x-message-id"], body=body,
                     content_type=h.get("content-type", "application/octet-stream"),
                     receipt=h["x-receipt"], attempts=int(h["x-attempts"]),
-                    created_ms=id_time_ms(h["x-message-id"]))
+                    created_ms=id_time_ms(h["x-message-id"]), **tracing.carried(h))
             for h, body in split_multipart(response.content)]

@@ -13,6 +13,7 @@ from urllib.parse import quote
 
 import httpx
 
+from mq.client import tracing
 from mq.client.errors import ClientError, InvalidError, UnavailableError, error_for
 from mq.client.message import Message
 from mq.ids import id_time_ms
@@ -128,8 +129,11 @@ def put(queue: str, body, *, delay=None, at=None, dedup_id=None, content_type=No
     content_type = _text("content_type", content_type)
     # Bytes: httpx would send a str header only as ASCII; the daemon reads it as UTF-8.
     headers = {"Content-Type": None if content_type is None else content_type.encode()}
+    # Read now, in the caller's context (an AsyncClient's task too): the message keeps the
+    # trace it was added in, and every retry sends the same one.
     return Call("POST", queue_path(queue, "messages"), lambda r: r.json()["id"],
-                params=_present(params), headers=_present(headers), content=body)
+                params=_present(params), headers=tracing.injected(_present(headers)),
+                content=body)
 
 
 def get(queue: str, wait=0.0) -> Call:
@@ -253,7 +257,7 @@ def _delivery(queue: str, response: httpx.Response) -> Message | None:
     return Message(queue=queue, id=message_id, body=response.content,
                    content_type=headers.get("Content-Type", "application/octet-stream"),
                    receipt=headers["X-Receipt"], attempts=int(headers["X-Attempts"]),
-                   created_ms=id_time_ms(message_id))
+                   created_ms=id_time_ms(message_id), **tracing.carried(headers))
 
 
 def _extended(message: Message) -> Callable[[httpx.Response], float]:
@@ -268,5 +272,5 @@ def _peeked(queue: str, response: httpx.Response) -> list[Message]:
     """The messages of a peek answer, without receipts."""
     return [Message(queue=queue, id=m["id"], body=base64.b64decode(m["body"]),
                     content_type=m["content_type"], receipt=None, attempts=int(m["attempts"]),
-                    created_ms=m.get("created_ms"))
+                    created_ms=m.get("created_ms"), **tracing.carried(m))
             for m in response.json()["messages"]]

@@ -3,6 +3,7 @@ handler, ack what succeeded, and keep slow handlers' messages hidden."""
 
 import threading
 
+from mq.client import tracing
 from mq.client.consuming import (FETCH_ERROR_PAUSE, ConsumeOptions, checked_queue,
                                   handler_failed, log, reply_for)
 from mq.client.errors import ClientError
@@ -75,9 +76,11 @@ class Consumer:
             return None
 
     def _run(self, handler, message) -> bool:
-        """Call the handler; True when it raised (logged with its traceback)."""
+        """Call the handler (in a span of the message's trace, tracing.py); True when it raised
+        (logged with its traceback)."""
         try:
-            handler(message)
+            with tracing.processing(message):
+                handler(message)
             return False
         except Exception:
             return handler_failed(message)

@@ -1,0 +1,36 @@
+"""The fetch actor's state objects, through the actor run in-process on a real root: each
+changes only through its own methods, and those keep what the actor relies on."""
+
+from actor_support import Actors
+from mq.actors.batch import DEFERRED, Request
+from mq.actors.deliveries import Deliveries
+
+
+def asked(op: str, rid: int, **fields) -> Request:
+    """A request from one front, with its own request id."""
+    return Request(b"front", bytes([0] * 7 + [rid]), dict(fields, op=op, v=1))
+
+
+def test_a_cancel_drops_only_the_long_poll_or_watch_it_names(tmp_path):
+    actors = Actors(tmp_path)
+    actors.store.create_queue("q")
+    parked = actors.fetcher.handle([asked("fetch", 1, queue="q", wait=10),
+                                    asked("fetch_batch", 2, queue="q", max=3, wait=10),
+                                    asked("watch", 3, queues=["q"], wait=10)]).results
+    assert parked == [DEFERRED] * 3
+    assert [(w.rid[-1], w.limit) for w in actors.fetcher.waiters.waiting("q")] == [(1, None), (2, 3)]
+    actors.fetcher.handle([Request(b"front", b"", {"op": "cancel", "request": bytes([0] * 7 + [1])})])
+    assert [w.rid[-1] for w in actors.fetcher.waiters.waiting("q")] == [2]
+    assert actors.fetcher.watches
+    actors.fetcher.handle([Request(b"front", b"", {"op": "cancel", "request": bytes([0] * 7 + [3])})])
+    assert not actors.fetcher.watches and actors.fetcher.waiters
+
+
+def test_deliveries_keep_the_newest_up_to_their_limit():
+    deliveries = Deliveries(limit=2)
+    for n, message_id in enumerate(["a", "b", "c"], start=1):
+        deliveries.handed("q", message_id, n)
+    assert len(deliveries) == 2
+    assert deliveries.settled("q", "a") is None  # The oldest went first.
+    assert deliveries.is_late("q", "c", 2) and not deliveries.is_late("q", "c", 3)
+    assert deliveries.settled("q", "b") == 2 and deliveries.settled("q", "b") is None
