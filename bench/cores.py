@@ -37,8 +37,10 @@ from throughput_ceilings import BODY, Echo
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-async def drive(port: int, mode: str, path: str, ops: int, clients: int) -> dict:
-    """Exactly ops adds (mode "add") or fetch+delete pairs, over clients connections."""
+async def drive(port: int, mode: str, path: str, ops: int, clients: int,
+                taken: list | None = None) -> dict:
+    """Exactly ops adds (mode "add"), fetch+delete pairs ("fetch_delete"), fetches that keep
+    (id, receipt) in taken ("fetch"), or acks ("ack") or deletes ("delete") of taken ones."""
     left = {"n": ops, "errors": 0}
 
     async def one() -> None:
@@ -46,6 +48,18 @@ async def drive(port: int, mode: str, path: str, ops: int, clients: int) -> dict
         try:
             while left["n"] > 0:
                 left["n"] -= 1
+                if mode in ("ack", "delete"):
+                    message_id, receipt = taken.pop()
+                    query = f"?receipt={receipt}" if mode == "ack" else ""
+                    status, _, _ = await conn.request("DELETE", f"{path}/{message_id}{query}")
+                    left["errors"] += status != 204
+                    continue
+                if mode == "fetch":
+                    status, headers, _ = await conn.request("GET", path)
+                    left["errors"] += status != 200
+                    if status == 200:
+                        taken.append((headers["x-message-id"], headers["x-receipt"]))
+                    continue
                 if mode == "add":
                     status, _, _ = await conn.request("POST", path, BODY,
                                                       {"Content-Type": "text/plain"})
@@ -77,21 +91,24 @@ def cpu_of(procs: dict) -> dict:
     return out
 
 
-def measured(procs: dict, port: int, mode: str, path: str, args) -> dict:
+def measured(procs: dict, port: int, mode: str, path: str, args, taken=None, ops=None) -> dict:
     """One fixed-count run: CPU microseconds per operation by process, and the run's facts."""
+    ops = ops or args.ops
     before = cpu_of(procs)
-    run = asyncio.run(drive(port, mode, path, args.ops, args.clients))
+    run = asyncio.run(drive(port, mode, path, ops, args.clients, taken))
     after = cpu_of(procs)
-    used = {name: (after[name] - before[name]) / args.ops * 1e6
+    used = {name: (after[name] - before[name]) / ops * 1e6
             for name in after if name in before}
     return {"us": used, **run}
 
 
 def flush_counts(root: str) -> dict | None:
     """The flush group's counters of the one daemon on root, when it keeps them."""
+    from mq.store.root import ipc_dir_of
+
     run = os.path.join(root, "run")
     for name in os.listdir(run) if os.path.isdir(run) else ():
-        path = os.path.join(run, name, "flush")
+        path = os.path.join(ipc_dir_of(os.path.join(run, name)), "flush")
         if os.path.exists(path):
             with open(path, "rb") as f:
                 data = f.read(24)
@@ -122,7 +139,7 @@ def summary(run: dict) -> str:
 def one_variant(variant: tuple, base: str, args, say) -> dict:
     """A fresh root and daemon of the variant: adds, then fetch+delete; return both runs."""
     name, pythonpath, extra = variant
-    root = tempfile.mkdtemp(prefix=f"root-{name}-", dir=base)
+    root = tempfile.mkdtemp(prefix="root-", dir=base)
     saved = os.environ.get("PYTHONPATH")
     if pythonpath:
         os.environ["PYTHONPATH"] = pythonpath
@@ -144,6 +161,8 @@ def one_variant(variant: tuple, base: str, args, say) -> dict:
             adds["syncfs"] = (after["started"] - flushes["started"]) / args.ops
             adds["covered"] = (after["covered"] - flushes["covered"]) / args.ops
         fetches = measured(procs, daemon.port, "fetch_delete", path, args)
+        if args.hot_queue:
+            hot = hot_queue(procs, daemon.port, args)
     finally:
         daemon.stop()
         shutil.rmtree(root, ignore_errors=True)
@@ -153,7 +172,28 @@ def one_variant(variant: tuple, base: str, args, say) -> dict:
         f"{flush_text}\n    CPU per add: {summary(adds)}\n"
         f"    fetch+delete {args.ops / fetches['seconds']:,.0f}/s, errors {fetches['errors']}\n"
         f"    CPU per fetch+delete: {summary(fetches)}")
-    return {"add": adds, "fetch": fetches}
+    if args.hot_queue:
+        say("    one queue, its fetch actor's CPU per operation: " + ", ".join(
+            f"{op} {run['us'].get(run['owner'], 0):.0f} us (all processes {sum(run['us'].values()):.0f})"
+            for op, run in hot.items()))
+    return {"add": adds, "fetch": fetches, **({"hot": hot} if args.hot_queue else {})}
+
+
+def hot_queue(procs: dict, port: int, args) -> dict:
+    """One queue's fetch, ack and delete, each measured alone: the owning fetch actor's CPU
+    (the process one hot queue is bound by) and the whole tree's."""
+    path = "/hot/messages"
+    asyncio.run(drive(port, "add", path, args.ops, args.clients))
+    taken: list = []
+    runs = {"fetch": measured(procs, port, "fetch", path, args, taken)}
+    half = len(taken) // 2
+    runs["ack"] = measured(procs, port, "ack", path, args, taken, ops=half)
+    runs["delete"] = measured(procs, port, "delete", path, args, taken, ops=len(taken))
+    owner = max((n for n in runs["fetch"]["us"] if n.startswith("fetch")),
+                key=runs["fetch"]["us"].get)
+    for run in runs.values():
+        run["owner"] = owner
+    return runs
 
 
 def main(argv=None) -> int:
@@ -165,6 +205,8 @@ def main(argv=None) -> int:
     parser.add_argument("--variant", action="append", default=[],
                         help="NAME|PYTHONPATH|MQ ARGS (repeatable; PYTHONPATH may be empty)")
     parser.add_argument("--no-echo", action="store_true", help="skip the echo ceiling")
+    parser.add_argument("--hot-queue", action="store_true",
+                        help="also measure one queue's fetch, ack and delete apart")
     parser.add_argument("--tmp", default=None, help="folder for the roots (on the disk to measure)")
     args = parser.parse_args(argv)
     variants = [tuple((v.split("|") + ["", ""])[:3]) for v in args.variant] or [("mq", "", "")]
