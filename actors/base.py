@@ -174,9 +174,10 @@ class Actor:
             batch.results = [error if isinstance(r, dict) else r for r in batch.results]
 
     def join_flush_group(self) -> None:
-        """With sync=fs, share syncfs calls with the daemon's other actors: one that started
-        after this actor's changes covers them (mq.store.group_flush)."""
-        if self.store.disk.sync == "fs" and self.store.disk.group is None:
+        """With --flush-group and sync=fs, share syncfs calls with the daemon's other actors:
+        one that started after this actor's changes covers them (mq.store.group_flush)."""
+        if (self.options.flush_group and self.store.disk.sync == "fs"
+                and self.store.disk.group is None):
             self.store.disk.share_flushes(GroupFlush(flush_file(self.run_dir)))
 
     # -- the loop -------------------------------------------------------------------------

@@ -108,6 +108,10 @@ class Options:
     save_batch: int = option(256, "adds waiting on one save actor before the front uses the next "
                              "one: bigger batches share flushes; 0 sends each add to the least "
                              "busy")
+    flush_group: bool = option(False, "with sync fs, the actors share their syncfs calls: one "
+                               "skips its own when a syncfs another actor started after its "
+                               "changes has completed (about half the syncfs calls under "
+                               "load, but on ext4 no less CPU: bench/RESULTS.md, Many cores)")
     max_waiting_adds: int = option(4096, "adds waiting on every save actor beyond which a new add "
                                    "is refused with 503 and Retry-After, rather than queued")
     actor_timeout: float = option(10.0, "seconds to wait for an actor before answering 503")

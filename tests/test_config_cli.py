@@ -261,6 +261,7 @@ def test_every_option_can_come_from_the_environment(tmp_path):
         "max_body_bytes": ("123", 123),
         "max_batch_bytes": ("456", 456),
         "save_batch": ("0", 0),
+        "flush_group": ("yes", True),
         "max_waiting_adds": ("9", 9),
         "actor_timeout": ("7", 7.0),
         "log_file": ("/var/log/mq.log", "/var/log/mq.log"),

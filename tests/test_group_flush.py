@@ -150,7 +150,8 @@ def test_a_failed_syncfs_covers_nothing(tmp_path):
 def test_a_daemons_actors_share_their_syncfs_calls(start_mq):
     # Four save actors, each add to the least busy: their batches overlap, and one syncfs
     # serves several of them.
-    daemon = start_mq(workers=4, args=("--sync=fs", "--save-batch=0", "--no-access-log"))
+    daemon = start_mq(workers=4, args=("--sync=fs", "--flush-group", "--save-batch=0",
+                                       "--no-access-log"))
     flush_path = str(daemon.run_dir() / "flush")
 
     def add(n: int) -> int:
@@ -165,3 +166,9 @@ def test_a_daemons_actors_share_their_syncfs_calls(start_mq):
                 break
     assert counts["covered"] > 0, counts
     assert counts["completed"] <= counts["started"]
+
+
+def test_without_flush_group_each_actor_flushes_alone(start_mq):
+    daemon = start_mq(workers=1, args=("--sync=fs",))
+    assert request(daemon.port, "POST", "/alone/messages", b"m").status == 201
+    assert not (daemon.run_dir() / "flush").exists()
