@@ -18,8 +18,9 @@ bench/throughput_ceilings.py) is measured the same way in every round. Variants 
 an order that rotates every round.
 
 A variant's PYTHONPATH puts another build of mq ahead of the installed one (e.g. main's, from
-`pip install --no-deps --target DIR`); its MQ ARGS are added to `mq --sync fs`. With no
---variant: the installed mq with its defaults.
+`pip install --no-deps --target DIR`), or a folder whose sitecustomize.py changes the
+interpreter (bench/bundle.sh's uvloop/ puts asyncio, so the front, on uvloop); its MQ ARGS are
+added to `mq --sync fs`. With no --variant: the installed mq with its defaults.
 """
 
 import argparse
@@ -141,8 +142,8 @@ def one_variant(variant: tuple, base: str, args, say) -> dict:
     name, pythonpath, extra = variant
     root = tempfile.mkdtemp(prefix="root-", dir=base)
     saved = os.environ.get("PYTHONPATH")
-    if pythonpath:
-        os.environ["PYTHONPATH"] = pythonpath
+    if pythonpath:  # Ahead of what is there already (bench/bundle.sh's run.sh sets its own).
+        os.environ["PYTHONPATH"] = pythonpath + (f":{saved}" if saved else "")
     try:
         daemon = Daemon(root, args.workers, "fs", extra=extra.split()).start()
     finally:
