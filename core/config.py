@@ -52,14 +52,15 @@ def usable_cores() -> int:
 
 
 def auto_workers(cores: int) -> int:
-    """--workers auto: 8 pairs up to 8 cores (mq's long-standing default), then one a core."""
-    return max(8, cores)
+    """--workers auto: 8 pairs up to 8 cores (mq's long-standing default), then one a core
+    (at most 256, the limit of --workers)."""
+    return min(256, max(8, cores))
 
 
 def auto_fronts(cores: int) -> int:
     """--fronts auto: one front per 4 cores, the rest left to the actors (bench/RESULTS.md,
     "Several fronts": 4 fronts did best on 16 cores, 8 fronts took cores the actors needed)."""
-    return max(1, cores // 4)
+    return min(64, max(1, cores // 4))  # 64: the limit of --fronts
 
 
 @dataclass

@@ -125,8 +125,8 @@ def test_print_config_writes_the_resolved_options_as_a_file_mq_reads_back(tmp_pa
 
 def test_auto_sizes_workers_and_fronts_from_the_cores_it_may_use():
     # Up to 7 cores: mq's defaults before auto (8 pairs, 1 front); then the sizes grow.
-    assert [(auto_workers(n), auto_fronts(n)) for n in (1, 2, 3, 4, 8, 16, 64)] == [
-        (8, 1), (8, 1), (8, 1), (8, 1), (8, 2), (16, 4), (64, 16)]
+    assert [(auto_workers(n), auto_fronts(n)) for n in (1, 2, 3, 4, 8, 16, 64, 1024)] == [
+        (8, 1), (8, 1), (8, 1), (8, 1), (8, 2), (16, 4), (64, 16), (256, 64)]
     one_core = sorted(os.sched_getaffinity(0))[:1]
     result = subprocess.run([command("mq"), "--print-config", "--fronts=3"], capture_output=True,
                             text=True, timeout=30, stdin=subprocess.DEVNULL,
