@@ -172,3 +172,31 @@ def test_without_flush_group_each_actor_flushes_alone(start_mq):
     daemon = start_mq(workers=1, args=("--sync=fs",))
     assert request(daemon.port, "POST", "/alone/messages", b"m").status == 201
     assert not (daemon.run_dir() / "flush").exists()
+
+
+def lock_holders(path: str) -> list[int]:
+    """The pids holding a lock on path's inode now (/proc/locks lines without "->")."""
+    inode = os.stat(path).st_ino
+    with open("/proc/locks") as f:
+        return [int(line.split()[4]) for line in f
+                if "->" not in line and line.split()[5].endswith(f":{inode}")]
+
+
+def test_an_actor_killed_in_its_syncfs_leaves_no_lock_behind(tmp_path):
+    path = flush_file(str(tmp_path))
+    GroupFlush(path).close()  # The file exists before the child runs.
+    pid = os.fork()
+    if pid == 0:  # An actor whose syncfs never returns (a hung disk).
+        try:
+            GroupFlush(path).sync(lambda: threading.Event().wait(60))
+        finally:
+            os._exit(0)
+    try:
+        poll_for(lambda: lock_holders(path) == [pid], what="the child holding the lock")
+    finally:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+    ran = []
+    assert GroupFlush(path).sync(lambda: ran.append(1)) is True
+    # The killed one's syncfs never completed: it covers nobody.
+    assert ran == [1] and read_counts(path) == {"started": 2, "completed": 2, "covered": 0}
