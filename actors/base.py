@@ -15,6 +15,7 @@ from mq import logs, protocol
 from mq.actors.batch import DEFERRED, Batch, Request
 from mq.errors import Invalid, MqError, from_os_error
 from mq.store import Store
+from mq.store.group_flush import GroupFlush, flush_file
 from mq.store.root import actor_endpoint, mover_endpoint, socket_path
 from mq.supervisor import heartbeat
 
@@ -183,6 +184,13 @@ class Actor:
                 batch.results[pos] = error
             batch.results = [error if isinstance(r, dict) else r for r in batch.results]
 
+    def join_flush_group(self) -> None:
+        """With --flush-group and sync=fs, share syncfs calls with the daemon's other actors:
+        one that started after this actor's changes covers them (mq.store.group_flush)."""
+        if (self.options.flush_group and self.store.disk.sync == "fs"
+                and self.store.disk.group is None):
+            self.store.disk.share_flushes(GroupFlush(flush_file(self.run_dir)))
+
     # -- the loop -------------------------------------------------------------------------
 
     def run(self) -> None:
@@ -193,6 +201,7 @@ class Actor:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         self.context = zmq.Context()
         self.sock = self.bind()
+        self.join_flush_group()
         self.start()
         self.log.info("actor.start", endpoint=self.endpoint())
         poller = zmq.Poller()

@@ -143,6 +143,7 @@ def load_run(client: str | None, mode: str, port: int, path: str, args,
     else:
         result = asyncio.run(asyncio_load(mode, port, path, args.clients, args.duration))
     cpu: dict[str, float] = {}
+    busiest = ("", 0.0)  # The one process that would saturate a core first.
     for proc in procs:
         try:
             used = sum(proc.cpu_times()[:2]) - before[proc.pid]
@@ -150,8 +151,11 @@ def load_run(client: str | None, mode: str, port: int, path: str, args,
             continue
         role = cpu_role(proc)
         cpu[role] = cpu.get(role, 0.0) + used
+        if used > busiest[1]:
+            busiest = (f"{role} (pid {proc.pid})", used)
     requests = max(result["requests"], 1)
     result["cpu_us"] = {role: used / requests * 1e6 for role, used in cpu.items() if used > 0}
+    result["busiest"] = (busiest[0], busiest[1] / requests * 1e6)
     return result
 
 
@@ -159,7 +163,11 @@ def cpu_text(result: dict) -> str:
     """CPU microseconds per request, by process role."""
     parts = sorted(result.get("cpu_us", {}).items(), key=lambda kv: -kv[1])
     total = sum(v for _, v in parts)
-    return f"{total:.0f} us (" + ", ".join(f"{k} {v:.0f}" for k, v in parts) + ")"
+    text = f"{total:.0f} us (" + ", ".join(f"{k} {v:.0f}" for k, v in parts) + ")"
+    name, used = result.get("busiest", ("", 0.0))
+    if name:
+        text += f"; busiest process {name} {used:.0f} us, {used / max(total, 1e-9):.0%}"
+    return text
 
 
 def warm_up(client: str | None, port: int, path: str, args) -> None:

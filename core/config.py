@@ -22,12 +22,50 @@ from mq.errors import Invalid
 MIN_HANG_TIMEOUT = 2.0
 
 
-def option(default, help: str, empty: str = ""):
-    """An Options field with its --help text; the text's "(default X)" is made from `default`."""
+def option(default, help: str, empty: str = "", auto=None):
+    """An Options field with its --help text; the text's "(default X)" is made from `default`.
+
+    auto: cores -> the value "auto" stands for, on a machine with that many cores.
+    """
     metadata = {"help": help}
     if empty:
         metadata["empty"] = empty  # What an empty string means, said in place of "".
+    if auto:
+        metadata["auto"] = auto
     return dataclasses.field(default=default, metadata=metadata)
+
+
+AUTO = "auto"
+
+
+def count(value) -> int | str:
+    """A whole number, or "auto" (sized from the cores this process may run on)."""
+    if isinstance(value, str) and value.strip().lower() == AUTO:
+        return AUTO
+    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+        raise ValueError(value)
+    return int(value)
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity mask, e.g. under taskset or a cgroup
+    cpuset), which is what the processes mq starts may use too."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def auto_workers(cores: int) -> int:
+    """--workers auto: 8 pairs up to 8 cores (mq's long-standing default), then one a core
+    (at most 256, the limit of --workers)."""
+    return min(256, max(8, cores))
+
+
+def auto_fronts(cores: int) -> int:
+    """--fronts auto: one front per 4 cores, the rest left to the actors (bench/RESULTS.md,
+    "Several fronts": 4 fronts did best on 16 cores, 8 fronts took cores the actors needed)."""
+    return min(64, max(1, cores // 4))  # 64: the limit of --fronts
 
 
 @dataclass
@@ -36,9 +74,25 @@ class Options:
 
     root: str = option("/tmp/mq", "directory in which the folder structure is created; must be "
                        "writable")
-    workers: int = option(8, "pairs of save and fetch actor processes to start")
-    fronts: int = option(1, "HTTP front processes sharing the port (SO_REUSEPORT); the kernel "
-                         "spreads connections over them")
+    workers: int = option(AUTO, "pairs of save and fetch actor processes to start; auto: 8, or "
+                          "one a core beyond 8 cores", auto=auto_workers)
+    fronts: int = option(AUTO, "HTTP front processes sharing the port (SO_REUSEPORT); the kernel "
+                         "spreads connections over them; auto: one per 4 cores, at least 1",
+                         auto=auto_fronts)
+
+    def __post_init__(self):
+        # "auto" is resolved here, once: every user of the options sees a number, and the
+        # children get the number (to_json). `auto` remembers which were sized, for
+        # --print-config.
+        self.auto: dict[str, int] = {}
+        for field in fields(self):
+            sizer = field.metadata.get("auto")
+            if sizer and isinstance(getattr(self, field.name), str):
+                if getattr(self, field.name) != AUTO:
+                    raise Invalid(f"{flag_name(field)} must be a number or auto")
+                cores = usable_cores()
+                setattr(self, field.name, sizer(cores))
+                self.auto[field.name] = cores
     peers: int = option(0, "other daemons sharing the root to consider when fetching; 0 keeps "
                         "strict FIFO")
     host: str = option("127.0.0.1", "address to listen on")
@@ -60,6 +114,10 @@ class Options:
     save_batch: int = option(256, "adds waiting on one save actor before the front uses the next "
                              "one: bigger batches share flushes; 0 sends each add to the least "
                              "busy")
+    flush_group: bool = option(False, "with sync fs, the actors share their syncfs calls: one "
+                               "skips its own when a syncfs another actor started after its "
+                               "changes has completed (about half the syncfs calls under "
+                               "load, but on ext4 no less CPU: bench/RESULTS.md, Many cores)")
     max_waiting_adds: int = option(4096, "adds waiting on every save actor beyond which a new add "
                                    "is refused with 503 and Retry-After, rather than queued")
     actor_timeout: float = option(10.0, "seconds to wait for an actor before answering 503")
@@ -198,7 +256,9 @@ class Options:
 
 
 def field_kind(field) -> type:
-    """The Python type of an Options field."""
+    """The Python type of an Options field (`count` for a number that may be "auto")."""
+    if field.metadata.get("auto"):
+        return count
     return {"int": int, "float": float, "str": str, "bool": bool}.get(field.type, field.type)
 
 
@@ -216,7 +276,8 @@ def _convert(field, value):
     try:
         return kind(value)
     except (TypeError, ValueError):
-        raise Invalid(f"{field.name}: expected {kind.__name__}, got {value!r}") from None
+        wanted = "int or auto" if kind is count else kind.__name__
+        raise Invalid(f"{field.name}: expected {wanted}, got {value!r}") from None
 
 
 def flag_name(field) -> str:
@@ -242,6 +303,20 @@ def help_text(field) -> str:
     return f"{field.metadata['help']} (default {describe_default(field)})"
 
 
+def _flag_type(field):
+    """The argparse type of a field's flag (a count says that auto is allowed when refused)."""
+    kind = field_kind(field)
+    if kind is not count:
+        return kind
+
+    def int_or_auto(text: str):
+        try:
+            return count(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number or auto, got {text!r}") from None
+    return int_or_auto
+
+
 def build_parser(prog: str = "mq") -> argparse.ArgumentParser:
     """The mq command line: --config, --print-config and a flag for each field of Options."""
     parser = argparse.ArgumentParser(
@@ -259,7 +334,7 @@ def build_parser(prog: str = "mq") -> argparse.ArgumentParser:
             parser.add_argument(flag_name(field), dest=field.name, default=None,
                                 action=argparse.BooleanOptionalAction, help=help_text(field))
         else:
-            parser.add_argument(flag_name(field), dest=field.name, type=field_kind(field),
+            parser.add_argument(flag_name(field), dest=field.name, type=_flag_type(field),
                                 default=None, help=help_text(field))
     return parser
 
@@ -273,6 +348,10 @@ SAMPLE_HEADER = """\
 # (or "-"); an unknown key stops mq with exit status 2. docs/OPERATIONS.md explains each."""
 
 
+#: The comment line of --print-config that says what an auto option came to here.
+RESOLVED = "# Resolved on this machine: "
+
+
 def _toml_value(value) -> str:
     """A value of Options as TOML."""
     if isinstance(value, bool):
@@ -284,7 +363,8 @@ def _toml_value(value) -> str:
 
 
 def sample_config(options: Options | None = None) -> str:
-    """A TOML config file setting every option to its value in options (the defaults if None)."""
+    """A TOML config file setting every option to its value in options (the defaults if None);
+    an option given as auto stays auto, with what it came to on this machine in a comment."""
     options = options or Options()
     parts = [SAMPLE_HEADER]
     for field in fields(Options):
@@ -295,6 +375,11 @@ def sample_config(options: Options | None = None) -> str:
         if field_kind(field) is bool:
             flags += " / --no-" + field.name.replace("_", "-")
         parts.append(f"# Flag {flags}, environment MQ_{field.name.upper()}.")
+        if field.name in options.auto:
+            parts.append(f"{RESOLVED}{field.name} = {getattr(options, field.name)} "
+                         f"({options.auto[field.name]} cores).")
+            parts.append(f"{field.name} = {_toml_value(AUTO)}")
+            continue
         parts.append(f"{field.name} = {_toml_value(getattr(options, field.name))}")
     return "\n".join(parts) + "\n"
 

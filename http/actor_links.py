@@ -162,7 +162,7 @@ class ActorLink:
 class ActorPool:
     """The links to every actor, and which one a request goes to."""
 
-    def __init__(self, options, run_dir: str):
+    def __init__(self, options, run_dir: str, front: int = 0):
         self.context = zmq.asyncio.Context()
         self.workers = options.workers
         self.save_batch = min(options.save_batch, options.max_waiting_adds)
@@ -173,20 +173,27 @@ class ActorPool:
                              f"{kind} actor {i}", options.actor_timeout)
 
         self.savers = [link("save", i) for i in range(self.workers)]
+        # Front i looks first at save actor i (mod W): with several fronts, each keeps its
+        # adds on an actor of its own, whose batches stay big, instead of every front
+        # crowding actor 0 (it saturated a core, bench/RESULTS.md "Many cores"); their
+        # flushes are shared through the flush group (mq.store.group_flush).
+        start = front % self.workers
+        self.save_order = self.savers[start:] + self.savers[:start]
         self.fetchers = [link("fetch", i) for i in range(self.workers)]
         # Asked only for statistics (its delayed and in-flight counts).
         self.mover = ActorLink(self.context, mover_endpoint(run_dir), "mover", options.actor_timeout)
 
     def saver(self) -> ActorLink:
-        """The first connected save actor with fewer than --save-batch adds waiting, else the
-        least busy; Unavailable when even that one has --max-waiting-adds.
+        """The first connected save actor with fewer than --save-batch adds waiting, from this
+        front's own (front i: actor i mod W), else the least busy; Unavailable when even that
+        one has --max-waiting-adds.
 
         Concentrating adds on one actor makes its batches, and so the flushes they share,
         bigger: fewer syncfs calls per message (bench/RESULTS.md). A dead actor is skipped
         while it restarts, so one dead actor does not turn every other add into 503. An
         overloaded daemon refuses at once, rather than letting adds wait for --actor-timeout.
         """
-        for link in self.savers:
+        for link in self.save_order:
             if link.connected and link.load < self.save_batch:
                 return link
         least = min(self.savers, key=lambda s: (not s.connected, s.load))

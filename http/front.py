@@ -146,7 +146,7 @@ def sqs_application(pool: ActorPool, options, tokens) -> tornado.web.Application
 async def serve(options, run_dir: str, drain_seconds: float = 10.0, index: int = 0) -> None:
     """Run front number index until SIGTERM, then stop accepting, finish what is in flight and
     return."""
-    pool = ActorPool(options, run_dir)
+    pool = ActorPool(options, run_dir, front=index)
     app = make_app(pool, options, run_dir, index)
     # With several fronts each has its own listening socket on a port (SO_REUSEPORT), so the
     # kernel spreads new connections over them and no front wakes for another's.

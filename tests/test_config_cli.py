@@ -4,12 +4,13 @@ import os
 import re
 import subprocess
 import tomllib
-from dataclasses import asdict, fields
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
 
-from mq.config import Options, field_kind, load_options, sample_config
+from mq.config import (RESOLVED, Options, auto_fronts, auto_workers, field_kind, load_options,
+                       sample_config)
 from mq.errors import Invalid
 from support import command, free_port, request
 
@@ -89,13 +90,20 @@ def test_the_committed_sample_config_is_what_print_config_writes():
     result = run_mq("--print-config")
     assert result.returncode == 0, result.stderr
     assert result.stdout == sample_config()
-    assert SAMPLE.read_text() == result.stdout, (
-        "etc/mq.toml is stale: regenerate it with `mq --print-config > etc/mq.toml`")
+    assert SAMPLE.read_text() == portable(result.stdout), (
+        "etc/mq.toml is stale: regenerate it with "
+        f"`mq --print-config | grep -v '^{RESOLVED}' > etc/mq.toml`")
+
+
+def portable(text: str) -> str:
+    """A printed config without the lines saying what auto came to on this machine."""
+    return "".join(line for line in text.splitlines(keepends=True)
+                   if not line.startswith(RESOLVED))
 
 
 def test_the_sample_config_sets_exactly_the_dataclass_defaults():
     loaded = tomllib.loads(SAMPLE.read_text())
-    defaults = asdict(Options())
+    defaults = {f.name: f.default for f in fields(Options)}
     assert loaded == defaults
     for name, value in loaded.items():
         assert type(value) is type(defaults[name]), name
@@ -115,6 +123,26 @@ def test_print_config_writes_the_resolved_options_as_a_file_mq_reads_back(tmp_pa
     assert load_options([f"--config={printed}"], environ={}) == expected
 
 
+def test_auto_sizes_workers_and_fronts_from_the_cores_it_may_use():
+    # Up to 7 cores: mq's defaults before auto (8 pairs, 1 front); then the sizes grow.
+    assert [(auto_workers(n), auto_fronts(n)) for n in (1, 2, 3, 4, 8, 16, 64, 1024)] == [
+        (8, 1), (8, 1), (8, 1), (8, 1), (8, 2), (16, 4), (64, 16), (256, 64)]
+    one_core = sorted(os.sched_getaffinity(0))[:1]
+    result = subprocess.run([command("mq"), "--print-config", "--fronts=3"], capture_output=True,
+                            text=True, timeout=30, stdin=subprocess.DEVNULL,
+                            env={k: v for k, v in os.environ.items() if not k.startswith("MQ_")},
+                            preexec_fn=lambda: os.sched_setaffinity(0, one_core))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert f"{RESOLVED}workers = 8 (1 cores)." in lines
+    assert 'workers = "auto"' in lines and "fronts = 3" in lines
+    assert not any(line.startswith(f"{RESOLVED}fronts") for line in lines)
+    options = load_options(["--workers=auto", "--fronts=AUTO"], environ={})
+    assert (options.workers, options.fronts) == (auto_workers(len(os.sched_getaffinity(0))),
+                                                 auto_fronts(len(os.sched_getaffinity(0))))
+    assert Options.from_json(options.to_json()) == options  # The children get the numbers.
+
+
 def test_print_config_refuses_bad_values_like_a_start():
     result = run_mq("--print-config", "--workers=0")
     assert result.returncode == 2
@@ -123,7 +151,8 @@ def test_print_config_refuses_bad_values_like_a_start():
 
 @pytest.mark.parametrize("args, env, config, message", [
     (["--workers=0"], {}, None, "--workers must be between 1 and 256"),
-    (["--workers=abc"], {}, None, "invalid int value"),
+    (["--workers=abc"], {}, None, "expected a whole number or auto, got 'abc'"),
+    ([], {"MQ_FRONTS": "many"}, None, "fronts: expected int or auto, got 'many'"),
     (["--port=70000"], {}, None, "--port must be between"),
     (["--timeout=0"], {}, None, "--timeout must be"),
     (["--timeout=nan"], {}, None, "--timeout must be"),
@@ -140,12 +169,12 @@ def test_print_config_refuses_bad_values_like_a_start():
     (["--max-header-bytes=100"], {}, None, "--max-header-bytes must be at least"),
     (["--token-file=/nonexistent/tokens.toml"], {}, None, "token file /nonexistent/tokens.toml"),
     (["--bogus"], {}, None, "unrecognized arguments: --bogus"),
-    ([], {"MQ_WORKERS": "many"}, None, "workers: expected int, got 'many'"),
+    ([], {"MQ_WORKERS": "many"}, None, "workers: expected int or auto, got 'many'"),
     ([], {"MQ_AUTO_CREATE": "perhaps"}, None, "auto_create: expected true or false"),
     ([], {"MQ_TIMEOUT": "-3"}, None, "--timeout must be"),
     ([], {}, "workers = 2\ncolour = 'blue'\n", "unknown option 'colour'"),
     ([], {}, "workers = \n", "config file"),
-    ([], {}, "workers = 'two'\n", "workers: expected int, got 'two'"),
+    ([], {}, "workers = 'two'\n", "workers: expected int or auto, got 'two'"),
     ([], {}, "workers = 0\n", "--workers must be between 1 and 256"),
 ])
 def test_bad_values_exit_2_with_a_clear_message_and_no_traceback(tmp_path, args, env, config, message):
@@ -235,6 +264,7 @@ def test_every_option_can_come_from_the_environment(tmp_path):
         "max_body_bytes": ("123", 123),
         "max_batch_bytes": ("456", 456),
         "save_batch": ("0", 0),
+        "flush_group": ("yes", True),
         "max_waiting_adds": ("9", 9),
         "actor_timeout": ("7", 7.0),
         "hang_timeout": ("45", 45.0),

@@ -75,3 +75,26 @@ def test_fronts_do_not_join_a_port_another_program_listens_on(tmp_path):
         result = subprocess.run([command("mq"), f"--root={tmp_path / 'root'}", f"--port={port}",
                                  "--fronts=2"], capture_output=True, text=True, timeout=20)
     assert result.returncode == 2 and f"port {port} on 127.0.0.1 is in use" in result.stderr
+
+
+def writers(root, queue: str) -> set[str]:
+    """The save actors ("save-0", ...) that wrote the messages of a queue (their files' header)."""
+    import msgpack
+
+    found = set()
+    for path in (root / "queues" / queue).iterdir():
+        data = path.read_bytes()
+        header = msgpack.unpackb(data[7:7 + int.from_bytes(data[3:7], "big")])
+        found.add(header["w"].rpartition("/")[2])
+    return found
+
+
+@pytest.mark.timeout(60)
+def test_each_front_sends_its_adds_to_a_save_actor_of_its_own(start_mq, tmp_path):
+    # One add at a time: no actor ever has --save-batch waiting, so each front keeps to the
+    # first one it looks at, its own (front i: save actor i); both fronts answered (24 new
+    # connections on one front by chance: 2 in 2^24), so both save actors wrote.
+    mq = start_mq(workers=2, args=("--fronts=2",))
+    mq.wait_for_events("front.start", process="front-1")
+    assert answered_by(mq, 24) == set(FRONTS)
+    assert writers(tmp_path / "root", "spread") == {"save-0", "save-1"}

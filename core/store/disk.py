@@ -62,6 +62,8 @@ class Disk:
         self._syncfs = getattr(libc if libc is not None else _libc, "syncfs", None)
         self.fell_back = sync == "fs" and self._syncfs is None
         self.sync = "file" if self.fell_back else sync
+        #: A GroupFlush shared with the daemon's other actors (share_flushes), or None.
+        self.group = None
 
     # -- changes --------------------------------------------------------------------------
 
@@ -224,7 +226,20 @@ class Disk:
             for path in sorted(dirs):
                 self.fsync_dir(path)
 
+    def share_flushes(self, group) -> None:
+        """From now on, skip a syncfs when one another process started after this one's
+        changes has completed (mq.store.group_flush)."""
+        self.group = group
+
     def syncfs(self, anchor: str) -> None:
+        """Make every change made so far on the file system of anchor durable: by a syncfs(2)
+        of the daemon's flush group that started after them, or by one here."""
+        if self.group is None:
+            self.syncfs_now(anchor)
+        else:
+            self.group.sync(lambda: self.syncfs_now(anchor))
+
+    def syncfs_now(self, anchor: str) -> None:
         """syncfs(2) the file system holding anchor; the descriptor lives only for the call,
         so a caller that never closes its store leaks nothing."""
         fd = os.open(anchor, os.O_RDONLY | os.O_DIRECTORY)
