@@ -81,7 +81,7 @@ class FetchActor(Actor):
 
     def relist_all(self, batch: Batch, request: Request) -> dict:
         """Notification from a restarted save actor or mover: a "ready" may have been lost."""
-        self.indexes.relist_all()
+        self.log.info("fetch.relist", found=self.indexes.relist_all())
         return {}
 
     def fetch(self, batch: Batch, request: Request):

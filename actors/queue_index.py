@@ -168,17 +168,20 @@ class ReadyIndexes:
         self._indexes.pop(queue, None)
         self._notices.pop(queue, None)
 
-    def relist(self, queue: str) -> None:
-        """Add to a queue's index the ready messages its folder has and the index lacks."""
+    def relist(self, queue: str) -> int:
+        """Add to a queue's index the ready messages its folder has and the index lacks; return
+        how many names the listing did not skip."""
         index = self._indexes.get(queue)
-        if index is not None:
-            for message_id, attempts in self.store.list_ready(queue, known=index.members):
-                index.add(message_id, attempts)
+        if index is None:
+            return 0
+        found = self.store.list_ready(queue, known=index.members)
+        for message_id, attempts in found:
+            index.add(message_id, attempts)
+        return len(found)
 
-    def relist_all(self) -> None:
-        """relist() every indexed queue (a "ready" may have been lost)."""
-        for queue in list(self._indexes):
-            self.relist(queue)
+    def relist_all(self) -> int:
+        """relist() every indexed queue (a "ready" may have been lost); return what they found."""
+        return sum(self.relist(queue) for queue in list(self._indexes))
 
     def merge_noticed(self) -> None:
         """Re-list each indexed queue whose notice changed since it was listed."""

@@ -16,7 +16,7 @@ from mq.errors import Invalid, NotFound
 from mq.ids import id_time_ms, is_id, new_id
 from mq.store import Store
 from disks import FailingDisk
-from support import files_in, poll_for
+from support import fetch_actor_for, files_in, poll_for
 
 NAME_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-"
 
@@ -449,6 +449,11 @@ def test_index_behaves_like_a_sorted_set(ops):
 
 def test_fetch_actor_serves_from_its_index_without_listing_the_folder(start_mq):
     mq = start_mq(workers=2, timeout=60)  # nothing fetched comes back meanwhile
+    # Each save actor and the mover ask every fetch actor to re-list once they start; on a
+    # loaded machine one may arrive late, and would rightly list the folder after the index is
+    # built. Wait for all three before the index is built.
+    owner = f"fetch-{fetch_actor_for('indexed', 2)}"
+    mq.wait_for_events("fetch.relist", count=3, process=owner)
     first, second, third = (mq.add("indexed", b"%d" % i) for i in range(3))
     assert mq.fetch("indexed").header("X-Message-Id") == first  # the index is built here
     # Another writer on the root (a peer, the Spark source) adds an older message by rename.
