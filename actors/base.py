@@ -1,6 +1,7 @@
 """The loop every request-serving actor runs: decode, dispatch, translate errors, flush, reply.
 
-Each actor class has a command table, op -> function(actor, batch, request). The loop applies
+Each actor class has a command table, op -> (request type, function). The loop decodes each
+payload into its op's request type (mq.operations, checked before any handler runs), applies
 a batch's requests in arrival order, one error value per failed request, flushes once for the
 whole batch, sends the notifications the batch collected, and only then replies: a change
 already made is always flushed and reported, whatever later requests of the batch did.
@@ -24,11 +25,20 @@ MAX_BATCH = 256
 NOTE_HWM = 100_000
 
 
+def _field(request: Request, name: str):
+    """A field of a request for a log line: decoded, or as its payload has it."""
+    if request.decoded is not None:
+        return getattr(request.decoded, name, None)
+    return request.payload.get(name)
+
+
 class Actor:
     """A single-threaded actor bound to a ROUTER socket, serving the ops of COMMANDS."""
 
     kind = "actor"
-    #: op -> function(actor, batch, request) returning a result dict, DEFERRED, or raising.
+    #: op -> (its request type, function(actor, batch, request, sender)) where request is the
+    #: payload decoded (mq.operations) and sender the Request it came in (peer and request
+    #: id); the function returns a result dict, DEFERRED, or raises.
     COMMANDS: dict = {}
     #: The Batch class this actor's batches use.
     batch_class = Batch
@@ -150,22 +160,28 @@ class Actor:
         return batch
 
     def dispatch(self, batch: Batch, request: Request):
-        """One request through the command table; every failure becomes an error value."""
+        """One request through the command table: its payload decoded into the op's request
+        type (checked: Invalid before any handler runs), then its handler; every failure
+        becomes an error value."""
         command = self.COMMANDS.get(request.op)
         if command is None:
             return Invalid(f"{self.kind} actor cannot {request.op!r}")
+        kind, handler = command
         try:
-            return command(self, batch, request)
+            decoded = request.decoded
+            if decoded is None:
+                decoded = request.decoded = kind.from_payload(request.payload)
+            return handler(self, batch, decoded, request)
         except MqError as err:
             return err
         except OSError as err:
             error = from_os_error(err, f"cannot {request.op}")
-            self.log.error("actor.disk_error", op=request.op, queue=request.payload.get("queue"),
-                           id=request.payload.get("id"), error=error.message, kind=error.kind)
+            self.log.error("actor.disk_error", op=request.op, queue=_field(request, "queue"),
+                           id=_field(request, "id"), error=error.message, kind=error.kind)
             return error
         except Exception:
-            self.log.exception("actor.error", op=request.op, queue=request.payload.get("queue"),
-                               id=request.payload.get("id"))
+            self.log.exception("actor.error", op=request.op, queue=_field(request, "queue"),
+                               id=_field(request, "id"))
             return MqError(f"internal error in {self.kind} actor")
 
     def settle(self, batch: Batch) -> None:

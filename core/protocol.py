@@ -30,6 +30,14 @@ def encode_request(rid: bytes, op: str, **fields) -> list[bytes]:
     return [rid, msgpack.packb(fields, use_bin_type=True)]
 
 
+def encode_operation(rid: bytes, request) -> list[bytes]:
+    """Frames a DEALER sends for a request of mq.operations: its fields, "v" and its "op"."""
+    payload = request.to_payload()
+    payload["v"] = VERSION
+    payload["op"] = request.op
+    return [rid, msgpack.packb(payload, use_bin_type=True)]
+
+
 def encode_notification(op: str, **fields) -> list[bytes]:
     """Frames of a one-way message (no reply is sent)."""
     return encode_request(b"", op, **fields)
