@@ -15,6 +15,7 @@ import zmq
 from mq import logs, protocol
 from mq.actors.batch import DEFERRED, Batch, Request
 from mq.errors import Invalid, MqError, from_os_error
+from mq.operations import Delayed, Operation, Ready, Relist, Rescan, Settled
 from mq.store import Store
 from mq.store.root import actor_endpoint, mover_endpoint, socket_path
 from mq.supervisor import heartbeat
@@ -80,7 +81,7 @@ class Actor:
         """Connect to the mover and ask it to rescan delay/: a predecessor killed between a
         rename into delay/ and its notification left a message there no timer would release."""
         self.mover = self.dealer(mover_endpoint(self.run_dir))
-        self.send(self.mover, "rescan")
+        self.send(self.mover, Rescan())
 
     def connect_fetchers(self) -> None:
         """Connect to every fetch actor and ask each to re-list its queues: a predecessor killed
@@ -88,14 +89,14 @@ class Actor:
         self.fetchers = [self.dealer(actor_endpoint(self.run_dir, "fetch", i))
                          for i in range(self.options.workers)]
         for sock in self.fetchers:
-            self.send(sock, "relist")
+            self.send(sock, Relist())
 
-    def send(self, sock, op: str, **fields) -> None:
+    def send(self, sock, note: Operation) -> None:
         """A one-way message; dropped if its peer is down or far behind (it re-reads the disk)."""
         if sock is None:
             return
         try:
-            sock.send_multipart(protocol.encode_notification(op, **fields), zmq.NOBLOCK)
+            sock.send_multipart(protocol.encode_notification(note), zmq.NOBLOCK)
         except zmq.Again:
             pass
 
@@ -103,13 +104,13 @@ class Actor:
         """After the flush: due times to the mover, ready messages to their fetch actors."""
         if len(batch.hidden) == 1:
             queue, message_id, attempts, due = batch.hidden[0]
-            self.send(self.mover, "delayed", queue=queue, id=message_id, attempts=attempts, due=due)
+            self.send(self.mover, Delayed(queue=queue, id=message_id, attempts=attempts, due=due))
         elif batch.hidden:
             # One notification for the whole batch: a batch of fetches makes one, not one each.
-            self.send(self.mover, "delayed", entries=[list(entry) for entry in batch.hidden])
+            self.send(self.mover, Delayed(entries=[list(entry) for entry in batch.hidden]))
         if batch.settled:
             # The mover would otherwise wake at each one's due time to find its file gone.
-            self.send(self.mover, "settled", entries=[list(entry) for entry in batch.settled])
+            self.send(self.mover, Settled(entries=[list(entry) for entry in batch.settled]))
         for queue, ids in batch.ready.items():
             self.tell_ready(queue, ids)
         self.post_notices(batch.ready)
@@ -126,7 +127,7 @@ class Actor:
         """Tell the queue's fetch actor about ready [id, deliveries] pairs."""
         if self.fetchers:
             owner = self.fetchers[protocol.fetch_actor_for(queue, len(self.fetchers))]
-            self.send(owner, "ready", queue=queue, ids=ids)
+            self.send(owner, Ready(queue=queue, ids=ids))
 
     # -- the batch ------------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ from mq import properties
 from mq.delivery import MAX_DELIVERIES as MAX_ATTEMPTS
 from mq.delivery import current_delivery, parse_receipt, stale
 from mq.errors import NotFound
-from mq.operations import Ack, Acked, Delete, Extend, Nack
+from mq.operations import Ack, Acked, Delete, Extend, Nack, Relay
 
 
 def delete(actor, batch, request: Delete | Ack, sender=None) -> Acked:
@@ -94,7 +94,7 @@ def nack(actor, batch, request: Nack, sender) -> dict:
     else:
         actor.log.info("fetch.dead_letter", queue=queue, id=message_id, dead_letter_queue=dead)
         actor.counters.count(queue, "dead_letters")
-        actor.send(actor.mover, "relay", queue=dead, ids=[[message_id, dead_count]])
+        actor.send(actor.mover, Relay(queue=dead, ids=[[message_id, dead_count]]))
     return {"id": message_id, "dead_letter": dead}
 
 

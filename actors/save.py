@@ -232,7 +232,7 @@ class SaveActor(Actor):
         """After the flush: also tell the mover the windows this batch opened."""
         super().send_notes(batch)
         for queue, window in batch.windows:
-            self.send(self.mover, "window", queue=queue, window=window)
+            self.send(self.mover, ops.Window(queue=queue, window=window))
 
     def record_keys(self, batch: AddBatch, written: list[Written]) -> list[Written]:
         """Record de-duplication keys (after the data is durable, before delivery).

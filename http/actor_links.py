@@ -9,7 +9,7 @@ from zmq.utils.monitor import parse_monitor_message
 
 from mq import logs, protocol
 from mq.errors import MqError, Unavailable
-from mq.operations import Operation
+from mq.operations import Cancel, Operation
 from mq.store.root import actor_endpoint, mover_endpoint
 
 POLLIN = int(zmq.POLLIN)  # A plain int: bit tests on zmq's enum flags cost microseconds.
@@ -65,7 +65,7 @@ class ActorLink:
         future = loop.create_future()
         self.pending[rid] = future
         try:
-            self._send(protocol.encode_operation(rid, request))
+            self._send(protocol.encode_request(rid, request))
         except zmq.Again:
             self.pending.pop(rid, None)
             raise Unavailable(f"{self.name} is not running; it is being restarted") from None
@@ -91,7 +91,7 @@ class ActorLink:
         """Give up on a request (its client went away): the actor drops it if it still waits
         (a long poll), and the caller's await ends now with an empty result."""
         try:
-            self._send(protocol.encode_notification("cancel", request=rid))
+            self._send(protocol.encode_notification(Cancel(request=rid)))
         except zmq.Again:
             pass  # The actor is gone: its waiters went with it.
         future = self.pending.get(rid)
