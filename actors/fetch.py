@@ -83,7 +83,7 @@ class FetchActor(Actor):
         self.indexes.relist_all()
         return {}
 
-    def fetch(self, batch: Batch, request: ops.Fetch, sender: Request):
+    def fetch(self, batch: Batch, request: ops.Fetch, sender: Request) -> ops.Fetched | object:
         """Hide the oldest ready message for the queue's timeout and return it; or wait for one."""
         queue, wait = request.queue, request.wait
         result = self.take(batch, queue, request.holder)
@@ -140,7 +140,7 @@ class FetchActor(Actor):
     }
 
     def take(self, batch: Batch, queue: str, holder: str | None = None,
-             max_bytes: int | None = None) -> dict | None:
+             max_bytes: int | None = None) -> ops.Fetched | None:
         """Claim the next ready message of the queue, or None when there is none (or, with
         max_bytes, when its file is larger: it stays ready, unclaimed).
 

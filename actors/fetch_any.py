@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 
 from mq.actors.batch import DEFERRED, Batch, Request
-from mq.operations import FetchAny, Watch
+from mq.operations import FetchAny, Fetched, Watch
 
 
 @dataclass
@@ -42,7 +42,7 @@ def oldest_head(actor, queues: list[str], batch: Batch | None = None,
     return best
 
 
-def fetch_any(actor, batch: Batch, request: FetchAny, sender: Request) -> dict:
+def fetch_any(actor, batch: Batch, request: FetchAny, sender: Request) -> Fetched:
     """Claim the oldest ready message among the queues (with claim false, only name it)."""
     queues, claim = request.queues, request.claim
     while queues:

@@ -14,7 +14,7 @@ from mq.errors import Invalid, TooLarge
 from mq.http import batches, compound, trace
 from mq.http.api import ApiHandler
 from mq.numbers import parse_number
-from mq.operations import Ack, Add, Delete, Extend, Fetch, FetchBatch, Nack
+from mq.operations import Ack, Add, Added, Delete, Extend, Fetch, FetchBatch, Nack
 from mq.schedule import due_time
 
 #: Seconds between checks that the client of a waiting long poll is still connected.
@@ -122,7 +122,7 @@ class MessagesHandler(ApiHandler):
                         dedup_id, now)
         context = trace.parse(self.request.headers.get("traceparent"),
                               self.request.headers.get("tracestate"))
-        result = await self.pool.saver().call(Add(
+        result: Added = await self.pool.saver().call(Add(
             queue=add.queue, body=add.body, content_type=add.content_type, due=add.due,
             dedup_id=add.dedup_id or None, attributes=context or None))
         message_id = result["id"]
