@@ -68,10 +68,11 @@ def operation(name: str):
         hints = typing.get_type_hints(cls, include_extras=True)
         spec = []
         for field in dataclasses.fields(cls):
+            if field.default_factory is not dataclasses.MISSING:
+                # One default serves every request decoded: a mutable one would be shared.
+                raise TypeError(f"{cls.__qualname__}.{field.name}: give an immutable default")
             if field.default is not dataclasses.MISSING:
                 default = field.default
-            elif field.default_factory is not dataclasses.MISSING:
-                default = field.default_factory()
             else:
                 default = _REQUIRED
             spec.append((field.name, checker(f"{name}: {field.name}", hints[field.name]), default))
