@@ -8,6 +8,7 @@ from collections import defaultdict
 
 from mq import logs
 from mq.errors import Invalid
+from mq.operations import Window
 from mq.store.accumulation import window_due, window_stage
 
 #: With --peers, seconds a window must have stayed in a later stage (closing, combined) before
@@ -78,11 +79,11 @@ def time_windows(store, timers, peers: bool = False) -> None:
         timers.add(window_due(name, changed), queue, name)
 
 
-def window_note(mover, batch, request) -> dict:
+def window_note(mover, batch, request: Window, sender) -> dict:
     """Notification from a save actor: it opened a window; time its close."""
-    name = request.payload["window"]
+    name = request.window
     if window_stage(name):
-        mover.windows.add(window_due(name), request.payload["queue"], name)
+        mover.windows.add(window_due(name), request.queue, name)
     return {}
 
 

@@ -1,6 +1,7 @@
 """The loop every request-serving actor runs: decode, dispatch, translate errors, flush, reply.
 
-Each actor class has a command table, op -> function(actor, batch, request). The loop applies
+Each actor class has a command table, op -> (request type, function). The loop decodes each
+payload into its op's request type (mq.operations, checked before any handler runs), applies
 a batch's requests in arrival order, one error value per failed request, flushes once for the
 whole batch, sends the notifications the batch collected, and only then replies: a change
 already made is always flushed and reported, whatever later requests of the batch did.
@@ -14,6 +15,7 @@ import zmq
 from mq import logs, protocol
 from mq.actors.batch import DEFERRED, Batch, Request
 from mq.errors import Invalid, MqError, from_os_error
+from mq.operations import Delayed, Operation, Ready, Relist, Rescan, Settled
 from mq.store import Store
 from mq.store.group_flush import GroupFlush, flush_file
 from mq.store.root import actor_endpoint, mover_endpoint, socket_path
@@ -25,11 +27,20 @@ MAX_BATCH = 256
 NOTE_HWM = 100_000
 
 
+def _field(request: Request, name: str):
+    """A field of a request for a log line: decoded, or as its payload has it."""
+    if request.decoded is not None:
+        return getattr(request.decoded, name, None)
+    return request.payload.get(name)
+
+
 class Actor:
     """A single-threaded actor bound to a ROUTER socket, serving the ops of COMMANDS."""
 
     kind = "actor"
-    #: op -> function(actor, batch, request) returning a result dict, DEFERRED, or raising.
+    #: op -> (its request type, function(actor, batch, request, sender)) where request is the
+    #: payload decoded (mq.operations) and sender the Request it came in (peer and request
+    #: id); the function returns a result dict, DEFERRED, or raises.
     COMMANDS: dict = {}
     #: The Batch class this actor's batches use.
     batch_class = Batch
@@ -71,7 +82,7 @@ class Actor:
         """Connect to the mover and ask it to rescan delay/: a predecessor killed between a
         rename into delay/ and its notification left a message there no timer would release."""
         self.mover = self.dealer(mover_endpoint(self.run_dir))
-        self.send(self.mover, "rescan")
+        self.send(self.mover, Rescan())
 
     def connect_fetchers(self) -> None:
         """Connect to every fetch actor and ask each to re-list its queues: a predecessor killed
@@ -79,14 +90,14 @@ class Actor:
         self.fetchers = [self.dealer(actor_endpoint(self.run_dir, "fetch", i))
                          for i in range(self.options.workers)]
         for sock in self.fetchers:
-            self.send(sock, "relist")
+            self.send(sock, Relist())
 
-    def send(self, sock, op: str, **fields) -> None:
+    def send(self, sock, note: Operation) -> None:
         """A one-way message; dropped if its peer is down or far behind (it re-reads the disk)."""
         if sock is None:
             return
         try:
-            sock.send_multipart(protocol.encode_notification(op, **fields), zmq.NOBLOCK)
+            sock.send_multipart(protocol.encode_notification(note), zmq.NOBLOCK)
         except zmq.Again:
             pass
 
@@ -94,13 +105,13 @@ class Actor:
         """After the flush: due times to the mover, ready messages to their fetch actors."""
         if len(batch.hidden) == 1:
             queue, message_id, attempts, due = batch.hidden[0]
-            self.send(self.mover, "delayed", queue=queue, id=message_id, attempts=attempts, due=due)
+            self.send(self.mover, Delayed(queue=queue, id=message_id, attempts=attempts, due=due))
         elif batch.hidden:
             # One notification for the whole batch: a batch of fetches makes one, not one each.
-            self.send(self.mover, "delayed", entries=[list(entry) for entry in batch.hidden])
+            self.send(self.mover, Delayed(entries=[list(entry) for entry in batch.hidden]))
         if batch.settled:
             # The mover would otherwise wake at each one's due time to find its file gone.
-            self.send(self.mover, "settled", entries=[list(entry) for entry in batch.settled])
+            self.send(self.mover, Settled(entries=[list(entry) for entry in batch.settled]))
         for queue, ids in batch.ready.items():
             self.tell_ready(queue, ids)
         self.post_notices(batch.ready)
@@ -117,7 +128,7 @@ class Actor:
         """Tell the queue's fetch actor about ready [id, deliveries] pairs."""
         if self.fetchers:
             owner = self.fetchers[protocol.fetch_actor_for(queue, len(self.fetchers))]
-            self.send(owner, "ready", queue=queue, ids=ids)
+            self.send(owner, Ready(queue=queue, ids=ids))
 
     # -- the batch ------------------------------------------------------------------------
 
@@ -151,22 +162,28 @@ class Actor:
         return batch
 
     def dispatch(self, batch: Batch, request: Request):
-        """One request through the command table; every failure becomes an error value."""
+        """One request through the command table: its payload decoded into the op's request
+        type (checked: Invalid before any handler runs), then its handler; every failure
+        becomes an error value."""
         command = self.COMMANDS.get(request.op)
         if command is None:
             return Invalid(f"{self.kind} actor cannot {request.op!r}")
+        kind, handler = command
         try:
-            return command(self, batch, request)
+            decoded = request.decoded
+            if decoded is None:
+                decoded = request.decoded = kind.from_payload(request.payload)
+            return handler(self, batch, decoded, request)
         except MqError as err:
             return err
         except OSError as err:
             error = from_os_error(err, f"cannot {request.op}")
-            self.log.error("actor.disk_error", op=request.op, queue=request.payload.get("queue"),
-                           id=request.payload.get("id"), error=error.message, kind=error.kind)
+            self.log.error("actor.disk_error", op=request.op, queue=_field(request, "queue"),
+                           id=_field(request, "id"), error=error.message, kind=error.kind)
             return error
         except Exception:
-            self.log.exception("actor.error", op=request.op, queue=request.payload.get("queue"),
-                               id=request.payload.get("id"))
+            self.log.exception("actor.error", op=request.op, queue=_field(request, "queue"),
+                               id=_field(request, "id"))
             return MqError(f"internal error in {self.kind} actor")
 
     def settle(self, batch: Batch) -> None:

@@ -13,6 +13,9 @@ class Request:
     peer: bytes
     rid: bytes
     payload: dict
+    #: The payload decoded into its op's request type (mq.operations), once it is dispatched;
+    #: set beforehand for a request an actor makes itself (a fan-out's copies).
+    decoded: object = None
 
     @property
     def op(self) -> str:

@@ -9,34 +9,16 @@ its queue having gone, that error, with the copies already made taken back.
 
 from dataclasses import dataclass
 
-from mq import store as fmt
 from mq.actors.batch import Request
-from mq.errors import Invalid, MqError, NotFound
+from mq.errors import MqError, NotFound
+from mq.operations import AddFanout
 
-#: Most queues one fan-out may add to (each copy is a file written and flushed).
-MAX_FANOUT_QUEUES = 1000
-
-
-def check(payload: dict) -> list[str]:
-    """The queues of a fan-out request; raise Invalid saying what is wrong with it."""
-    queues = payload.get("queues")
-    if not isinstance(queues, list) or not queues:
-        raise Invalid("queues must be a non-empty list of queue names")
-    if len(queues) > MAX_FANOUT_QUEUES:
-        raise Invalid(f"a fan-out may add to at most {MAX_FANOUT_QUEUES} queues, "
-                      f"not {len(queues)}")
-    for queue in queues:
-        fmt.validate_queue(queue)
-    if len(set(queues)) != len(queues):
-        raise Invalid("queues of a fan-out must not repeat")
-    if payload.get("dedup_id"):
-        raise Invalid("dedup_id is not supported on a fan-out add")
-    return queues
+#: The payload of a fan-out's copy: an add, already decoded (Request.decoded).
+COPY = {"op": "add"}
 
 
-def add_fanout(actor, batch, request: Request):
-    """Command: reached only by a fan-out that expand() left whole, i.e. an invalid one."""
-    check(request.payload)
+def add_fanout(actor, batch, request: AddFanout, sender: Request):
+    """Command: a fan-out that expand() left whole; one that decodes is always expanded."""
     raise MqError("fan-out add was not expanded")
 
 
@@ -55,16 +37,13 @@ def expand(requests: list[Request]) -> tuple[list[Request], list]:
     for request in requests:
         if request.op == "add_fanout":
             try:
-                queues = check(request.payload)
+                fanout = request.decoded = AddFanout.from_payload(request.payload)
             except MqError:
-                queues = None  # Dispatched whole, so that add_fanout answers the error.
-            if queues:
-                fields = {key: request.payload.get(key)
-                          for key in ("body", "content_type", "due", "attributes")}
-                places.append(Fanout(queues, len(expanded)))
-                expanded += [Request(request.peer, b"", {"op": "add", "queue": queue,
-                                                          "must_exist": True, **fields})
-                             for queue in queues]
+                fanout = None  # Dispatched whole, so that its decoding answers the error.
+            if fanout is not None:
+                places.append(Fanout(fanout.queues, len(expanded)))
+                expanded += [Request(request.peer, b"", COPY, fanout.copy(queue))
+                             for queue in fanout.queues]
                 continue
         places.append(len(expanded))
         expanded.append(request)

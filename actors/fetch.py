@@ -11,6 +11,7 @@ and ack; actors/queue_admin.py queues, redrive and properties. COMMANDS joins th
 import time
 
 from mq import delivery as rules
+from mq import operations as ops
 from mq import properties
 from mq import store as fmt
 from mq.actors import fetch_any, fetch_batch, queue_admin, replies
@@ -18,14 +19,12 @@ from mq.actors.base import Actor
 from mq.actors.batch import DEFERRED, Batch, Request
 from mq.actors.counters import Counters
 from mq.actors.deliveries import Deliveries
-from mq.actors.long_polls import MAX_WAIT_SECONDS, FetchBatch, Waiters, checked_wait
+from mq.actors.long_polls import FetchBatch, Waiters
 from mq.actors.message_groups import MessageGroups
 from mq.actors.queue_index import RELIST_EMPTY_SECONDS, ReadyIndexes
 from mq.errors import MqError, NotFound, from_os_error
 from mq.ids import id_floor, id_time_ms
 from mq.protocol import fetch_actor_for
-
-__all__ = ["FetchActor", "MAX_WAIT_SECONDS"]  # The front checks a wait against the same limit.
 
 
 class FetchActor(Actor):
@@ -67,28 +66,27 @@ class FetchActor(Actor):
 
     # -- commands ---------------------------------------------------------------------------
 
-    def ready(self, batch: Batch, request: Request) -> dict:
+    def ready(self, batch: Batch, request: ops.Ready, sender: Request) -> dict:
         """Notification: [id, deliveries] pairs became ready in a queue."""
-        queue = fmt.validate_queue(request.payload.get("queue"))
+        queue = request.queue
         index = self.indexes.watched(queue)
         if index is not None:
-            for message_id, attempts in request.payload.get("ids", ()):
+            for message_id, attempts in request.ids:
                 if self.deliveries.is_late(queue, message_id, attempts):
                     # Late: a listing found it first and it was handed out since.
                     continue
                 index.add(message_id, attempts)
         return {}
 
-    def relist_all(self, batch: Batch, request: Request) -> dict:
+    def relist_all(self, batch: Batch, request: ops.Relist, sender: Request) -> dict:
         """Notification from a restarted save actor or mover: a "ready" may have been lost."""
         self.log.info("fetch.relist", found=self.indexes.relist_all())
         return {}
 
-    def fetch(self, batch: Batch, request: Request):
+    def fetch(self, batch: Batch, request: ops.Fetch, sender: Request) -> ops.Fetched | object:
         """Hide the oldest ready message for the queue's timeout and return it; or wait for one."""
-        queue = fmt.validate_queue(request.payload.get("queue"))
-        wait = checked_wait(request.payload)
-        result = self.take(batch, queue, request.payload.get("holder"))
+        queue, wait = request.queue, request.wait
+        result = self.take(batch, queue, request.holder)
         if result is not None:
             return result
         if not self.store.queue_exists(queue):
@@ -96,17 +94,16 @@ class FetchActor(Actor):
             raise NotFound(f"queue {queue!r} does not exist")
         if wait <= 0:
             return {"empty": True}
-        self.waiters.park(queue, request.peer, request.rid, wait)
+        self.waiters.park(queue, sender.peer, sender.rid, wait)
         return DEFERRED
 
-    def cancel(self, batch: Batch, request: Request) -> dict:
+    def cancel(self, batch: Batch, request: ops.Cancel, sender: Request) -> dict:
         """Notification: the client of a long poll or watch went away; drop it."""
-        rid = request.payload.get("request")
-        self.waiters.cancel(request.peer, rid)
-        self.watches.cancel(request.peer, rid)
+        self.waiters.cancel(sender.peer, request.request)
+        self.watches.cancel(sender.peer, request.request)
         return {}
 
-    def stats(self, batch: Batch, request: Request) -> dict:
+    def stats(self, batch: Batch, request: ops.Stats, sender: Request) -> dict:
         """Per queue it owns: ready messages, the oldest one's age, and the event counters."""
         self.indexes.index_owned(lambda queue: fetch_actor_for(queue, self.options.workers) == self.index)
         counted = self.counters.snapshot()
@@ -123,21 +120,27 @@ class FetchActor(Actor):
                 "flush": self.store.flush_times.snapshot()}
 
     COMMANDS = {
-        "fetch": fetch, "fetch_batch": fetch_batch.fetch_batch, "ack_batch": fetch_batch.ack_batch,
-        "ready": ready, "relist": relist_all, "cancel": cancel, "stats": stats,
-        "ack": replies.ack, "nack": replies.nack, "extend": replies.extend, "delete": replies.delete,
-        "queue_get": queue_admin.queue_get, "queue_put": queue_admin.queue_put,
-        "queue_delete": queue_admin.queue_delete, "redrive": queue_admin.redrive,
-        "peek": queue_admin.peek, "purge": queue_admin.purge,
-        "props_get": queue_admin.props, "props_put": queue_admin.props,
-        "props_patch": queue_admin.props, "props_delete": queue_admin.props,
-        "rules_get": queue_admin.rules, "rules_put": queue_admin.rules,
-        "rules_delete": queue_admin.rules,
-        "fetch_any": fetch_any.fetch_any, "watch": fetch_any.watch,
+        "fetch": (ops.Fetch, fetch), "fetch_batch": (ops.FetchBatch, fetch_batch.fetch_batch),
+        "ack_batch": (ops.AckBatch, fetch_batch.ack_batch),
+        "ready": (ops.Ready, ready), "relist": (ops.Relist, relist_all),
+        "cancel": (ops.Cancel, cancel), "stats": (ops.Stats, stats),
+        "ack": (ops.Ack, replies.ack), "nack": (ops.Nack, replies.nack),
+        "extend": (ops.Extend, replies.extend), "delete": (ops.Delete, replies.delete),
+        "queue_get": (ops.QueueGet, queue_admin.queue_get),
+        "queue_put": (ops.QueuePut, queue_admin.queue_put),
+        "queue_delete": (ops.QueueDelete, queue_admin.queue_delete),
+        "redrive": (ops.Redrive, queue_admin.redrive),
+        "peek": (ops.Peek, queue_admin.peek), "purge": (ops.Purge, queue_admin.purge),
+        "props_get": (ops.PropsGet, queue_admin.props), "props_put": (ops.PropsPut, queue_admin.props),
+        "props_patch": (ops.PropsPatch, queue_admin.props),
+        "props_delete": (ops.PropsDelete, queue_admin.props),
+        "rules_get": (ops.RulesGet, queue_admin.rules), "rules_put": (ops.RulesPut, queue_admin.rules),
+        "rules_delete": (ops.RulesDelete, queue_admin.rules),
+        "fetch_any": (ops.FetchAny, fetch_any.fetch_any), "watch": (ops.Watch, fetch_any.watch),
     }
 
     def take(self, batch: Batch, queue: str, holder: str | None = None,
-             max_bytes: int | None = None) -> dict | None:
+             max_bytes: int | None = None) -> ops.Fetched | None:
         """Claim the next ready message of the queue, or None when there is none (or, with
         max_bytes, when its file is larger: it stays ready, unclaimed).
 

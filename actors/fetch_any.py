@@ -10,13 +10,8 @@ front claims exactly one message, and only while its client is still there.
 import time
 from dataclasses import dataclass
 
-from mq import store as fmt
 from mq.actors.batch import DEFERRED, Batch, Request
-from mq.actors.long_polls import checked_wait
-from mq.errors import Invalid
-
-#: Most queues one fetch_any or watch may name.
-MAX_QUEUES = 1000
+from mq.operations import FetchAny, Fetched, Watch
 
 
 @dataclass
@@ -27,14 +22,6 @@ class Watcher:
     rid: bytes
     deadline: float
     queues: list
-
-
-def checked_queues(payload: dict) -> list[str]:
-    """The request's list of queue names, checked."""
-    queues = payload.get("queues")
-    if not isinstance(queues, list) or not 0 < len(queues) <= MAX_QUEUES:
-        raise Invalid(f"queues must be a list of 1 to {MAX_QUEUES} queue names")
-    return [fmt.validate_queue(queue) for queue in queues]
 
 
 def oldest_head(actor, queues: list[str], batch: Batch | None = None,
@@ -55,10 +42,9 @@ def oldest_head(actor, queues: list[str], batch: Batch | None = None,
     return best
 
 
-def fetch_any(actor, batch: Batch, request: Request) -> dict:
+def fetch_any(actor, batch: Batch, request: FetchAny, sender: Request) -> Fetched:
     """Claim the oldest ready message among the queues (with claim false, only name it)."""
-    queues = checked_queues(request.payload)
-    claim = request.payload.get("claim", True)
+    queues, claim = request.queues, request.claim
     while queues:
         best = oldest_head(actor, queues, batch)
         if best is None:
@@ -75,17 +61,16 @@ def fetch_any(actor, batch: Batch, request: Request) -> dict:
     return {"empty": True}
 
 
-def watch(actor, batch: Batch, request: Request):
+def watch(actor, batch: Batch, request: Watch, sender: Request):
     """Answer {"queue": q} once one of the queues has a ready message, or {"empty": true} after
     `wait` seconds; nothing is claimed."""
-    queues = checked_queues(request.payload)
-    wait = checked_wait(request.payload)
+    queues, wait = request.queues, request.wait
     best = oldest_head(actor, queues)
     if best is not None:
         return {"queue": best[0]}
     if wait <= 0:
         return {"empty": True}
-    actor.watches.park(Watcher(request.peer, request.rid, time.monotonic() + wait, queues))
+    actor.watches.park(Watcher(sender.peer, sender.rid, time.monotonic() + wait, queues))
     actor.log.debug("fetch.watch", queue=queues[0], queues=len(queues), seconds=wait)
     return DEFERRED
 

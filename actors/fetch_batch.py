@@ -9,26 +9,18 @@ import os
 
 from mq import store as fmt
 from mq.actors.batch import DEFERRED
-from mq.actors.long_polls import checked_wait
 from mq.actors.replies import ack_delivery
-from mq.adds import MAX_BATCH_MESSAGES
 from mq.errors import Invalid, MqError, NotFound, from_os_error
-
-#: Most messages one batch fetch hands out (its reply carries every body).
-MAX_FETCH = 100
+from mq.operations import AckBatch, FetchBatch
 #: Most body bytes one answer of a batch fetch or a peek gathers: it stops before the message
 #: that would pass this, but always holds its first message, whatever its size. Without it,
 #: max messages of up to --max-body-bytes each would be held in the actor and the front at once.
 MAX_ANSWER_BYTES = 8 * 1024 * 1024
 
 
-def fetch_batch(actor, batch, request):
+def fetch_batch(actor, batch, request: FetchBatch, sender):
     """Hide up to `max` of the oldest ready messages and return them; or wait for the first."""
-    queue = fmt.validate_queue(request.payload.get("queue"))
-    wait = checked_wait(request.payload)
-    limit = request.payload.get("max")
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_FETCH:
-        raise Invalid(f"max must be a whole number from 1 to {MAX_FETCH}")
+    queue, wait, limit = request.queue, request.wait, request.max
     messages = take_many(actor, batch, queue, limit)
     if messages:
         return {"messages": messages}
@@ -37,7 +29,7 @@ def fetch_batch(actor, batch, request):
         raise NotFound(f"queue {queue!r} does not exist")
     if wait <= 0:
         return {"messages": []}
-    actor.waiters.park(queue, request.peer, request.rid, wait, limit)
+    actor.waiters.park(queue, sender.peer, sender.rid, wait, limit)
     return DEFERRED
 
 
@@ -69,14 +61,10 @@ def larger_than(path: str, max_bytes: int) -> bool:
         return False
 
 
-def ack_batch(actor, batch, request) -> dict:
+def ack_batch(actor, batch, request: AckBatch, sender) -> dict:
     """Remove the in-flight deliveries the receipts name; one outcome per receipt, in order."""
-    queue = fmt.validate_queue(request.payload.get("queue"))
-    receipts = request.payload.get("receipts")
-    if not isinstance(receipts, list) or not 1 <= len(receipts) <= MAX_BATCH_MESSAGES:
-        raise Invalid(f"receipts must be a list of 1 to {MAX_BATCH_MESSAGES} receipts")
-    results = []
-    for receipt in receipts:
+    queue, results = request.queue, []
+    for receipt in request.receipts:
         try:
             message_id, delivery = parse_receipt(receipt)
             ack_delivery(actor, batch, queue, message_id, delivery)

@@ -13,19 +13,6 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from mq.actors.batch import Batch
-from mq.errors import Invalid
-
-#: Longest long poll, in seconds.
-MAX_WAIT_SECONDS = 20.0
-
-
-def checked_wait(payload: dict) -> float:
-    """The request's `wait` in seconds (0 when absent), checked."""
-    wait = payload.get("wait") or 0
-    if isinstance(wait, bool) or not isinstance(wait, (int, float)) or \
-            not 0 <= wait <= MAX_WAIT_SECONDS:
-        raise Invalid(f"wait must be between 0 and {MAX_WAIT_SECONDS:g} seconds")
-    return wait
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from collections import defaultdict
 
 
 from mq import logs, properties
+from mq import operations as ops
 from mq.actors import accumulation
 from mq.actors.base import Actor
 from mq.actors.counters import Counters
@@ -161,33 +162,31 @@ class MoverActor(Actor):
         # Round up: a wait under 1 ms truncated to 0 would spin on poll(0) until the due time.
         return max(0, math.ceil(wait * 1000))
 
-    def delayed(self, batch, request) -> dict:
+    def delayed(self, batch, request: ops.Delayed, sender) -> dict:
         """Notification: time a message a save or fetch actor put in delay/ (or, with
         `entries`, every [queue, id, attempts, due] of a batch)."""
-        payload = request.payload
-        for queue, message_id, attempts, due in payload.get("entries") or (
-                (payload["queue"], payload["id"], payload.get("attempts", 0), payload["due"]),):
+        for queue, message_id, attempts, due in request.all_entries():
             self.timers.add(float(due), queue, message_id, int(attempts))
         return {}
 
-    def relay(self, batch, request) -> dict:
+    def relay(self, batch, request: ops.Relay, sender) -> dict:
         """Notification: pass ready ids on to their queue's fetch actor (dead letters)."""
-        self.tell_ready(request.payload["queue"], request.payload["ids"])
+        self.tell_ready(request.queue, request.ids)
         return {}
 
-    def rescan_all(self, batch, request) -> dict:
+    def rescan_all(self, batch, request: ops.Rescan, sender) -> dict:
         """Notification from a restarted save or fetch actor: list delay/ again."""
         self.rescan()
         return {}
 
-    def settled(self, batch, request) -> dict:
+    def settled(self, batch, request: ops.Settled, sender) -> dict:
         """Notification: [queue, id, deliveries] entries a fetch actor took out of delay/
         (id or deliveries nil: any), for the counts and the timers (DueHeap.settle)."""
-        for queue, message_id, attempts in request.payload.get("entries", ()):
+        for queue, message_id, attempts in request.entries:
             self.timers.settle(queue, message_id, attempts)
         return {}
 
-    def stats(self, batch, request) -> dict:
+    def stats(self, batch, request: ops.Stats, sender) -> dict:
         """Per queue: messages delayed and in flight in delay/, and dead letters it made."""
         counted = self.counters.snapshot()
         queues = {queue: {**(counted.get(queue) or {"totals": {}, "rates": {}}),
@@ -198,8 +197,9 @@ class MoverActor(Actor):
         return {"actor": f"{self.kind}-{self.index}", "queues": queues,
                 "flush": self.store.flush_times.snapshot()}
 
-    COMMANDS = {"delayed": delayed, "relay": relay, "rescan": rescan_all, "settled": settled,
-                "stats": stats, "window": accumulation.window_note}
+    COMMANDS = {"delayed": (ops.Delayed, delayed), "relay": (ops.Relay, relay),
+                "rescan": (ops.Rescan, rescan_all), "settled": (ops.Settled, settled),
+                "stats": (ops.Stats, stats), "window": (ops.Window, accumulation.window_note)}
 
     def tick(self) -> None:
         """Move what is due, flush, then tell each queue's fetch actor."""

@@ -1,46 +1,38 @@
 """Queue administration, served by a queue's fetch actor: create, inspect, delete, redrive,
 properties, and the default property rules.
 
-Each is a command of FetchActor: function(actor, batch, request) -> result.
+Each is a command of FetchActor: function(actor, batch, request, sender) -> result, where
+request is the op's request (mq.operations), checked.
 """
 
-from mq import properties
+from mq import operations as ops
 from mq import store as fmt
 from mq.actors.fetch_batch import MAX_ANSWER_BYTES
-from mq.errors import Invalid, NotFound
+from mq.errors import NotFound
 from mq.store.listing import read_unclaimed
 
-#: Most messages one peek returns.
-MAX_PEEK = 1000
 
-
-def queue_get(actor, batch, request) -> dict:
+def queue_get(actor, batch, request: ops.QueueGet, sender) -> dict:
     """The queue's effective properties; 404 when it does not exist.
 
     With `hidden`, also how many of its messages are in flight and delayed (a listing of
     delay/, so only when asked).
     """
-    queue = fmt.validate_queue(request.payload.get("queue"))
+    queue = request.queue
     if not actor.store.queue_exists(queue):
         raise NotFound(f"queue {queue!r} does not exist")
     index = actor.indexes.of(queue)
     actor.drop_expired(batch, queue)
     result = {"queue": queue, "properties": actor.props.effective(queue), "ready": len(index)}
-    if request.payload.get("hidden"):
+    if request.hidden:
         result["in_flight"], result["delayed"] = actor.store.count_hidden(queue)
     return result
 
 
-def peek(actor, batch, request) -> dict:
+def peek(actor, batch, request: ops.Peek, sender) -> dict:
     """Up to `max` of the oldest ready messages (ids after `after`, if given), their bodies at
     most MAX_ANSWER_BYTES together (the first whatever its size); none is claimed."""
-    queue = fmt.validate_queue(request.payload.get("queue"))
-    count = request.payload.get("max") or 10
-    after = request.payload.get("after")
-    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_PEEK:
-        raise Invalid(f"max must be a whole number from 1 to {MAX_PEEK}")
-    if after is not None:
-        fmt.validate_id(after)
+    queue, count, after = request.queue, request.max, request.after
     if not actor.store.queue_exists(queue):
         actor.forget_queue(queue)
         raise NotFound(f"queue {queue!r} does not exist")
@@ -64,28 +56,28 @@ def peek(actor, batch, request) -> dict:
     return {"queue": queue, "messages": messages}
 
 
-def purge(actor, batch, request) -> dict:
+def purge(actor, batch, request: ops.Purge, sender) -> dict:
     """Remove every message of the queue, in every state (with `keys`, its de-duplication keys
     too); the queue and its settings stay."""
-    queue = fmt.validate_queue(request.payload.get("queue"))
-    purged = actor.store.purge_queue(queue, keys=request.payload.get("keys") is True)
+    queue = request.queue
+    purged = actor.store.purge_queue(queue, keys=request.keys)
     actor.forget_queue(queue)
     batch.settled.append((queue, None, None))
     actor.indexes.watched(queue)  # When statistics are watched, the queue stays in them, empty.
     return {"queue": queue, "purged": purged}
 
 
-def queue_put(actor, batch, request) -> dict:
+def queue_put(actor, batch, request: ops.QueuePut, sender) -> dict:
     """Create the queue (durably); created is False when it existed."""
-    queue = fmt.validate_queue(request.payload.get("queue"))
+    queue = request.queue
     created = actor.store.create_queue(queue)
     actor.indexes.watched(queue)  # When statistics are watched, they show the new queue at once.
     return {"queue": queue, "created": created}
 
 
-def queue_delete(actor, batch, request) -> dict:
+def queue_delete(actor, batch, request: ops.QueueDelete, sender) -> dict:
     """Delete the queue with its messages in every state, its keys and properties."""
-    queue = fmt.validate_queue(request.payload.get("queue"))
+    queue = request.queue
     actor.forget_queue(queue)
     in_flight = actor.store.delete_queue(queue)
     actor.counters.forget(queue)
@@ -93,11 +85,10 @@ def queue_delete(actor, batch, request) -> dict:
     return {"queue": queue, "in_flight": in_flight}
 
 
-def redrive(actor, batch, request) -> dict:
+def redrive(actor, batch, request: ops.Redrive, sender) -> dict:
     """Move every message of the queue's dead-letter queue (or of `source`) into the queue."""
-    queue = fmt.validate_queue(request.payload.get("queue"))
-    source = request.payload.get("source")
-    dead = fmt.validate_queue(source) if source else actor.props.effective(queue)["dead_letter_queue"]
+    queue = request.queue
+    dead = request.source or actor.props.effective(queue)["dead_letter_queue"]
     if not actor.store.queue_exists(dead):
         return {"queue": queue, "dead_letter_queue": dead, "moved": 0}
     ids = actor.store.redrive(dead, queue)
@@ -108,27 +99,27 @@ def redrive(actor, batch, request) -> dict:
     return {"queue": queue, "dead_letter_queue": dead, "moved": len(ids)}
 
 
-def props(actor, batch, request) -> dict:
-    """Read, replace, patch or reset a queue's own properties."""
-    queue = fmt.validate_queue(request.payload.get("queue"))
-    op, value = request.op, request.payload.get("properties")
+def props(actor, batch, request: ops.PropsGet | ops.PropsPut | ops.PropsPatch | ops.PropsDelete,
+          sender) -> dict:
+    """Read, replace, patch or reset a queue's own properties (checked on decoding)."""
+    queue = request.queue
     path = actor.store.props_path(queue)
-    if op == "props_put":
-        actor.store.write_json(path, properties.validate(value))
-    elif op == "props_patch":
-        actor.store.write_json(path, {**actor.props.own(queue), **properties.validate(value)})
-    elif op == "props_delete":
+    if isinstance(request, ops.PropsPut):
+        actor.store.write_json(path, request.properties)
+    elif isinstance(request, ops.PropsPatch):
+        actor.store.write_json(path, {**actor.props.own(queue), **request.properties})
+    elif isinstance(request, ops.PropsDelete):
         actor.store.delete_file(path)
     batch.props.clear()  # Fetches later in this batch read the new properties.
     return {"queue": queue, "own": actor.props.own(queue), "effective": actor.props.effective(queue)}
 
 
-def rules(actor, batch, request) -> dict:
-    """Read, replace or reset the default property rules."""
+def rules(actor, batch, request: ops.RulesGet | ops.RulesPut | ops.RulesDelete, sender) -> dict:
+    """Read, replace or reset the default property rules (checked on decoding)."""
     path = actor.store.default_props_path()
-    if request.op == "rules_put":
-        actor.store.write_json(path, properties.validate_rules(request.payload.get("rules")))
-    elif request.op == "rules_delete":
+    if isinstance(request, ops.RulesPut):
+        actor.store.write_json(path, request.rules)
+    elif isinstance(request, ops.RulesDelete):
         actor.store.delete_file(path)
     batch.props.clear()
     return {"rules": actor.props.rules()}

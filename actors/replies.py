@@ -1,26 +1,21 @@
 """Replies to a delivery, served by a queue's fetch actor: ack, nack, extend and delete.
 
-Each is a command of FetchActor: function(actor, batch, request) -> result.
+Each is a command of FetchActor: function(actor, batch, request, sender) -> result, where
+request is the op's request (mq.operations), its queue and id already checked.
 """
 
 import time
 
 from mq import properties
-from mq import store as fmt
 from mq.delivery import MAX_DELIVERIES as MAX_ATTEMPTS
 from mq.delivery import current_delivery, parse_receipt, stale
-from mq.errors import Invalid, NotFound
+from mq.errors import NotFound
+from mq.operations import Ack, Acked, Delete, Extend, Nack, Relay
 
 
-def target(request) -> tuple[str, str]:
-    """(queue, id) a reply names, both checked."""
-    return (fmt.validate_queue(request.payload.get("queue")),
-            fmt.validate_id(request.payload.get("id")))
-
-
-def delete(actor, batch, request) -> dict:
+def delete(actor, batch, request: Delete | Ack, sender=None) -> Acked:
     """Remove a message from whatever state it is in (an ack without a receipt does the same)."""
-    queue, message_id = target(request)
+    queue, message_id = request.queue, request.id
     index = actor.indexes.known(queue)
     known = index.attempts(message_id) if index else None
     handed = actor.deliveries.settled(queue, message_id)
@@ -40,20 +35,19 @@ def delete(actor, batch, request) -> dict:
     return {"id": message_id}
 
 
-def delivery_of(actor, request, queue: str, message_id: str) -> int:
+def delivery_of(actor, request: Ack | Nack | Extend) -> int:
     """The delivery a reply is about: its receipt's, or the message's current one."""
-    receipt = request.payload.get("receipt")
-    if receipt:
-        return parse_receipt(message_id, receipt)
-    return current_delivery(actor.store, queue, message_id)
+    if request.receipt:
+        return parse_receipt(request.id, request.receipt)
+    return current_delivery(actor.store, request.queue, request.id)
 
 
-def ack(actor, batch, request) -> dict:
+def ack(actor, batch, request: Ack, sender) -> Acked:
     """Remove an in-flight delivery; without a receipt, a delete."""
-    if not request.payload.get("receipt"):
+    if not request.receipt:
         return delete(actor, batch, request)
-    queue, message_id = target(request)
-    ack_delivery(actor, batch, queue, message_id, delivery_of(actor, request, queue, message_id))
+    queue, message_id = request.queue, request.id
+    ack_delivery(actor, batch, queue, message_id, delivery_of(actor, request))
     return {"id": message_id}
 
 
@@ -67,14 +61,12 @@ def ack_delivery(actor, batch, queue: str, message_id: str, delivery: int) -> No
     actor.deliveries.settled(queue, message_id)
 
 
-def extend(actor, batch, request) -> dict:
+def extend(actor, batch, request: Extend, sender) -> dict:
     """Move an in-flight delivery's due time to `seconds` (default: the queue's timeout) from now."""
-    queue, message_id = target(request)
-    delivery = delivery_of(actor, request, queue, message_id)
-    seconds = request.payload.get("seconds") or actor.props.effective(queue)["timeout"]
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or \
-            not 0 < seconds <= properties.MAX_TIMEOUT:
-        raise Invalid(f"seconds must be more than 0 and at most {properties.MAX_TIMEOUT:g}")
+    queue, message_id = request.queue, request.id
+    delivery = delivery_of(actor, request)
+    # 0 or nil is the queue's timeout (the request's own limit is checked on decoding).
+    seconds = request.seconds or actor.props.effective(queue)["timeout"]
     due = time.time() + seconds
     if not actor.store.extend(queue, message_id, delivery, due):
         refuse_stale(actor, queue, message_id, delivery)
@@ -83,10 +75,10 @@ def extend(actor, batch, request) -> dict:
     return {"id": message_id, "due": due, "receipt": f"{message_id}.{delivery}"}
 
 
-def nack(actor, batch, request) -> dict:
+def nack(actor, batch, request: Nack, sender) -> dict:
     """Make an in-flight delivery ready now (or a dead letter, past the queue's retries)."""
-    queue, message_id = target(request)
-    delivery = delivery_of(actor, request, queue, message_id)
+    queue, message_id = request.queue, request.id
+    delivery = delivery_of(actor, request)
     props = actor.props.effective(queue)
     dead = props["dead_letter_queue"] if properties.exhausted(props, delivery) else None
     dead_count = properties.dead_letter_count(actor.props.effective(dead), delivery) if dead else 0
@@ -102,7 +94,7 @@ def nack(actor, batch, request) -> dict:
     else:
         actor.log.info("fetch.dead_letter", queue=queue, id=message_id, dead_letter_queue=dead)
         actor.counters.count(queue, "dead_letters")
-        actor.send(actor.mover, "relay", queue=dead, ids=[[message_id, dead_count]])
+        actor.send(actor.mover, Relay(queue=dead, ids=[[message_id, dead_count]]))
     return {"id": message_id, "dead_letter": dead}
 
 

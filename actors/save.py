@@ -8,6 +8,7 @@ import os
 import time
 from dataclasses import dataclass, field
 
+from mq import operations as ops
 from mq import properties
 from mq import store as fmt
 from mq.actors import accumulation, fanout, save_batch
@@ -91,26 +92,25 @@ class SaveActor(Actor):
         """The name this actor writes into every file's header: its daemon's folder and index."""
         return f"{os.path.basename(self.run_dir)}/save-{self.index}"
 
-    def add(self, batch: AddBatch, request: Request):
+    def add(self, batch: AddBatch, request: ops.Add, sender: Request):
         """Check an add and write its file into new/ (renamed into view by settle)."""
-        payload, now = request.payload, time.time()
-        add = check_add(payload.get("queue"), payload.get("body"), payload.get("content_type"),
-                        payload.get("due"), payload.get("dedup_id"), now,
-                        payload.get("group"), payload.get("attributes"))
+        now = time.time()
+        add = check_add(request.queue, request.body, request.content_type, request.due,
+                        request.dedup_id, now, request.group, request.attributes)
         props = batch.properties(add.queue, self.props)
         accumulation.refuse_schedule(add, props)
         with_properties(add, props, self.options.max_body_bytes, now,
-                        default_delay=payload.get("due") is None)
+                        default_delay=request.due is None)
         if props["accum"] > 0:
             add.due = None  # A part waits for its window, not for the delay property.
         if not self.store.auto_create and not self.store.queue_exists(add.queue):
             raise NotFound(f"queue {add.queue!r} does not exist (auto-create is off)")
-        if payload.get("must_exist") and not self.store.queue_exists(add.queue):
+        if request.must_exist and not self.store.queue_exists(add.queue):
             raise NotFound(f"queue {add.queue!r} does not exist")
         if add.dedup_id:
             earlier = self.store.dedup_lookup(add.queue, add.dedup_id, props["dedup_window"], now)
             if earlier:
-                return self.duplicate(batch, request, add.queue, earlier)
+                return self.duplicate(batch, sender, add.queue, earlier)
         message_id = new_id(int(now * 1000))
         data = fmt.encode_message(add.body, add.content_type, int(now * 1000), message_id,
                                   add.dedup_id, self.writer(), group=add.group,
@@ -143,13 +143,13 @@ class SaveActor(Actor):
         self.pending_keys.append((request, deadline))
         return DEFERRED
 
-    def stats(self, batch: AddBatch, request: Request) -> dict:
+    def stats(self, batch: AddBatch, request: ops.Stats, sender: Request) -> dict:
         """The adds this actor stored, per queue: totals and rates over the last minute."""
         return {"actor": f"{self.kind}-{self.index}", "queues": self.counters.snapshot(),
                 "flush": self.store.flush_times.snapshot()}
 
-    COMMANDS = {"add": add, "add_batch": save_batch.add_batch, "add_fanout": fanout.add_fanout,
-                "stats": stats}
+    COMMANDS = {"add": (ops.Add, add), "add_batch": (ops.AddBatch, save_batch.add_batch),
+                "add_fanout": (ops.AddFanout, fanout.add_fanout), "stats": (ops.Stats, stats)}
 
     def handle(self, requests: list[Request]) -> AddBatch:
         """Apply a batch, each fan-out as one add per queue (actors/fanout.py)."""
@@ -232,7 +232,7 @@ class SaveActor(Actor):
         """After the flush: also tell the mover the windows this batch opened."""
         super().send_notes(batch)
         for queue, window in batch.windows:
-            self.send(self.mover, "window", queue=queue, window=window)
+            self.send(self.mover, ops.Window(queue=queue, window=window))
 
     def record_keys(self, batch: AddBatch, written: list[Written]) -> list[Written]:
         """Record de-duplication keys (after the data is durable, before delivery).

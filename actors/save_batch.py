@@ -13,19 +13,16 @@ import time
 
 from mq import store as fmt
 from mq.actors import accumulation
-from mq.adds import MAX_BATCH_MESSAGES, check_add, with_properties
+from mq.adds import check_add, with_properties
+from mq.operations import AddBatch
 from mq.errors import Invalid, MqError, NotFound, Unavailable
 from mq.ids import new_id
 
 
-def add_batch(actor, batch, request):
+def add_batch(actor, batch, request: AddBatch, sender):
     """Check every message of the request, then write each into new/ (delivered by settle)."""
     from mq.actors.save import Written  # The save actor's own record of a written file.
-    payload, now = request.payload, time.time()
-    queue = fmt.validate_queue(payload.get("queue"))
-    messages = payload.get("messages")
-    if not isinstance(messages, list) or not 1 <= len(messages) <= MAX_BATCH_MESSAGES:
-        raise Invalid(f"messages must be a list of 1 to {MAX_BATCH_MESSAGES} messages")
+    now, queue, messages = time.time(), request.queue, request.messages
     props = batch.properties(queue, actor.props)
     adds = [checked(n, queue, message, props, actor.options.max_body_bytes, now)
             for n, message in enumerate(messages)]

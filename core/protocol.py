@@ -23,16 +23,18 @@ def request_id(number: int) -> bytes:
     return _counter.pack(number)
 
 
-def encode_request(rid: bytes, op: str, **fields) -> list[bytes]:
-    """Frames a DEALER sends: [request_id, payload]."""
-    fields["v"] = VERSION
-    fields["op"] = op
-    return [rid, msgpack.packb(fields, use_bin_type=True)]
+def encode_request(rid: bytes, request) -> list[bytes]:
+    """Frames a DEALER sends, [request_id, payload], for a request of mq.operations: its
+    fields, "v" and its "op"."""
+    payload = request.to_payload()
+    payload["v"] = VERSION
+    payload["op"] = request.op
+    return [rid, msgpack.packb(payload, use_bin_type=True)]
 
 
-def encode_notification(op: str, **fields) -> list[bytes]:
+def encode_notification(request) -> list[bytes]:
     """Frames of a one-way message (no reply is sent)."""
-    return encode_request(b"", op, **fields)
+    return encode_request(b"", request)
 
 
 def decode_request(frames: list[bytes]) -> tuple[bytes, bytes, dict]:

@@ -9,6 +9,7 @@ from zmq.utils.monitor import parse_monitor_message
 
 from mq import logs, protocol
 from mq.errors import MqError, Unavailable
+from mq.operations import Cancel, Operation
 from mq.store.root import actor_endpoint, mover_endpoint
 
 POLLIN = int(zmq.POLLIN)  # A plain int: bit tests on zmq's enum flags cost microseconds.
@@ -50,9 +51,10 @@ class ActorLink:
         self.loop.add_reader(self.fd, self._read)
         self.tasks = [asyncio.ensure_future(self._watch())]
 
-    async def call(self, op: str, timeout: float | None = None, on_sent=None, weight: int = 1,
-                   **fields) -> dict:
-        """Send a request and return the actor's result; raise its error, or Unavailable.
+    async def call(self, request: Operation, timeout: float | None = None, on_sent=None,
+                   weight: int = 1) -> dict:
+        """Send a request (mq.operations) and return the actor's result; raise its error, or
+        Unavailable.
 
         on_sent(request_id) is called once the request is on its way (to cancel it later);
         weight is how many messages it carries, counted in load until it is answered.
@@ -63,7 +65,7 @@ class ActorLink:
         future = loop.create_future()
         self.pending[rid] = future
         try:
-            self._send(protocol.encode_request(rid, op, **fields))
+            self._send(protocol.encode_request(rid, request))
         except zmq.Again:
             self.pending.pop(rid, None)
             raise Unavailable(f"{self.name} is not running; it is being restarted") from None
@@ -89,7 +91,7 @@ class ActorLink:
         """Give up on a request (its client went away): the actor drops it if it still waits
         (a long poll), and the caller's await ends now with an empty result."""
         try:
-            self._send(protocol.encode_notification("cancel", request=rid))
+            self._send(protocol.encode_notification(Cancel(request=rid)))
         except zmq.Again:
             pass  # The actor is gone: its waiters went with it.
         future = self.pending.get(rid)

@@ -13,12 +13,11 @@ import uuid
 
 import orjson
 
-from mq.actors.fetch_batch import MAX_FETCH
-from mq.adds import MAX_BATCH_MESSAGES
 from mq.errors import Invalid
 from mq.http import compound, trace
 from mq.http.api import ApiHandler
 from mq.numbers import parse_number
+from mq.operations import MAX_BATCH_MESSAGES, MAX_FETCH, AckBatch, AddBatch, FetchBatch
 from mq.schedule import due_time
 
 #: The Content-Types that make a POST /{queue}/messages a batch.
@@ -197,7 +196,7 @@ async def post_batch(handler: ApiHandler, queue: str, body: bytes) -> None:
     traced = {"traceparent": handler.request.headers.get("traceparent"),
               "tracestate": handler.request.headers.get("tracestate")}
     messages = messages_of(handler.request.headers.get("Content-Type"), body, defaults, now, traced)
-    result = await handler.pool.saver().call("add_batch", queue=queue, messages=messages,
+    result = await handler.pool.saver().call(AddBatch(queue=queue, messages=messages),
                                              weight=len(messages))
     handler.log_fields["count"] = len(result["messages"])
     fresh = [m for m in result["messages"] if not m.get("duplicate")]
@@ -210,7 +209,7 @@ async def get_batch(handler: ApiHandler, queue: str, limit, wait: float, cf: str
     """Answer a batch fetch: multipart/mixed, or JSON when the client accepts only that; a
     compound in the format cf, as a single fetch serves it."""
     limit = parse_number("max", limit, 1, kind=int, low=1, high=MAX_FETCH)
-    result = await call("fetch_batch", max=limit)
+    result = await call(FetchBatch(queue=queue, wait=wait, max=limit))
     if result.get("cancelled"):
         return
     messages = result.get("messages") or []
@@ -260,7 +259,7 @@ class AckBatchHandler(ApiHandler):
             raise Invalid(f"give 1 to {MAX_BATCH_MESSAGES} receipts, not {len(receipts)}")
         if not all(isinstance(r, str) for r in receipts):
             raise Invalid("every receipt must be a string")
-        result = await self.pool.fetcher(queue).call("ack_batch", queue=queue, receipts=receipts)
+        result = await self.pool.fetcher(queue).call(AckBatch(queue=queue, receipts=receipts))
         results = result["results"]
         acked = sum(1 for r in results if r["status"] == "acked")
         self.log_fields["count"] = acked

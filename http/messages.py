@@ -14,6 +14,7 @@ from mq.errors import Invalid, TooLarge
 from mq.http import batches, compound, trace
 from mq.http.api import ApiHandler
 from mq.numbers import parse_number
+from mq.operations import Ack, Add, Added, Delete, Extend, Fetch, FetchBatch, Nack
 from mq.schedule import due_time
 
 #: Seconds between checks that the client of a waiting long poll is still connected.
@@ -121,10 +122,9 @@ class MessagesHandler(ApiHandler):
                         dedup_id, now)
         context = trace.parse(self.request.headers.get("traceparent"),
                               self.request.headers.get("tracestate"))
-        result = await self.pool.saver().call("add", queue=add.queue, body=add.body,
-                                              content_type=add.content_type, due=add.due,
-                                              dedup_id=add.dedup_id or None,
-                                              attributes=context or None)
+        result: Added = await self.pool.saver().call(Add(
+            queue=add.queue, body=add.body, content_type=add.content_type, due=add.due,
+            dedup_id=add.dedup_id or None, attributes=context or None))
         message_id = result["id"]
         self.log_fields["id"] = message_id
         if context:
@@ -151,10 +151,9 @@ class MessagesHandler(ApiHandler):
         cf = compound.compound_format(self.param("cf", "X-Compound-Format"))
         limit = self.get_query_argument("max", None)
         if limit is not None:
-            await batches.get_batch(self, queue, limit, wait, cf,
-                                    lambda op, **fields: self.poll_fetch(queue, wait, op, **fields))
+            await batches.get_batch(self, queue, limit, wait, cf, self.poll_fetch)
             return
-        result = await self.poll_fetch(queue, wait, "fetch")
+        result = await self.poll_fetch(Fetch(queue=queue, wait=wait))
         if result.get("cancelled"):
             return  # The client went away while waiting: there is no one to answer.
         if result.get("empty"):
@@ -184,17 +183,16 @@ class MessagesHandler(ApiHandler):
         self.set_header("Cache-Control", "no-store")
         self.finish(body)
 
-    async def poll_fetch(self, queue: str, wait: float, op: str, **fields) -> dict:
-        """Send a fetch (op) to the queue's actor and wait for it, cancelling it when the
-        client of a long poll hangs up."""
-        fetcher = self.pool.fetcher(queue)
+    async def poll_fetch(self, request: Fetch | FetchBatch) -> dict:
+        """Send a fetch to the queue's actor and wait for it, cancelling it when the client of
+        a long poll hangs up."""
+        fetcher = self.pool.fetcher(request.queue)
         self.poll = None
+        wait = request.wait
         watch = asyncio.ensure_future(self.watch_client(wait)) if wait > 0 else None
         try:
-            return await fetcher.call(op, queue=queue, wait=wait,
-                                      timeout=wait + self.config.actor_timeout,
-                                      on_sent=lambda rid: setattr(self, "poll", (fetcher, rid)),
-                                      **fields)
+            return await fetcher.call(request, timeout=wait + self.config.actor_timeout,
+                                      on_sent=lambda rid: setattr(self, "poll", (fetcher, rid)))
         finally:
             if watch is not None:
                 watch.cancel()
@@ -217,7 +215,7 @@ class MessageHandler(ApiHandler):
 
     scope = {"DELETE": "write", "POST": "write"}
     queue_arg = 0
-    REPLIES = {"ack": "ack", "nack": "nack", "ext": "extend", "extend": "extend"}
+    REPLIES = {"ack": Ack, "nack": Nack, "ext": Extend, "extend": Extend}
 
     async def delete(self, name: str, message_id: str) -> None:
         """Remove the message from whatever state it is in: 204; 404 unknown; 409 stale receipt."""
@@ -225,8 +223,9 @@ class MessageHandler(ApiHandler):
         self.log_fields["id"] = message_id
         fmt.validate_id(message_id)
         receipt = self.param("receipt", "X-Receipt")
-        op = "ack" if receipt else "delete"
-        await self.pool.fetcher(queue).call(op, queue=queue, id=message_id, receipt=receipt)
+        await self.pool.fetcher(queue).call(
+            Ack(queue=queue, id=message_id, receipt=receipt) if receipt else
+            Delete(queue=queue, id=message_id))
         self.set_status(204)
         self.finish()
 
@@ -239,9 +238,10 @@ class MessageHandler(ApiHandler):
         if reply not in self.REPLIES:
             raise Invalid("reply must be one of ack, nack, ext")
         seconds = parse_number("seconds", self.get_query_argument("seconds", None), None)
-        result = await self.pool.fetcher(queue).call(
-            self.REPLIES[reply], queue=queue, id=message_id,
-            receipt=self.param("receipt", "X-Receipt"), seconds=seconds)
+        fields = {"queue": queue, "id": message_id, "receipt": self.param("receipt", "X-Receipt")}
+        if self.REPLIES[reply] is Extend:
+            fields["seconds"] = seconds
+        result = await self.pool.fetcher(queue).call(self.REPLIES[reply](**fields))
         if reply in ("ext", "extend"):
             self.set_header("X-Receipt", result["receipt"])
             self.write_json(200, {"id": message_id, "due": result["due"]})

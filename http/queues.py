@@ -6,6 +6,8 @@ import base64
 from mq.http import access, trace
 from mq.http.api import ApiHandler
 from mq.numbers import parse_number
+from mq.operations import (Peek, PropsDelete, PropsGet, PropsPatch, PropsPut, Purge, QueueDelete,
+                           QueueGet, QueuePut, Redrive, RulesDelete, RulesGet, RulesPut)
 
 
 class QueueHandler(ApiHandler):
@@ -17,19 +19,19 @@ class QueueHandler(ApiHandler):
     async def get(self, name: str) -> None:
         """200 when the queue exists, 404 when not."""
         queue = self.queue_name(name)
-        result = await self.pool.fetcher(queue).call("queue_get", queue=queue)
+        result = await self.pool.fetcher(queue).call(QueueGet(queue=queue))
         self.write_json(200, result)
 
     async def put(self, name: str) -> None:
         """Create the queue: 201 when created, 200 when it already existed."""
         queue = self.queue_name(name)
-        result = await self.pool.fetcher(queue).call("queue_put", queue=queue)
+        result = await self.pool.fetcher(queue).call(QueuePut(queue=queue))
         self.write_json(201 if result["created"] else 200, {"queue": queue, "created": result["created"]})
 
     async def delete(self, name: str) -> None:
         """Delete the queue and all its messages, in every state: 204."""
         queue = self.queue_name(name)
-        await self.pool.fetcher(queue).call("queue_delete", queue=queue)
+        await self.pool.fetcher(queue).call(QueueDelete(queue=queue))
         self.set_status(204)
         self.finish()
 
@@ -46,10 +48,10 @@ class RedriveHandler(ApiHandler):
         # The move reads the dead-letter queue: the token must be allowed it too. The actor is
         # told the very queue checked, so a property changed meanwhile moves nothing unchecked.
         fetcher = self.pool.fetcher(queue)
-        props = await fetcher.call("props_get", queue=queue, properties=None)
+        props = await fetcher.call(PropsGet(queue=queue))
         dead = props["effective"]["dead_letter_queue"]
         access.check(self.token, self.scope["POST"], [dead])
-        self.write_json(200, await fetcher.call("redrive", queue=queue, source=dead))
+        self.write_json(200, await fetcher.call(Redrive(queue=queue, source=dead)))
 
 
 class PeekHandler(ApiHandler):
@@ -65,7 +67,7 @@ class PeekHandler(ApiHandler):
         # A frame carries 64-bit integers at most; the actor refuses any max over its own limit.
         count = min(count, 1 << 31)
         after = self.get_query_argument("after", None)
-        result = await self.pool.fetcher(queue).call("peek", queue=queue, max=count, after=after)
+        result = await self.pool.fetcher(queue).call(Peek(queue=queue, max=count, after=after))
         for message in result["messages"]:
             message["body"] = base64.b64encode(message["body"]).decode()
             # Of a protocol layer's metadata, only the trace context is shown, as a fetch does.
@@ -82,7 +84,7 @@ class PurgeHandler(ApiHandler):
     async def post(self, name: str) -> None:
         """Answer how many messages went."""
         queue = self.queue_name(name)
-        self.write_json(200, await self.pool.fetcher(queue).call("purge", queue=queue))
+        self.write_json(200, await self.pool.fetcher(queue).call(Purge(queue=queue)))
 
 
 class PropertiesHandler(ApiHandler):
@@ -91,27 +93,30 @@ class PropertiesHandler(ApiHandler):
     scope = {"GET": "read", "PUT": "admin", "PATCH": "admin", "DELETE": "admin"}
     queue_arg = 0
 
-    async def props(self, name: str, op: str, value=None) -> None:
+    async def props(self, name: str, op: type, value=None) -> None:
+        """Send the properties op (one of PropsGet, PropsPut, PropsPatch, PropsDelete) and
+        answer the queue's properties after it."""
         queue = self.queue_name(name)
         access.check(self.token, self.scope[self.request.method], access.named_queues(value))
-        result = await self.pool.fetcher(queue).call(op, queue=queue, properties=value)
+        request = op(queue=queue) if value is None else op(queue=queue, properties=value)
+        result = await self.pool.fetcher(queue).call(request)
         self.write_json(200, {"queue": queue, "properties": result["effective"], "own": result["own"]})
 
     async def get(self, name: str) -> None:
         """The queue's effective properties and the ones set on it."""
-        await self.props(name, "props_get")
+        await self.props(name, PropsGet)
 
     async def put(self, name: str) -> None:
         """Replace the queue's own properties."""
-        await self.props(name, "props_put", self.json_body())
+        await self.props(name, PropsPut, self.json_body())
 
     async def patch(self, name: str) -> None:
         """Change some of the queue's own properties."""
-        await self.props(name, "props_patch", self.json_body())
+        await self.props(name, PropsPatch, self.json_body())
 
     async def delete(self, name: str) -> None:
         """Reset the queue's own properties (rules and system defaults apply again)."""
-        await self.props(name, "props_delete")
+        await self.props(name, PropsDelete)
 
 
 class DefaultRulesHandler(ApiHandler):
@@ -121,12 +126,12 @@ class DefaultRulesHandler(ApiHandler):
 
     async def get(self) -> None:
         """The rules."""
-        self.write_json(200, (await self.pool.fetchers[0].call("rules_get"))["rules"])
+        self.write_json(200, (await self.pool.fetchers[0].call(RulesGet()))["rules"])
 
     async def put(self) -> None:
         """Replace the rules."""
-        self.write_json(200, (await self.pool.fetchers[0].call("rules_put", rules=self.json_body()))["rules"])
+        self.write_json(200, (await self.pool.fetchers[0].call(RulesPut(rules=self.json_body())))["rules"])
 
     async def delete(self) -> None:
         """Remove every rule."""
-        self.write_json(200, (await self.pool.fetchers[0].call("rules_delete"))["rules"])
+        self.write_json(200, (await self.pool.fetchers[0].call(RulesDelete()))["rules"])

@@ -13,11 +13,10 @@ from collections.abc import Callable
 
 import re2
 
-from mq.actors.fanout import MAX_FANOUT_QUEUES
-from mq.actors.fetch import MAX_WAIT_SECONDS
 from mq.errors import Invalid, MqError, NotFound
 from mq.http import access
 from mq.http.actor_links import ActorLink, ActorPool
+from mq.operations import MAX_FANOUT_QUEUES, AddFanout, FetchAny, Watch, check_wait
 from mq.store import Store
 from mq.tokens import Token
 
@@ -74,9 +73,9 @@ async def fan_out(pool: ActorPool, root: str, pattern, body: bytes, content_type
     if len(queues) > MAX_FANOUT_QUEUES:
         raise Invalid(f"{len(queues)} queues match {pattern!r}; a fan-out may add to at most "
                       f"{MAX_FANOUT_QUEUES}")
-    result = await pool.saver().call("add_fanout", queues=queues, body=body,
-                                     content_type=content_type or "", due=due,
-                                     attributes=attributes or None)
+    result = await pool.saver().call(AddFanout(queues=queues, body=body,
+                                               content_type=content_type or "", due=due,
+                                               attributes=attributes or None))
     return result["messages"]
 
 
@@ -98,8 +97,7 @@ async def pull_any(pool: ActorPool, root: str, pattern, wait: float,
     The result is the fetch result with "queue" added. Nothing is claimed once gone() is true:
     the waiting itself claims nothing (docs/DELIVERY.md, "Pull-any").
     """
-    if isinstance(wait, bool) or not isinstance(wait, (int, float)) or not 0 <= wait <= MAX_WAIT_SECONDS:
-        raise Invalid(f"wait must be between 0 and {MAX_WAIT_SECONDS:g} seconds")
+    check_wait(wait)
     groups = _groups(pool, matching_queues(root, pattern, token))
     deadline = time.monotonic() + wait
     while not gone():
@@ -133,7 +131,7 @@ async def claim_oldest(groups: dict[ActorLink, list[str]], gone: Callable[[], bo
     if len(links) == 1:
         candidates = links
     else:
-        heads = await asyncio.gather(*(link.call("fetch_any", queues=groups[link], claim=False)
+        heads = await asyncio.gather(*(link.call(FetchAny(queues=groups[link], claim=False))
                                        for link in links), return_exceptions=True)
         _raise_if_all_failed(heads)
         found = sorted((head["id"], pos) for pos, head in enumerate(heads)
@@ -142,7 +140,7 @@ async def claim_oldest(groups: dict[ActorLink, list[str]], gone: Callable[[], bo
     for link in candidates:
         if gone():
             return None
-        result = await link.call("fetch_any", queues=groups[link], claim=True)
+        result = await link.call(FetchAny(queues=groups[link], claim=True))
         if not result.get("empty"):
             return result
     return None
@@ -160,7 +158,7 @@ async def watch_any(groups: dict[ActorLink, list[str]], seconds: float,
     failed (its actor is down) ends the wait only when every one failed."""
     sent: dict[ActorLink, bytes] = {}
     watches = {link: asyncio.ensure_future(link.call(
-        "watch", queues=queues, wait=seconds, timeout=seconds + link.timeout,
+        Watch(queues=queues, wait=seconds), timeout=seconds + link.timeout,
         on_sent=lambda rid, link=link: sent.__setitem__(link, rid)))
         for link, queues in groups.items()}
     checker = asyncio.ensure_future(_until_gone(gone))

@@ -20,6 +20,8 @@ from mq import store as fmt
 from mq.adds import check_add
 from mq.errors import Invalid, Unauthorized
 from mq.http import access, routing, trace
+from mq.operations import (Ack, Add, Extend, Fetch, Nack, PropsDelete, PropsPut, QueueDelete,
+                           QueuePut, RulesGet, RulesPut)
 from mq.tokens import Token, TokenFile, digest_of, find_digest
 
 MSGPACK_TYPE = "application/msgpack"
@@ -150,9 +152,9 @@ async def push(caller: Caller, params: list):
     add = check_add(queue, body, options.get("content_type") or content_type,
                     now + delay if delay else None, options.get("dedup_id"), now)
     context = trace.parse(options.get("traceparent"), options.get("tracestate"))
-    await caller.pool.saver().call("add", queue=add.queue, body=add.body,
-                                   content_type=add.content_type, due=add.due,
-                                   dedup_id=add.dedup_id or None, attributes=context or None)
+    await caller.pool.saver().call(Add(queue=add.queue, body=add.body,
+                                       content_type=add.content_type, due=add.due,
+                                       dedup_id=add.dedup_id or None, attributes=context or None))
     return "ok"
 
 
@@ -171,7 +173,7 @@ async def pull(caller: Caller, params: list):
     if caller.gone:
         return "empty"
     try:
-        result = await link.call("fetch", queue=queue, wait=wait,
+        result = await link.call(Fetch(queue=queue, wait=wait),
                                  timeout=wait + caller.options.actor_timeout, on_sent=on_sent)
     finally:
         caller.polls.difference_update(sent)
@@ -198,7 +200,7 @@ async def push_all(caller: Caller, params: list):
     return "ok"
 
 
-async def reply(caller: Caller, params: list, method: str, op: str):
+async def reply(caller: Caller, params: list, method: str, op: type[Ack | Extend | Nack]):
     """done, retain and release: ack, extend or nack a delivery (by its receipt, if given)."""
     name, message_id, receipt = arguments(method, params, ("name", "id", "receipt"), 2)
     queue = queue_name(name)
@@ -206,24 +208,23 @@ async def reply(caller: Caller, params: list, method: str, op: str):
     fmt.validate_id(message_id)
     if receipt is not None and not isinstance(receipt, str):
         raise Invalid("receipt must be a string")
-    await caller.pool.fetcher(queue).call(op, queue=queue, id=message_id, receipt=receipt,
-                                          seconds=None)
+    await caller.pool.fetcher(queue).call(op(queue=queue, id=message_id, receipt=receipt))
     return "ok"
 
 
 async def done(caller: Caller, params: list):
     """done(name, id[, receipt]) -> "ok": the message is processed; remove it."""
-    return await reply(caller, params, "done", "ack")
+    return await reply(caller, params, "done", Ack)
 
 
 async def retain(caller: Caller, params: list):
     """retain(name, id[, receipt]) -> "ok": restart the delivery's timer (the queue's timeout)."""
-    return await reply(caller, params, "retain", "extend")
+    return await reply(caller, params, "retain", Extend)
 
 
 async def release(caller: Caller, params: list):
     """release(name, id[, receipt]) -> "ok": give the message back for another delivery now."""
-    return await reply(caller, params, "release", "nack")
+    return await reply(caller, params, "release", Nack)
 
 
 async def delete(caller: Caller, params: list):
@@ -231,7 +232,7 @@ async def delete(caller: Caller, params: list):
     (name,) = arguments("delete", params, ("name",), 1)
     queue = queue_name(name)
     caller.check("admin", [queue])
-    await caller.pool.fetcher(queue).call("queue_delete", queue=queue)
+    await caller.pool.fetcher(queue).call(QueueDelete(queue=queue))
     return "ok"
 
 
@@ -242,11 +243,11 @@ async def update_props(caller: Caller, params: list):
     queue = queue_name(name)
     caller.check("admin", [queue, *access.named_queues(props)])
     link = caller.pool.fetcher(queue)
-    await link.call("queue_put", queue=queue)
+    await link.call(QueuePut(queue=queue))
     if props is None:
-        await link.call("props_delete", queue=queue, properties=None)
+        await link.call(PropsDelete(queue=queue))
     else:
-        await link.call("props_put", queue=queue, properties=props)
+        await link.call(PropsPut(queue=queue, properties=props))
     return "ok"
 
 
@@ -254,7 +255,7 @@ async def set_default_props(caller: Caller, params: list):
     """set_default_props(props_list) -> "ok": replace the default rules [[regexp, property]]."""
     (rules,) = arguments("set_default_props", params, ("props_list",), 1)
     caller.check("admin", None)
-    await caller.pool.fetchers[0].call("rules_put", rules=rules)
+    await caller.pool.fetchers[0].call(RulesPut(rules=rules))
     return "ok"
 
 
@@ -262,7 +263,7 @@ async def get_default_props(caller: Caller, params: list):
     """get_default_props() -> props_list: the default rules."""
     arguments("get_default_props", params, (), 0)
     caller.check("read", None)
-    return (await caller.pool.fetchers[0].call("rules_get"))["rules"]
+    return (await caller.pool.fetchers[0].call(RulesGet()))["rules"]
 
 
 async def auth(caller: Caller, params: list):

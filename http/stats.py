@@ -11,6 +11,7 @@ import time
 
 from mq.errors import MqError
 from mq.http.api import ApiHandler
+from mq.operations import Stats
 
 #: The events every queue is counted for, in the order the stats show them.
 EVENTS = ("adds", "fetches", "acks", "nacks", "redeliveries", "dead_letters")
@@ -35,7 +36,7 @@ def actor_links(pool) -> list[tuple[str, object]]:
 async def gather(pool) -> dict:
     """Ask every actor for its statistics concurrently and merge the answers."""
     links = actor_links(pool)
-    answers = await asyncio.gather(*(link.call("stats") for _, link in links),
+    answers = await asyncio.gather(*(link.call(Stats()) for _, link in links),
                                    return_exceptions=True)
     return merge([name for name, _ in links], answers, time.time())
 

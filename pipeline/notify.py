@@ -13,6 +13,7 @@ import zmq
 
 from mq import protocol
 from mq import store as fmt
+from mq.operations import Delayed, Ready
 from mq.store.root import actor_endpoint, ipc_dir_of, mover_endpoint, socket_path
 
 #: Ids per "ready" notification frame.
@@ -49,12 +50,12 @@ def tell_daemons(store: fmt.Store, ready: dict[str, list[tuple[str, int]]],
                 owner = fetchers[protocol.fetch_actor_for(queue, workers)]
                 for start in range(0, len(ids), CHUNK):
                     chunk = [[i, a] for i, a in ids[start:start + CHUNK]]
-                    _send(owner, protocol.encode_notification("ready", queue=queue, ids=chunk))
+                    _send(owner, protocol.encode_notification(Ready(queue=queue, ids=chunk)))
             if delayed and os.path.exists(socket_path(mover_endpoint(run_dir))):
                 mover = _dealer(context, mover_endpoint(run_dir), sockets)
                 for queue, message_id, attempts, due in delayed:
                     _send(mover, protocol.encode_notification(
-                        "delayed", queue=queue, id=message_id, attempts=attempts, due=due))
+                        Delayed(queue=queue, id=message_id, attempts=attempts, due=due)))
             told += 1
         finally:
             for sock in sockets:

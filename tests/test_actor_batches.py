@@ -15,6 +15,7 @@ from mq import store as fmt
 from mq.actors.mover import DueHeap
 from mq.errors import Conflict, MqError, NotFound, StorageFailure, Unavailable, from_os_error
 from mq.ids import new_id
+from mq.operations import Stats
 from mq.store import Disk, Store, states
 from support import files_in
 
@@ -46,7 +47,7 @@ def test_an_unknown_op_and_an_unexpected_exception_answer_only_their_own_request
     actors = Actors(tmp_path)
     ok(actors.add({"queue": "q", "body": b"kept"})[0])
     boom = request("fetch", queue="q")
-    actors.fetcher.COMMANDS = dict(actors.fetcher.COMMANDS, explode=lambda *_: 1 / 0)
+    actors.fetcher.COMMANDS = dict(actors.fetcher.COMMANDS, explode=(Stats, lambda *_: 1 / 0))
     batch = actors.fetcher.handle([request("bogus", queue="q"), boom, request("explode")])
     assert batch.results[0].kind == "invalid" and batch.results[2].kind == "internal"
     fetched = ok(batch.results[1])

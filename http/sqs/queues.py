@@ -10,6 +10,7 @@ import orjson
 from mq.http import access
 from mq.http.sqs import attributes, authorization
 from mq.http.sqs.errors import SqsError, invalid, missing
+from mq.operations import PropsPut, Purge, QueueDelete, QueuePut, Redrive
 from mq.http.sqs.names import (Caller, check_new_name, existing_name, integer, names_list,
                                queue_from_arn, queue_from_url, text)
 
@@ -55,9 +56,9 @@ async def create_queue(service, caller: Caller, params: dict) -> dict:
                 raise SqsError("QueueNameExists", "A queue already exists with the same name and "
                                f"a different value for attribute {key}")
         return {"QueueUrl": caller.queue_url(name)}
-    await service.call(name, "props_put",
-                       properties=attributes.new_queue_properties(props, kept, fifo, tags))
-    await service.call(name, "queue_put")
+    await service.call(PropsPut(
+        queue=name, properties=attributes.new_queue_properties(props, kept, fifo, tags)))
+    await service.call(QueuePut(queue=name))
     return {"QueueUrl": caller.queue_url(name)}
 
 
@@ -121,7 +122,7 @@ async def list_queues(service, caller: Caller, params: dict) -> dict:
 async def delete_queue(service, caller: Caller, params: dict) -> None:
     """DeleteQueue: the queue and every message in it."""
     name = queue_from_url(params)
-    await service.call(name, "queue_delete")
+    await service.call(QueueDelete(queue=name))
     service.purges.pop(name, None)
     now = time.monotonic()
     service.deleted = {q: t for q, t in service.deleted.items() if now - t < DELETED_SECONDS}
@@ -136,7 +137,7 @@ async def purge_queue(service, caller: Caller, params: dict) -> None:
         await service.queue(name)
         raise SqsError("PurgeQueueInProgress", f"Only one PurgeQueue operation on {name} is "
                        f"allowed every {PURGE_SECONDS} seconds.")
-    await service.call(name, "purge", keys=True)  # SQS forgets de-duplication ids on a purge.
+    await service.call(Purge(queue=name, keys=True))  # SQS forgets de-duplication ids on a purge.
     service.purges[name] = time.monotonic()
 
 
@@ -267,7 +268,7 @@ async def start_message_move_task(service, caller: Caller, params: dict) -> dict
     if target == source:
         raise invalid("The destination queue must not be the source queue.")
     authorization.check(caller.token, "StartMessageMoveTask", [target])
-    moved = (await service.call(target, "redrive", source=source))["moved"]
+    moved = (await service.call(Redrive(queue=target, source=source)))["moved"]
     handle = base64.b64encode(orjson.dumps({"id": str(uuid.uuid4()), "source": source_arn})).decode()
     task = {"Status": "COMPLETED", "SourceArn": source_arn,
             "ApproximateNumberOfMessagesMoved": moved, "ApproximateNumberOfMessagesToMove": moved,

@@ -16,6 +16,7 @@ from mq.http.sqs.md5 import md5_of_attributes, md5_of_body
 from mq.http.sqs.message_attributes import as_sent, selected
 from mq.http.sqs.names import Caller, integer, names_list, queue_from_url
 from mq.http.sqs.sending import sequence_number
+from mq.operations import Ack, Extend, Fetch, Nack
 
 SYSTEM_ATTRIBUTES = ("SenderId", "SentTimestamp", "ApproximateReceiveCount",
                      "ApproximateFirstReceiveTimestamp", "SequenceNumber", "MessageDeduplicationId",
@@ -99,7 +100,7 @@ async def receive_message(service, caller: Caller, params: dict) -> dict:
         watch = []
         try:
             result = await fetcher.call(
-                "fetch", queue=queue, wait=seconds, holder=holder,
+                Fetch(queue=queue, wait=seconds, holder=holder),
                 timeout=seconds + service.options.actor_timeout,
                 on_sent=lambda rid: watch.append(asyncio.ensure_future(
                     watch_client(caller.connection, seconds, lambda: fetcher.cancel(rid))))
@@ -146,10 +147,10 @@ async def set_visibility(service, queue: str, message_id: str, receipt: str, sec
     """Hide an in-flight delivery for `seconds` from now; 0 makes it visible at once."""
     fetcher = service.pool.fetcher(queue)
     if seconds == 0:
-        await fetcher.call("nack", queue=queue, id=message_id, receipt=receipt)
+        await fetcher.call(Nack(queue=queue, id=message_id, receipt=receipt))
     else:
-        await fetcher.call("extend", queue=queue, id=message_id, receipt=receipt,
-                           seconds=float(max(seconds, MIN_TIMEOUT)))
+        await fetcher.call(Extend(queue=queue, id=message_id, receipt=receipt,
+                                  seconds=float(max(seconds, MIN_TIMEOUT))))
 
 
 def expired(error: Conflict, receipt: str) -> bool:
@@ -163,7 +164,7 @@ async def delete_one(service, queue: str, handle) -> None:
     queue a receipt whose visibility timeout ran out is refused, as in SQS."""
     message_id, receipt = receipt_of(handle)
     try:
-        await service.pool.fetcher(queue).call("ack", queue=queue, id=message_id, receipt=receipt)
+        await service.pool.fetcher(queue).call(Ack(queue=queue, id=message_id, receipt=receipt))
     except Conflict as err:
         if expired(err, receipt) and is_fifo(queue, (await service.queue(queue))["properties"]):
             raise invalid(f"Value {handle} for parameter ReceiptHandle is invalid. Reason: The "

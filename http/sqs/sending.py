@@ -16,6 +16,7 @@ from mq.http.sqs.md5 import md5_of_attributes, md5_of_body
 from mq.http.sqs.message_attributes import (BAD_CHARACTER, check_attributes,
                                             check_system_attributes, size)
 from mq.http.sqs.names import Caller, integer, queue_from_url
+from mq.operations import Add
 
 #: Group and de-duplication ids: 1 to 128 printable ASCII characters.
 FIFO_ID = re.compile(r"[!-~]{1,128}")
@@ -107,9 +108,9 @@ async def add(service, queue: str, message: Outgoing, fifo: bool) -> dict:
     # without the queue's delay; only an absent one (None) lets the save actor apply it.
     due = None if message.delay is None else time.time() + message.delay
     try:
-        result = await service.pool.saver().call(
-            "add", queue=queue, body=message.body.encode("utf-8"), content_type=CONTENT_TYPE,
-            due=due, dedup_id=message.dedup_key, group=message.group, attributes=stored or None)
+        result = await service.pool.saver().call(Add(
+            queue=queue, body=message.body.encode("utf-8"), content_type=CONTENT_TYPE,
+            due=due, dedup_id=message.dedup_key, group=message.group, attributes=stored or None))
     except NotFound:
         raise queue_missing() from None
     except MqError as err:

@@ -5,6 +5,7 @@ from mq import properties
 from mq.errors import MqError, NotFound
 from mq.http.actor_links import ActorPool
 from mq.http.sqs.errors import from_mq, queue_missing
+from mq.operations import Operation, PropsGet, PropsPatch, QueueGet
 from mq.store import Store
 
 
@@ -23,10 +24,11 @@ class SqsService:
         self.purges: dict[str, float] = {}  # queue -> monotonic time of its last purge
         self.deleted: dict[str, float] = {}  # queue -> monotonic time of its DeleteQueue
 
-    async def call(self, queue: str, op: str, **fields) -> dict:
-        """An op of the queue's fetch actor; a missing queue is QueueDoesNotExist."""
+    async def call(self, request: Operation) -> dict:
+        """An op (mq.operations) naming a queue, sent to the queue's fetch actor; a missing
+        queue is QueueDoesNotExist."""
         try:
-            return await self.pool.fetcher(queue).call(op, queue=queue, **fields)
+            return await self.pool.fetcher(request.queue).call(request)
         except NotFound:
             raise queue_missing() from None
         except MqError as err:
@@ -37,7 +39,7 @@ class SqsService:
 
         `max_body_bytes` is the limit the daemon applies: never above --max-body-bytes.
         """
-        info = await self.call(queue, "queue_get", hidden=hidden)
+        info = await self.call(QueueGet(queue=queue, hidden=hidden))
         props = info["properties"]
         props["max_body_bytes"] = min(props["max_body_bytes"], self.options.max_body_bytes)
         return info
@@ -52,11 +54,11 @@ class SqsService:
 
     async def patch(self, queue: str, props: dict) -> dict:
         """Merge properties into the queue's own."""
-        return await self.call(queue, "props_patch", properties=props)
+        return await self.call(PropsPatch(queue=queue, properties=props))
 
     async def own(self, queue: str) -> dict:
         """The queue's own properties."""
-        return (await self.call(queue, "props_get"))["own"]
+        return (await self.call(PropsGet(queue=queue)))["own"]
 
     def queue_names(self) -> list[str]:
         """Every queue of the root, sorted."""

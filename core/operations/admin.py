@@ -1,0 +1,123 @@
+"""The fetch actor's queue administration: queues, peek, purge, redrive, properties and the
+default property rules (docs/PROTOCOL.md, "Fetch actor")."""
+
+from dataclasses import dataclass
+from typing import Annotated
+
+from mq import properties as rules
+from mq.operations.fields import MessageId, Operation, Queue, between, operation
+
+#: Most messages one peek returns.
+MAX_PEEK = 1000
+
+#: A queue's own properties, checked (mq.properties).
+Properties = Annotated[dict, rules.validate]
+#: The default property rules, [[regex, properties], ...], checked.
+Rules = Annotated[list, rules.validate_rules]
+
+
+@operation("queue_get")
+@dataclass(slots=True, frozen=True, kw_only=True)
+class QueueGet(Operation):
+    """A queue's effective properties and ready count (hidden: also in flight and delayed)."""
+
+    queue: Queue
+    hidden: bool = False
+
+
+@operation("queue_put")
+@dataclass(slots=True, frozen=True, kw_only=True)
+class QueuePut(Operation):
+    """Create a queue."""
+
+    queue: Queue
+
+
+@operation("queue_delete")
+@dataclass(slots=True, frozen=True, kw_only=True)
+class QueueDelete(Operation):
+    """Delete a queue with its messages, keys and properties."""
+
+    queue: Queue
+
+
+@operation("redrive")
+@dataclass(slots=True, frozen=True, kw_only=True)
+class Redrive(Operation):
+    """Move every message of `source` (nil: the queue's dead-letter queue) into the queue."""
+
+    queue: Queue
+    source: Queue | None = None
+
+
+@operation("peek")
+@dataclass(slots=True, frozen=True, kw_only=True)
+class Peek(Operation):
+    """Up to `max` of the oldest ready messages with ids after `after`; claims nothing."""
+
+    queue: Queue
+    max: Annotated[int, between(1, MAX_PEEK, "max")] = 10
+    after: MessageId | None = None
+
+
+@operation("purge")
+@dataclass(slots=True, frozen=True, kw_only=True)
+class Purge(Operation):
+    """Remove every message of a queue (keys: also its de-duplication keys)."""
+
+    queue: Queue
+    keys: bool = False
+
+
+@operation("props_get")
+@dataclass(slots=True, frozen=True, kw_only=True)
+class PropsGet(Operation):
+    """A queue's own and effective properties."""
+
+    queue: Queue
+
+
+@operation("props_put")
+@dataclass(slots=True, frozen=True, kw_only=True)
+class PropsPut(Operation):
+    """Replace a queue's own properties."""
+
+    queue: Queue
+    properties: Properties
+
+
+@operation("props_patch")
+@dataclass(slots=True, frozen=True, kw_only=True)
+class PropsPatch(Operation):
+    """Change some of a queue's own properties."""
+
+    queue: Queue
+    properties: Properties
+
+
+@operation("props_delete")
+@dataclass(slots=True, frozen=True, kw_only=True)
+class PropsDelete(Operation):
+    """Drop a queue's own properties (the default rules apply again)."""
+
+    queue: Queue
+
+
+@operation("rules_get")
+@dataclass(slots=True, frozen=True, kw_only=True)
+class RulesGet(Operation):
+    """The default property rules."""
+
+
+@operation("rules_put")
+@dataclass(slots=True, frozen=True, kw_only=True)
+class RulesPut(Operation):
+    """Replace the default property rules."""
+
+    rules: Rules
+
+
+@operation("rules_delete")
+@dataclass(slots=True, frozen=True, kw_only=True)
+class RulesDelete(Operation):
+    """Drop the default property rules."""

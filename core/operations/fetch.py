@@ -1,0 +1,145 @@
+"""The fetch actor's delivery operations: fetch, batches, pull-any, and the replies to a
+delivery (docs/PROTOCOL.md, "Fetch actor")."""
+
+from dataclasses import dataclass
+from typing import Annotated, TypedDict
+
+from mq.adds import MAX_BATCH_MESSAGES
+from mq.errors import Invalid
+from mq.operations.fields import MessageId, Operation, Queue, between, count, each, operation
+from mq.properties import MAX_TIMEOUT
+from mq.store import validate_queue
+
+#: Longest long poll, in seconds.
+MAX_WAIT_SECONDS = 20.0
+#: Most messages one batch fetch hands out (its reply carries every body).
+MAX_FETCH = 100
+#: Most queues one fetch_any or watch may name.
+MAX_QUEUES = 1000
+
+
+def check_wait(wait):
+    """A long poll's wait in seconds, from 0 to MAX_WAIT_SECONDS: the one check of it."""
+    if isinstance(wait, bool) or not isinstance(wait, (int, float)) or \
+            not 0 <= wait <= MAX_WAIT_SECONDS:
+        raise Invalid(f"wait must be between 0 and {MAX_WAIT_SECONDS:g} seconds")
+    return wait
+
+
+#: Seconds a long poll may wait (nil: 0, answer at once).
+Wait = Annotated[float, check_wait]
+#: The queues of a pull-any's fetch_any or watch.
+Queues = Annotated[list, count(MAX_QUEUES, "queues"), each(validate_queue)]
+
+
+@operation("fetch")
+@dataclass(slots=True, frozen=True, kw_only=True)
+class Fetch(Operation):
+    """Claim the oldest ready message of a queue, waiting up to `wait` seconds for one."""
+
+    queue: Queue
+    wait: Wait = 0.0
+    #: In a fifo queue, the holder a group's in-flight messages may also go to.
+    holder: str | None = None
+
+
+class Fetched(TypedDict, total=False):
+    """The answer to a fetch: {"empty": True}, or the message claimed."""
+
+    empty: bool
+    id: str
+    body: bytes
+    content_type: str
+    due: float
+    receipt: str
+    attempts: int
+    created_ms: int
+    parts: int
+    group: str
+    attributes: dict
+    holder: str
+    queue: str  # fetch_any's answer only
+
+
+@operation("fetch_batch")
+@dataclass(slots=True, frozen=True, kw_only=True)
+class FetchBatch(Operation):
+    """Claim up to `max` messages of a queue, waiting up to `wait` seconds for the first."""
+
+    queue: Queue
+    wait: Wait = 0.0
+    max: Annotated[int, between(1, MAX_FETCH, "max")]
+
+
+@operation("fetch_any")
+@dataclass(slots=True, frozen=True, kw_only=True)
+class FetchAny(Operation):
+    """Claim (or with claim false, only name) the oldest ready message among queues this
+    actor owns."""
+
+    queues: Queues
+    claim: bool = True
+
+
+@operation("watch")
+@dataclass(slots=True, frozen=True, kw_only=True)
+class Watch(Operation):
+    """Answer once one of the queues has a ready message, or after `wait`; claims nothing."""
+
+    queues: Queues
+    wait: Wait = 0.0
+
+
+@operation("ack")
+@dataclass(slots=True, frozen=True, kw_only=True)
+class Ack(Operation):
+    """Remove a delivered message (receipt nil: remove it whatever its state, as delete)."""
+
+    queue: Queue
+    id: MessageId
+    receipt: str | None = None
+
+
+class Acked(TypedDict):
+    """The answer to an ack or a delete."""
+
+    id: str
+
+
+@operation("ack_batch")
+@dataclass(slots=True, frozen=True, kw_only=True)
+class AckBatch(Operation):
+    """Ack each receipt ('{id}.{n}'), one outcome per receipt."""
+
+    queue: Queue
+    receipts: Annotated[list, count(MAX_BATCH_MESSAGES, "receipts")]
+
+
+@operation("nack")
+@dataclass(slots=True, frozen=True, kw_only=True)
+class Nack(Operation):
+    """Make a delivery ready again now (or a dead letter past the queue's retries)."""
+
+    queue: Queue
+    id: MessageId
+    receipt: str | None = None
+
+
+@operation("extend")
+@dataclass(slots=True, frozen=True, kw_only=True)
+class Extend(Operation):
+    """Move a delivery's due time to `seconds` from now (nil or 0: the queue's timeout)."""
+
+    queue: Queue
+    id: MessageId
+    receipt: str | None = None
+    seconds: Annotated[float, between(0, MAX_TIMEOUT, "seconds")] | None = None
+
+
+@operation("delete")
+@dataclass(slots=True, frozen=True, kw_only=True)
+class Delete(Operation):
+    """Remove a message from whatever state it is in."""
+
+    queue: Queue
+    id: MessageId

@@ -1,0 +1,173 @@
+"""How an operation is declared and how its payload is checked: once per class, not per request.
+
+An operation is a slotted, frozen, keyword-only dataclass whose field types say what the
+payload may hold (`Annotated[T, check, ...]` adds checks of range or form). `operation(name)`
+registers it and compiles, from its fields, the one list of (name, check, default) its
+`from_payload` walks: no reflection per request. A field with a default takes it when the
+payload lacks the field or holds nil; one without is required.
+"""
+
+import dataclasses
+import operator
+import types
+import typing
+from typing import Annotated, Any, ClassVar
+
+from mq.errors import Invalid
+from mq.store import validate_id, validate_queue
+
+#: op name -> its request class, filled by operation().
+OPS: dict[str, type] = {}
+
+_REQUIRED = object()
+
+
+class Operation:
+    """Base of every request type: its op name, its fields, and their payload form."""
+
+    __slots__ = ()
+    #: The op's name on the wire ("op" of the payload).
+    op: ClassVar[str] = ""
+    #: (field, check, default) per field, compiled by operation().
+    spec: ClassVar[tuple] = ()
+    #: The field names, in declaration order.
+    names: ClassVar[tuple] = ()
+
+    @classmethod
+    def from_payload(cls, payload: dict):
+        """The request a payload holds, checked; Invalid naming the first field that is wrong."""
+        values = {}
+        get = payload.get
+        for name, check, default in cls.spec:
+            value = get(name)
+            if value is None:
+                if default is _REQUIRED:
+                    raise Invalid(f"{cls.op}: {name} is required")
+                values[name] = default
+            else:
+                values[name] = check(value) if check is not None else value
+        return cls(**values)
+
+    def to_payload(self) -> dict:
+        """The request's fields as the payload map (without "v" and "op")."""
+        return dict(zip(self.names, self.values(self)))
+
+    @staticmethod
+    def values(request) -> tuple:
+        """The request's field values in the order of `names` (compiled by operation())."""
+        return ()
+
+
+def operation(name: str):
+    """Class decorator: register a request dataclass under its op name and compile its checks."""
+    def register(cls):
+        if not dataclasses.is_dataclass(cls) or not issubclass(cls, Operation):
+            raise TypeError(f"{cls.__qualname__} must be an Operation dataclass")
+        if name in OPS:
+            raise TypeError(f"op {name!r} is declared twice")
+        hints = typing.get_type_hints(cls, include_extras=True)
+        spec = []
+        for field in dataclasses.fields(cls):
+            if field.default_factory is not dataclasses.MISSING:
+                # One default serves every request decoded: a mutable one would be shared.
+                raise TypeError(f"{cls.__qualname__}.{field.name}: give an immutable default")
+            if field.default is not dataclasses.MISSING:
+                default = field.default
+            else:
+                default = _REQUIRED
+            spec.append((field.name, checker(f"{name}: {field.name}", hints[field.name]), default))
+        cls.op, cls.spec = name, tuple(spec)
+        cls.names = tuple(field[0] for field in spec)
+        if len(cls.names) > 1:
+            cls.values = staticmethod(operator.attrgetter(*cls.names))
+        elif cls.names:
+            only = cls.names[0]
+            cls.values = staticmethod(lambda request: (getattr(request, only),))
+        OPS[name] = cls
+        return cls
+    return register
+
+
+def checker(label: str, hint):
+    """The function that checks (and may normalize) one field's value, None when any goes."""
+    extra = []
+    while True:
+        if typing.get_origin(hint) is Annotated:
+            hint, *more = typing.get_args(hint)
+            extra = more + extra
+        elif isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+            # Nil is handled before the check (it means the default), so T | None checks as T.
+            hint, = [arg for arg in typing.get_args(hint) if arg is not type(None)]
+        else:
+            break
+    base = _type_check(label, typing.get_origin(hint) or hint)
+    if not extra:
+        return base
+
+    def check(value):
+        if base is not None:
+            value = base(value)
+        for more in extra:
+            value = more(value)
+        return value
+    return check
+
+
+def _type_check(label: str, kind):
+    """A check that the value is of a wire type: str, bytes, bool, int, float, list, dict."""
+    if kind is Any or kind is object:
+        return None
+    if kind is float:
+        def check(value):
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise Invalid(f"{label} must be a number, not {value!r}")
+            return value
+    elif kind is int:
+        def check(value):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise Invalid(f"{label} must be a whole number, not {value!r}")
+            return value
+    elif kind in (str, bytes, bool, list, dict):
+        what = {str: "a string", bytes: "bytes", bool: "true or false", list: "a list",
+                dict: "a map"}[kind]
+
+        def check(value):
+            if not isinstance(value, kind):
+                raise Invalid(f"{label} must be {what}")
+            return value
+    else:
+        raise TypeError(f"{label}: no wire check for {kind!r}")
+    return check
+
+
+def between(low: float, high: float, what: str):
+    """A check that a number is from low to high (both included); what names it in errors."""
+    def check(value):
+        if not low <= value <= high:
+            raise Invalid(f"{what} must be from {low:g} to {high:g}, not {value!r}")
+        return value
+    return check
+
+
+def count(high: int, what: str):
+    """A check that a list holds 1 to high items; what names them in errors."""
+    def check(value):
+        if not 1 <= len(value) <= high:
+            raise Invalid(f"{what} must be a list of 1 to {high}, not {len(value)}")
+        return value
+    return check
+
+
+def each(item_check):
+    """A check of a list's every item (returns the list)."""
+    def check(value):
+        for item in value:
+            item_check(item)
+        return value
+    return check
+
+
+#: A queue name (mq.store's rules).
+Queue = Annotated[str, validate_queue]
+#: A message id (a lower-case UUID).
+MessageId = Annotated[str, validate_id]

@@ -1,0 +1,88 @@
+"""Statistics and the notifications between actors (docs/PROTOCOL.md): one-way messages that
+get no reply, so a bad one is dropped with its error logged."""
+
+from dataclasses import dataclass
+
+from mq.operations.fields import Operation, Queue, operation
+
+
+@operation("stats")
+@dataclass(slots=True, frozen=True, kw_only=True)
+class Stats(Operation):
+    """An actor's counters and flush times (every actor answers it)."""
+
+
+@operation("ready")
+@dataclass(slots=True, frozen=True, kw_only=True)
+class Ready(Operation):
+    """To a fetch actor: [id, deliveries] pairs became ready in a queue."""
+
+    queue: Queue
+    ids: list = ()
+
+
+@operation("relist")
+@dataclass(slots=True, frozen=True, kw_only=True)
+class Relist(Operation):
+    """To a fetch actor: list every indexed queue again (a "ready" may have been lost)."""
+
+
+@operation("cancel")
+@dataclass(slots=True, frozen=True, kw_only=True)
+class Cancel(Operation):
+    """To a fetch actor: drop the long poll or watch of this request id on the same link."""
+
+    request: bytes
+
+
+@operation("delayed")
+@dataclass(slots=True, frozen=True, kw_only=True)
+class Delayed(Operation):
+    """To the mover: time a message put in delay/, or each [queue, id, attempts, due] of
+    `entries`."""
+
+    queue: str | None = None
+    id: str | None = None
+    attempts: int = 0
+    due: float | None = None
+    entries: list | None = None
+
+    def all_entries(self):
+        """Every (queue, id, attempts, due) the notification times."""
+        if self.entries:
+            return self.entries
+        if self.queue is None or self.id is None or self.due is None:
+            return ()
+        return ((self.queue, self.id, self.attempts, self.due),)
+
+
+@operation("rescan")
+@dataclass(slots=True, frozen=True, kw_only=True)
+class Rescan(Operation):
+    """To the mover: list delay/ again."""
+
+
+@operation("relay")
+@dataclass(slots=True, frozen=True, kw_only=True)
+class Relay(Operation):
+    """To the mover: pass ready [id, deliveries] pairs on to their queue's fetch actor."""
+
+    queue: Queue
+    ids: list
+
+
+@operation("settled")
+@dataclass(slots=True, frozen=True, kw_only=True)
+class Settled(Operation):
+    """To the mover: [queue, id, deliveries] entries taken out of delay/ (nil: any)."""
+
+    entries: list = ()
+
+
+@operation("window")
+@dataclass(slots=True, frozen=True, kw_only=True)
+class Window(Operation):
+    """To the mover: a save actor opened an accumulation window; time its close."""
+
+    queue: Queue
+    window: str
