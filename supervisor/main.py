@@ -11,6 +11,7 @@ from mq import logs
 from mq.config import read_command_line, sample_config
 from mq.errors import Invalid, MqError
 from mq.store import Store
+from mq.store.renames import check_exclusive
 from mq.supervisor.tree import Tree, choose_run_dir, clean_stale_run_dirs, live_daemons
 from mq.tokens import load as load_tokens
 
@@ -36,6 +37,28 @@ def check_port_free(host: str, port: int) -> None:
         raise Invalid(f"cannot listen on {host}:{port}: {err.strerror or err}") from None
 
 
+def check_renames(store: Store, options) -> str | None:
+    """Check that the root's file system renames without replacing; None when it does, else
+    why not. Raises Invalid when it cannot and other daemons share the root (--peers), unless
+    --rename-check=warn: two of them could claim one message at the same moment."""
+    why = check_exclusive(store.folder("notices"))
+    if why and options.peers and options.rename_check == "refuse":
+        raise Invalid(f"root {store.root}: {why}; with --peers two daemons could hand out one "
+                      "message at once (docs/CLUSTER.md, \"Exclusive renames\"); use a file system "
+                      "that supports it, or --rename-check=warn to run anyway")
+    return why
+
+
+def log_rename_check(why: str | None, options) -> None:
+    """Log the outcome of the start-up rename check (a warning when renames may replace)."""
+    if why is None:
+        logs.get().info("supervisor.rename_check", exclusive=True)
+    else:
+        logs.get().warning("supervisor.rename_check", exclusive=False, why=why, peers=options.peers,
+                           risk="a message may go to two consumers at once" if options.peers
+                           else "none while this daemon is alone on the root")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run mq until SIGTERM; exit 0 after a drain, 1 when the front keeps crashing, 2 on bad options."""
     try:
@@ -58,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
             raise Invalid(f"root {store.root} is in use by {len(others)} other daemon(s) "
                           f"({', '.join(others)}); start every daemon of a shared root with "
                           f"--peers=N, N the number of other daemons")
+        exclusive = check_renames(store, options)
         if options.fronts > 1:
             check_port_free(options.host, options.port)
         cleaned = store.clean_new(PEER_NEW_GRACE_SECONDS if options.peers else 0.0)
@@ -71,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     setproctitle.setproctitle(f"mq: supervisor [{options.root}] {options.host}:{options.port}")
     logs.get().info("supervisor.start", root=store.root, workers=options.workers, peers=options.peers,
                     cleaned_new=cleaned, run_dir=run_dir, daemon_dir=daemon_dir)
+    log_rename_check(exclusive, options)
     if chosen_by == "auto":
         logs.get().info("supervisor.sync_chosen", sync=store.sync, filesystem=store.filesystem,
                         why="per-file fsync: syncfs may not reach stable storage here"

@@ -9,6 +9,7 @@ import os
 import shutil
 
 from mq.ids import new_id
+from mq.store.renames import UNSUPPORTED, rename_noreplace
 
 #: The flush policies: "fs" is one syncfs(2) of the root's file system per batch, "file" an
 #: fsync of every file written and every folder changed.
@@ -52,7 +53,9 @@ class Disk:
     """The write primitives and flushes of one flush policy (docs/FORMAT.md, Durability).
 
     sync="fs" falls back to "file" on a libc without syncfs(2), since the per-file recipe
-    is durable everywhere; `fell_back` records that it did.
+    is durable everywhere; `fell_back` records that it did. Renames never replace a name
+    (renameat2 RENAME_NOREPLACE); `exclusive` turns False, and renames plain, the first time
+    the file system refuses the flag (the start-up check has said so: renames.py).
     """
 
     def __init__(self, sync: str = "fs", libc=None):
@@ -61,6 +64,7 @@ class Disk:
         self._syncfs = getattr(libc if libc is not None else _libc, "syncfs", None)
         self.fell_back = sync == "fs" and self._syncfs is None
         self.sync = "file" if self.fell_back else sync
+        self.exclusive = True
 
     # -- changes --------------------------------------------------------------------------
 
@@ -148,14 +152,31 @@ class Disk:
                 os.fsync(fd)
             finally:
                 os.close(fd)
-            self.rename(temp, path)
+            self.rename_over(temp, path)
         except BaseException:
             self.discard(temp)
             raise
         self.fsync_dir(os.path.dirname(path))
 
     def rename(self, source: str, target: str) -> None:
-        """Rename one entry (the only way a message changes state)."""
+        """Rename one entry (the only way a message changes state); FileExistsError when the
+        target exists, which for a state change means a peer got there first."""
+        if self.exclusive:
+            try:
+                rename_noreplace(source, target)
+                return
+            except OSError as err:
+                if err.errno not in UNSUPPORTED:
+                    raise
+            # Refused flag or a bad rename (EINVAL too): only a plain rename that succeeds
+            # where the exclusive one was refused shows the file system lacks the flag.
+            os.rename(source, target)
+            self.exclusive = False
+            return
+        os.rename(source, target)
+
+    def rename_over(self, source: str, target: str) -> None:
+        """Rename one entry over whatever has the target name (a small file replaced whole)."""
         os.rename(source, target)
 
     def unlink(self, path: str) -> None:
