@@ -37,26 +37,28 @@ def check_port_free(host: str, port: int) -> None:
         raise Invalid(f"cannot listen on {host}:{port}: {err.strerror or err}") from None
 
 
-def check_renames(store: Store, options) -> str | None:
-    """Check that the root's file system renames without replacing; None when it does, else
-    why not. Raises Invalid when it cannot and other daemons share the root (--peers), unless
-    --rename-check=warn: two of them could claim one message at the same moment."""
-    why = check_exclusive(store.folder("notices"))
-    if why and options.peers and options.rename_check == "refuse":
+def check_renames(store: Store, options) -> tuple[str, str]:
+    """How the root's file system keeps two daemons from claiming one message (mode, why:
+    renames.check_exclusive). Raises Invalid when it cannot and other daemons share the
+    root (--peers), unless --rename-check=warn."""
+    mode, why = check_exclusive(store.folder("notices"))
+    if mode == "none" and options.peers and options.rename_check == "refuse":
         raise Invalid(f"root {store.root}: {why}; with --peers two daemons could hand out one "
                       "message at once (docs/CLUSTER.md, \"Exclusive renames\"); use a file system "
                       "that supports it, or --rename-check=warn to run anyway")
-    return why
+    return mode, why
 
 
-def log_rename_check(why: str | None, options) -> None:
-    """Log the outcome of the start-up rename check (a warning when renames may replace)."""
-    if why is None:
-        logs.get().info("supervisor.rename_check", exclusive=True)
+def log_rename_check(checked: tuple[str, str], options) -> None:
+    """Log the outcome of the start-up rename check (a warning unless the flag works)."""
+    mode, why = checked
+    if mode == "noreplace":
+        logs.get().info("supervisor.rename_check", mode=mode, why=why)
     else:
-        logs.get().warning("supervisor.rename_check", exclusive=False, why=why, peers=options.peers,
-                           risk="a message may go to two consumers at once" if options.peers
-                           else "none while this daemon is alone on the root")
+        logs.get().warning("supervisor.rename_check", mode=mode, why=why, peers=options.peers,
+                           risk=("a message may go to two consumers at once" if mode == "none"
+                                 else "a cached name expiring mid-rename (docs/CLUSTER.md)")
+                           if options.peers else "none while this daemon is alone on the root")
 
 
 def main(argv: list[str] | None = None) -> int:

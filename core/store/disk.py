@@ -9,7 +9,7 @@ import os
 import shutil
 
 from mq.ids import new_id
-from mq.store.renames import UNSUPPORTED, rename_noreplace
+from mq.store.renames import UNSUPPORTED, checked_rename, rename_noreplace
 
 #: The flush policies: "fs" is one syncfs(2) of the root's file system per batch, "file" an
 #: fsync of every file written and every folder changed.
@@ -54,8 +54,8 @@ class Disk:
 
     sync="fs" falls back to "file" on a libc without syncfs(2), since the per-file recipe
     is durable everywhere; `fell_back` records that it did. Renames never replace a name
-    (renameat2 RENAME_NOREPLACE); `exclusive` turns False, and renames plain, the first time
-    the file system refuses the flag (the start-up check has said so: renames.py).
+    (renameat2 RENAME_NOREPLACE); `exclusive` turns False the first time the file system
+    refuses the flag, and renames are then checked ones (renames.checked_rename).
     """
 
     def __init__(self, sync: str = "fs", libc=None):
@@ -161,19 +161,18 @@ class Disk:
     def rename(self, source: str, target: str) -> None:
         """Rename one entry (the only way a message changes state); FileExistsError when the
         target exists, which for a state change means a peer got there first."""
-        if self.exclusive:
-            try:
-                rename_noreplace(source, target)
-                return
-            except OSError as err:
-                if err.errno not in UNSUPPORTED:
-                    raise
-            # Refused flag or a bad rename (EINVAL too): only a plain rename that succeeds
-            # where the exclusive one was refused shows the file system lacks the flag.
-            os.rename(source, target)
-            self.exclusive = False
+        try:
+            rename_noreplace(source, target)
             return
-        os.rename(source, target)
+        except OSError as err:
+            if err.errno not in UNSUPPORTED:
+                raise
+        # The file system refused the flag, after the kernel found no target (else EEXIST):
+        # tried each time all the same, since that kernel check is half of what keeps two
+        # clients from both "winning" (renames.py). A refusal costs no round trip to a FUSE
+        # daemon after the first (the kernel remembers that it lacks the call).
+        checked_rename(source, target)
+        self.exclusive = False
 
     def rename_over(self, source: str, target: str) -> None:
         """Rename one entry over whatever has the target name (a small file replaced whole)."""
