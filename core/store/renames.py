@@ -20,21 +20,19 @@ RENAME_NOREPLACE = 1
 UNSUPPORTED = frozenset({errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP})
 
 _libc = ctypes.CDLL(None, use_errno=True)
-_renameat2 = getattr(_libc, "renameat2", None)  # glibc 2.28 and later.
-if _renameat2 is not None:
-    _renameat2.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
-                           ctypes.c_uint)
-    _renameat2.restype = ctypes.c_int
+#: glibc 2.28 and later. Called without argtypes: ints and bytes pass as they are, which
+#: keeps a rename as cheap as os.rename (bench/RESULTS.md, "Exclusive renames").
+_renameat2 = getattr(_libc, "renameat2", None)
 
 
-def rename_noreplace(source: str, target: str) -> None:
+def rename_noreplace(source: str, target: str, _fsencode=os.fsencode,
+                     _get_errno=ctypes.get_errno) -> None:
     """rename(2) that fails with FileExistsError when target exists (one atomic step);
     OSError(ENOSYS) when the C library has no renameat2."""
     if _renameat2 is None:
         raise OSError(errno.ENOSYS, os.strerror(errno.ENOSYS), source, None, target)
-    if _renameat2(AT_FDCWD, os.fsencode(source), AT_FDCWD, os.fsencode(target),
-                  RENAME_NOREPLACE) != 0:
-        code = ctypes.get_errno()
+    if _renameat2(AT_FDCWD, _fsencode(source), AT_FDCWD, _fsencode(target), RENAME_NOREPLACE):
+        code = _get_errno()
         raise OSError(code, os.strerror(code), source, None, target)
 
 
