@@ -89,6 +89,13 @@ class Volume:
     def start(self) -> None:
         """Start the servers and create the volume."""
 
+    def kill_server(self, index: int) -> str:
+        """kill -9 one server process of the file system; what was killed."""
+        raise NotImplementedError
+
+    def restart_servers(self) -> None:
+        """Start the killed servers again."""
+
     def mount(self, path: str) -> None:
         """Mount one more client of the volume at path."""
 
@@ -156,11 +163,13 @@ class GlusterVolume(Volume):
                 pids[brick] = int(value)
         return pids
 
-    def kill_brick(self, index: int) -> None:
-        """kill -9 one brick process (a server dying)."""
-        os.kill(self.brick_pids()[self.bricks[index]], signal.SIGKILL)
+    def kill_server(self, index: int) -> str:
+        """kill -9 one brick process (a server dying); what was killed."""
+        brick = self.bricks[index % len(self.bricks)]
+        os.kill(self.brick_pids()[brick], signal.SIGKILL)
+        return f"brick {os.path.basename(brick)}"
 
-    def restart_bricks(self) -> None:
+    def restart_servers(self) -> None:
         """Start the bricks that are down again (`volume start force`)."""
         self.cli("volume", "start", self.name, "force")
 
@@ -231,10 +240,16 @@ class JuiceVolume(Volume):
 
         wait_for(answers, 30, "redis-server")
 
-    def kill_redis(self) -> None:
-        """kill -9 the metadata server."""
+    def kill_server(self, index: int) -> str:
+        """kill -9 the metadata server; what was killed."""
         self.redis.kill()
         self.redis.wait()
+        return "redis-server"
+
+    def restart_servers(self) -> None:
+        """Start the metadata server again, on its port and append-only file."""
+        if self.redis.poll() is not None:
+            self.start_redis()
 
     def start(self) -> None:
         """Start redis-server and format the volume."""

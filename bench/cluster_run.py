@@ -31,8 +31,25 @@ from workload import Traffic, drain  # noqa: E402
 
 #: With --peers, the movers list delay/ again every 5 s (actors/mover.py RESCAN_SECONDS).
 MOVER_RESCAN_SECONDS = 5.0
-#: The faults of a run: kill -9 of one process of a daemon, and of a whole daemon.
+#: The faults of a run: kill -9 of one process of a daemon, and of a whole daemon; "kill
+#: server" (a GlusterFS brick, JuiceFS's Redis) is one more.
 FAULTS = ("kill actor", "kill daemon")
+
+
+class VolumeNemesis(Nemesis):
+    """The Nemesis of bench/cluster.py, with the file system's servers among its targets."""
+
+    def __init__(self, nodes, interval, rng, say, volume, faults):
+        super().__init__(nodes, interval, rng, say)
+        self.volume, self.FAULTS = volume, faults
+
+    def kill_server(self) -> str:
+        """kill -9 a server of the file system, start it again after 1 to 4 s."""
+        killed = self.volume.kill_server(self.rng.randrange(2))
+        seconds = self.rng.uniform(1.0, 4.0)
+        self.stopping.wait(seconds)
+        self.volume.restart_servers()
+        return f"{killed}, down {seconds:.1f} s"
 
 
 def run(volume, seconds: float, workdir: str, timeout: float = 3.0, fault_interval: float = 3.0,
@@ -58,12 +75,12 @@ def run(volume, seconds: float, workdir: str, timeout: float = 3.0, fault_interv
             node.wait_answering(120)
         traffic = Traffic([n.port for n in nodes], [f"cluster-{n}" for n in range(queues)],
                           history, rng, producers, consumers, adds_per_second).start()
-        nemesis = Nemesis(nodes, fault_interval, rng, say)
-        nemesis.FAULTS = faults
+        nemesis = VolumeNemesis(nodes, fault_interval, rng, say, volume, faults)
         nemesis.start()
         time.sleep(seconds)
         say("  faults stop; every daemon resumed or restarted")
         nemesis.stop()
+        volume.restart_servers()
         traffic.stop()
         drained = drain(traffic, quiet_seconds=timeout + MOVER_RESCAN_SECONDS + 2,
                         timeout=120 + timeout, say=say)
@@ -72,6 +89,7 @@ def run(volume, seconds: float, workdir: str, timeout: float = 3.0, fault_interv
         counts["faults"] = dict(nemesis.counts)
         counts["client errors"] = dict(traffic.counts)
         counts["statuses"] = dict(traffic.statuses)
+        counts["error lines"] = error_lines(nodes)
         return counts
     finally:
         if traffic:
@@ -80,6 +98,20 @@ def run(volume, seconds: float, workdir: str, timeout: float = 3.0, fault_interv
             if node.proc:
                 node.stop()
         reap_zombies(set())
+
+
+def error_lines(nodes, limit: int = 10) -> list[str]:
+    """The daemons' log lines of failures a client saw as 500 (storage kind, internal)."""
+    found = []
+    for node in nodes:
+        try:
+            with open(node.log_path) as f:
+                found += [f"{node.name}: {line.strip()}" for line in f
+                          if '"kind": "storage"' in line or '"kind":"storage"' in line
+                          or '"actor.error"' in line or '"error"' in line and "Traceback" in line]
+        except OSError:
+            continue
+    return found[:limit]
 
 
 def server_errors(statuses: dict) -> int:
@@ -120,6 +152,8 @@ def main() -> int:
         shutil.rmtree(workdir, ignore_errors=True)
     faults, errors = counts.pop("faults"), counts.pop("client errors")
     statuses, drained = counts.pop("statuses"), counts.pop("drained")
+    for line in counts.pop("error lines"):
+        print(f"  {line}")
     print(f"\n  load after: {loadavg()}")
     print(f"  faults: {', '.join(f'{k} x{v}' for k, v in sorted(faults.items())) or 'none'}")
     print(f"  client errors while faults went on: {errors}")

@@ -34,7 +34,8 @@ def test_three_daemons_on_three_mounts_hand_each_message_to_one_consumer_at_a_ti
                      adds_per_second=20, say=lambda line: None)
     faults, statuses = counts.pop("faults"), counts.pop("statuses")
     counts.pop("client errors")
-    shown = f"faults {faults}\nanswers {statuses}\n{table(counts)}"
+    errors = "\n".join(counts.pop("error lines"))
+    shown = f"faults {faults}\nanswers {statuses}\n{table(counts)}\n{errors}"
     assert counts.pop("drained"), f"the cluster did not drain\n{shown}"
     assert counts["acknowledged adds"] > 100, shown
     assert sum(faults.values()) >= 3, shown
