@@ -47,9 +47,16 @@ def wait_for(condition, timeout: float, what: str) -> None:
         time.sleep(0.1)
 
 
+def mounted(path: str) -> bool:
+    """True when path is a mount point, read from the mount table: os.path.ismount answers
+    False for a FUSE mount whose daemon or servers are gone (its lstat fails)."""
+    with open("/proc/self/mounts") as f:
+        return any(line.split()[1] == os.path.abspath(path) for line in f)
+
+
 def unmount(path: str) -> None:
     """Unmount a FUSE mount, lazily when busy; nothing when it is not mounted."""
-    if os.path.ismount(path):
+    if mounted(path):
         if run(["umount", path], check=False).returncode != 0:
             run(["umount", "-l", path], check=False)
 
@@ -76,6 +83,8 @@ class Volume:
                 os.makedirs(path, exist_ok=True)
                 self.mount(path)
                 wait_for(lambda: os.path.ismount(path), 30, f"{self.kind} mount at {path}")
+                # A client that has not found its servers yet answers ENOTCONN for a moment.
+                wait_for(lambda: os.access(path, os.W_OK), 30, f"{self.kind} servers at {path}")
         except BaseException:
             self.__exit__()
             raise
@@ -146,20 +155,23 @@ class GlusterVolume(Volume):
         for key, value in GLUSTER_OPTIONS.items():
             self.cli("volume", "set", self.name, key, value)
         self.cli("volume", "start", self.name)
+        wait_for(lambda: len(self.brick_pids()) == len(self.bricks), 60, "the bricks")
 
     def mount(self, path: str) -> None:
         """Mount a native (FUSE) client of the volume."""
         run(["mount", "-t", "glusterfs", f"{GLUSTER_HOST}:/{self.name}", path])
 
     def brick_pids(self) -> dict[str, int]:
-        """{brick path: pid} of the running brick processes."""
+        """{brick path: pid} of the brick processes glusterd counts as online."""
         out = self.cli("volume", "status", self.name, "detail", timeout=60).stdout
-        pids, brick = {}, None
+        pids, brick, online = {}, None, False
         for line in out.splitlines():
             key, _, value = (part.strip() for part in line.partition(":"))
             if key == "Brick":
                 brick = value.split(":", 1)[1].strip() if ":" in value else value
-            elif key == "Pid" and brick and value.isdigit():
+            elif key == "Online":
+                online = value == "Y"
+            elif key == "Pid" and brick and online and value.isdigit():
                 pids[brick] = int(value)
         return pids
 
@@ -167,11 +179,31 @@ class GlusterVolume(Volume):
         """kill -9 one brick process (a server dying); what was killed."""
         brick = self.bricks[index % len(self.bricks)]
         os.kill(self.brick_pids()[brick], signal.SIGKILL)
+        # Until glusterd has seen it die, a `volume start force` would not start it again.
+        wait_for(lambda: brick not in self.brick_pids(), 30, f"glusterd to see {brick} die")
         return f"brick {os.path.basename(brick)}"
 
+    def stop_volume(self) -> None:
+        """Stop every brick (`volume stop`): each client answers ENOTCONN until it starts."""
+        self.cli("volume", "stop", self.name, "force")
+
+    def start_volume(self) -> None:
+        """Start the stopped volume and wait for its bricks."""
+        self.cli("volume", "start", self.name)
+        wait_for(lambda: len(self.brick_pids()) == len(self.bricks), 60, "the bricks")
+
     def restart_servers(self) -> None:
-        """Start the bricks that are down again (`volume start force`)."""
-        self.cli("volume", "start", self.name, "force")
+        """Start the bricks that are down again (`volume start force`), until glusterd counts
+        every one online: a start issued before glusterd saw a brick die does nothing."""
+        deadline = time.monotonic() + 60
+        while True:
+            self.cli("volume", "start", self.name, "force")
+            try:
+                wait_for(lambda: len(self.brick_pids()) == len(self.bricks), 5, "the bricks")
+                return
+            except RuntimeError:
+                if time.monotonic() > deadline:
+                    raise
 
     def stop(self) -> None:
         """Stop and delete the volume; stop glusterd if this object started it."""

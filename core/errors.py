@@ -105,6 +105,13 @@ ERRNO_KINDS = {
     errno.EREMOTEIO: "unavailable",
     errno.ENODEV: "unavailable", errno.ENXIO: "unavailable", errno.EKEYEXPIRED: "unavailable",
 }
+#: errnos of a file system that is away (its server, quorum or FUSE daemon), rather than of a
+#: disk that is full or broken: a daemon started meanwhile waits for it (supervisor/main.py).
+OUTAGE_ERRNOS = frozenset({errno.ENOTCONN, errno.EIO, errno.ESTALE, errno.ETIMEDOUT,
+                           errno.ECONNREFUSED, errno.ECONNRESET, errno.ECONNABORTED,
+                           errno.EHOSTDOWN, errno.EHOSTUNREACH, errno.ENETDOWN,
+                           errno.ENETUNREACH, errno.ENETRESET, errno.ENOLINK, errno.ECOMM,
+                           errno.EREMOTEIO})
 #: errnos that mean "cannot be stored now, try later" rather than "something is broken".
 RETRYABLE_ERRNOS = frozenset(code for code, kind in ERRNO_KINDS.items() if kind == "unavailable")
 #: errnos of an open, read, rename or time change of a message file that a peer moved or
