@@ -132,6 +132,7 @@ def main() -> int:
     parser.add_argument("--adds-per-second", type=float, default=30.0)
     parser.add_argument("--rng-state", type=int, default=None)
     parser.add_argument("--tmp", default=tempfile.gettempdir())
+    parser.add_argument("--keep", action="store_true", help="keep the daemons' logs afterwards")
     args = parser.parse_args()
     volume_class = VOLUMES[args.filesystem]
     if (why := volume_class.missing()):
@@ -149,7 +150,10 @@ def main() -> int:
                          tuple(args.faults.split(",")), adds_per_second=args.adds_per_second,
                          rng_state=rng_state, say=lambda line: print(line, flush=True))
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        if args.keep:
+            print(f"  logs kept in {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
     faults, errors = counts.pop("faults"), counts.pop("client errors")
     statuses, drained = counts.pop("statuses"), counts.pop("drained")
     for line in counts.pop("error lines"):
