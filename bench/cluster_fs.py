@@ -113,7 +113,9 @@ class Volume:
 
 
 class GlusterVolume(Volume):
-    """A replica-2 GlusterFS volume with both bricks on this host (`force`)."""
+    """A replicated GlusterFS volume with every brick on this host (`force`): `replica`
+    bricks (MQ_GLUSTER_REPLICA, else 3; 2 is the smallest, and the one more prone to a
+    stale copy after a brick comes back: bench/RESULTS.md)."""
 
     kind = "glusterfs"
 
@@ -129,10 +131,11 @@ class GlusterVolume(Volume):
             return "no /dev/fuse"
         return None
 
-    def __init__(self, workdir: str, mounts: int = 3):
+    def __init__(self, workdir: str, mounts: int = 3, replica: int | None = None):
         super().__init__(workdir, mounts)
         self.name = f"mq{os.getpid()}x{free_port()}"
-        self.bricks = [os.path.join(self.workdir, f"brick-{n}") for n in range(2)]
+        self.replica = replica or int(os.environ.get("MQ_GLUSTER_REPLICA", "3"))
+        self.bricks = [os.path.join(self.workdir, f"brick-{n}") for n in range(self.replica)]
         self.glusterd_pid: int | None = None  # Set when this object started glusterd.
 
     def cli(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -150,7 +153,7 @@ class GlusterVolume(Volume):
             self.glusterd_pid = int(open(pid_file).read())
         for brick in self.bricks:
             os.makedirs(brick, exist_ok=True)
-        self.cli("volume", "create", self.name, "replica", "2",
+        self.cli("volume", "create", self.name, "replica", str(self.replica),
                  *(f"{GLUSTER_HOST}:{brick}" for brick in self.bricks), "force")
         for key, value in GLUSTER_OPTIONS.items():
             self.cli("volume", "set", self.name, key, value)
