@@ -1,5 +1,5 @@
-"""Distributed file systems built on this host for several daemons: a GlusterFS replica-2
-volume (two bricks in temporary folders) and a JuiceFS volume (metadata in a local
+"""Distributed file systems built on this host for several daemons: a replicated GlusterFS
+volume (three bricks in temporary folders, or MQ_GLUSTER_REPLICA) and a JuiceFS volume (metadata in a local
 redis-server with an append-only file, data in a local folder), each mounted three times:
 one client per daemon, as three hosts would have. All traffic stays on the loopback.
 

@@ -1,5 +1,5 @@
 """Three daemons on a real distributed file system, each on its own mount (its own client, as
-another host would have): GlusterFS (replica 2, two bricks on this host) and JuiceFS (Redis
+another host would have): GlusterFS (replica 3, its bricks on this host) and JuiceFS (Redis
 metadata, a local folder as its object store). Producers and consumers talk to any daemon
 while actors, daemons and the file system's servers (a GlusterFS brick, JuiceFS's Redis) are
 killed with kill -9 and restarted; after a drain, nothing acknowledged is lost,
