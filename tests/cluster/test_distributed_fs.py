@@ -43,7 +43,7 @@ def test_three_daemons_on_three_mounts_hand_each_message_to_one_consumer_at_a_ti
     errors = "\n".join(counts.pop("error lines"))
     shown = f"faults {faults}\nanswers {statuses}\n{table(counts)}\n{errors}"
     assert counts.pop("drained"), f"the cluster did not drain\n{shown}"
-    assert counts["acknowledged adds"] > 100, shown
+    assert counts["acknowledged adds"] >= 50, shown  # A server down stalls adds for seconds.
     assert sum(faults.values()) >= 3, shown
     for name in MUST_BE_ZERO:
         assert counts[name] == 0, f"{name}\n{shown}"
