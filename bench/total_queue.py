@@ -92,11 +92,14 @@ def check(history: History) -> dict:
     corrupted += sum(1 for token, ids in ids_of_token.items()
                      if token in added and ids != {added[token]})
     duplicates = Counter()
+    unexplained = []
     for history_of_id in by_id.values():
         history_of_id.sort(key=lambda d: d.attempts)  # Threads record in arrival order.
         for before, after in zip(history_of_id, history_of_id[1:]):
             if before.acked or after.attempts <= before.attempts:
                 duplicates["unexplained duplicates"] += 1
+                unexplained.append(f"{before.message_id} delivery {before.attempts}"
+                                   f"{' acked' if before.acked else ''}, then {after.attempts}")
             elif before.abandoned:
                 duplicates[EXPLAINED[0]] += 1
             else:
@@ -117,6 +120,7 @@ def check(history: History) -> dict:
         "unexplained duplicates": duplicates["unexplained duplicates"],
         "corrupted": corrupted,
         "lost ids (first 5)": sorted(added[t] for t in set(added) - delivered_tokens)[:5],
+        "unexplained (first 5)": unexplained[:5],
     }
 
 

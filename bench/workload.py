@@ -9,6 +9,7 @@ import http.client
 import random
 import threading
 import time
+from collections import Counter
 
 from total_queue import History, make_body
 
@@ -55,6 +56,8 @@ class Traffic:
         self.pause = producers / adds_per_second if adds_per_second > 0 else 0.0
         self.stopping = threading.Event()
         self.counts = {"adds refused": 0, "add errors": 0, "fetch errors": 0, "ack errors": 0}
+        #: (method, status) -> answers; status 0: no answer, -1: refused.
+        self.statuses: Counter = Counter()
         self.threads = [threading.Thread(target=self.produce, args=(n,), daemon=True)
                         for n in range(producers)]
         self.threads += [threading.Thread(target=self.consume, daemon=True)
@@ -81,6 +84,7 @@ class Traffic:
             queue = self.rng.choice(self.queues)
             body = make_body(token, self.rng.randrange(0, self.max_body))
             status, headers, _ = call(self.rng.choice(self.ports), "POST", f"/{queue}/messages", body)
+            self.statuses["POST", status] += 1
             if status == 201:
                 self.history.add_acknowledged(token, headers["X-Message-Id"])
             elif status == REFUSED:
@@ -102,6 +106,7 @@ class Traffic:
     def take_one(self, port: int, queue: str, wait: float, abandon: bool = False) -> bool:
         """Fetch one message and ack it; False when none came (or the fetch failed)."""
         status, headers, body = call(port, "GET", f"/{queue}/messages?wait={wait:g}")
+        self.statuses["GET", status] += 1
         if status != 200:
             if status != 204:
                 self.counts["fetch errors"] += 1
@@ -112,6 +117,7 @@ class Traffic:
             delivery.abandoned = True
             return True
         status, _, _ = call(port, "DELETE", f"/{queue}/messages/{message_id}?receipt={receipt}")
+        self.statuses["DELETE", status] += 1
         delivery.acked = status == 204
         if status != 204:
             self.counts["ack errors"] += 1

@@ -101,6 +101,10 @@ class Options:
     sync: str = option("auto", "fs: one syncfs(2) per batch of messages; file: fsync each file "
                        "and folder; auto: file on FUSE, NFS, CephFS, SMB, 9p and Lustre (where "
                        "syncfs may not reach stable storage), else fs")
+    rename_check: str = option("refuse", "what a daemon with --peers does when its start-up "
+                               "check finds that the root's file system cannot rename without "
+                               "replacing (renameat2 RENAME_NOREPLACE), so that two daemons "
+                               "could hand out one message at once: refuse (exit 2) or warn")
     spare_files: int = option(65_536, "files of removed messages the reaper keeps to write new "
                               "messages into, sparing the file system an inode and a block per "
                               "message (with sync fs; each one 4 KiB block at most, so 256 MiB "
@@ -198,6 +202,8 @@ class Options:
             raise Invalid("--max-batch-bytes must be 0 or more")
         if self.sync not in ("auto", "fs", "file"):
             raise Invalid("--sync must be 'auto', 'fs' or 'file'")
+        if self.rename_check not in ("refuse", "warn"):
+            raise Invalid("--rename-check must be 'refuse' or 'warn'")
         if self.log_level not in ("debug", "info", "warning", "error"):
             raise Invalid("--log-level must be debug, info, warning or error")
         if not 1 <= self.port <= 65535:

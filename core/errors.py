@@ -139,16 +139,54 @@ bind(KINDS, MqError)
 if KINDS.keys() != BY_NAME.keys():
     raise TypeError(f"kinds without an MqError class: {sorted(BY_NAME.keys() - KINDS.keys())}")
 
+#: errno -> kind of a failed disk operation outside a race (docs/CLUSTER.md, "Errors"):
+#: "unavailable" (503 with Retry-After: waiting may cure it: a full or failing disk, a network
+#: file system whose server, brick, quorum or metadata engine is away), else "storage" (500,
+#: logged: EACCES, EPERM, ENOTDIR, ENAMETOOLONG... need an operator).
+ERRNO_KINDS = {
+    # Local disks: full, quota, remounted read-only after errors, failing, out of resources.
+    errno.ENOSPC: "unavailable", errno.EDQUOT: "unavailable", errno.EROFS: "unavailable",
+    errno.EIO: "unavailable", errno.EAGAIN: "unavailable", errno.EMFILE: "unavailable",
+    errno.ENFILE: "unavailable", errno.ENOMEM: "unavailable", errno.EINTR: "unavailable",
+    errno.EBUSY: "unavailable", errno.ETIMEDOUT: "unavailable",
+    # Network and FUSE file systems: the client lost its server or its FUSE daemon
+    # (GlusterFS without quorum answers ENOTCONN; a dead FUSE daemon ENOTCONN too), a handle
+    # the server no longer knows (ESTALE outside a race: a server restarted or failed over),
+    # an unreachable or reset peer.
+    errno.ENOTCONN: "unavailable", errno.ESTALE: "unavailable", errno.ECONNREFUSED: "unavailable",
+    errno.ECONNRESET: "unavailable", errno.ECONNABORTED: "unavailable",
+    errno.EHOSTDOWN: "unavailable", errno.EHOSTUNREACH: "unavailable",
+    errno.ENETDOWN: "unavailable", errno.ENETUNREACH: "unavailable",
+    errno.ENETRESET: "unavailable", errno.ENOLINK: "unavailable", errno.ECOMM: "unavailable",
+    errno.EREMOTEIO: "unavailable",
+    errno.ENODEV: "unavailable", errno.ENXIO: "unavailable", errno.EKEYEXPIRED: "unavailable",
+}
+#: errnos of a file system that is away (its server, quorum or FUSE daemon), rather than of a
+#: disk that is full or broken: a daemon started meanwhile waits for it (supervisor/main.py).
+OUTAGE_ERRNOS = frozenset({errno.ENOTCONN, errno.EIO, errno.ESTALE, errno.ETIMEDOUT,
+                           errno.ECONNREFUSED, errno.ECONNRESET, errno.ECONNABORTED,
+                           errno.EHOSTDOWN, errno.EHOSTUNREACH, errno.ENETDOWN,
+                           errno.ENETUNREACH, errno.ENETRESET, errno.ENOLINK, errno.ECOMM,
+                           errno.EREMOTEIO})
 #: errnos that mean "cannot be stored now, try later" rather than "something is broken".
-RETRYABLE_ERRNOS = frozenset({errno.ENOSPC, errno.EIO, errno.EDQUOT, errno.EROFS, errno.EAGAIN,
-                              errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ETIMEDOUT,
-                              errno.EINTR, errno.EBUSY})
+RETRYABLE_ERRNOS = frozenset(code for code, kind in ERRNO_KINDS.items() if kind == "unavailable")
+#: errnos of an open, read, rename or time change of a message file that a peer moved or
+#: removed a moment before: the race is lost, the caller takes the next message. ENOENT: the
+#: name is gone; ESTALE: a network file system's handle of a file unlinked meanwhile; EEXIST:
+#: a rename that never replaces found the peer's new name (core/store/renames.py). Only where
+#: the code expects a race; anywhere else ESTALE is an outage (503) and ENOENT a 500.
+LOST_RACE_ERRNOS = frozenset({errno.ENOENT, errno.ESTALE, errno.EEXIST})
+
+
+def lost_race(err: OSError) -> bool:
+    """True when a failed operation on a message file means a peer got there first."""
+    return err.errno in LOST_RACE_ERRNOS
 
 
 def from_os_error(err: OSError, what: str) -> MqError:
     """The one translation of a failed disk operation into the error a client sees."""
     reason = os.strerror(err.errno) if err.errno else str(err)
-    if err.errno in RETRYABLE_ERRNOS:
+    if ERRNO_KINDS.get(err.errno) == "unavailable":
         return Unavailable(f"{what}: {reason}", retry_after=1)
     return StorageFailure(f"{what}: {reason}")
 

@@ -1,21 +1,27 @@
 """The mq command: check options, prepare the root, run the supervised tree."""
 
 import errno
+import os
 import shutil
 import socket
 import sys
+import time
 
 import setproctitle
 
 from mq import logs
 from mq.config import read_command_line, sample_config
-from mq.errors import Invalid, MqError
+from mq.errors import OUTAGE_ERRNOS, Invalid, MqError
 from mq.store import Store
+from mq.store.disk import filesystem_type
+from mq.store.renames import check_exclusive
 from mq.supervisor.tree import Tree, choose_run_dir, clean_stale_run_dirs, live_daemons
 from mq.tokens import load as load_tokens
 
 #: With peers, files in new/ younger than this (seconds) may be another daemon's work in progress.
 PEER_NEW_GRACE_SECONDS = 60.0
+#: Seconds between two tries to prepare a root whose file system is away.
+RETRY_SECONDS = 1.0
 
 
 def check_port_free(host: str, port: int) -> None:
@@ -36,6 +42,71 @@ def check_port_free(host: str, port: int) -> None:
         raise Invalid(f"cannot listen on {host}:{port}: {err.strerror or err}") from None
 
 
+def check_renames(store: Store, options) -> tuple[str, str]:
+    """How the root's file system keeps two daemons from claiming one message (mode, why:
+    renames.check_exclusive). Raises Invalid when it cannot and other daemons share the
+    root (--peers), unless --rename-check=warn."""
+    mode, why = check_exclusive(store.folder("notices"))
+    if mode == "none" and options.peers and options.rename_check == "refuse":
+        raise Invalid(f"root {store.root}: {why}; with --peers two daemons could hand out one "
+                      "message at once (docs/CLUSTER.md, \"Exclusive renames\"); use a file system "
+                      "that supports it, or --rename-check=warn to run anyway")
+    return mode, why
+
+
+def log_rename_check(checked: tuple[str, str], options) -> None:
+    """Log the outcome of the start-up rename check (a warning unless the flag works)."""
+    mode, why = checked
+    if mode == "noreplace":
+        logs.get().info("supervisor.rename_check", mode=mode, why=why)
+    else:
+        logs.get().warning("supervisor.rename_check", mode=mode, why=why, peers=options.peers,
+                           risk=("a message may go to two consumers at once" if mode == "none"
+                                 else "a cached name expiring mid-rename (docs/CLUSTER.md)")
+                           if options.peers else "none while this daemon is alone on the root")
+
+
+def prepare(options, chosen_by: str):
+    """Create or check the root, clean what crashes left, choose the socket folders; return
+    (store, rename check, files cleaned from new/, daemon folder, socket folder)."""
+    if chosen_by == "auto":
+        filesystem_type(options.root)  # Raises while the file system is away.
+    store = Store(options.root, chosen_by, options.auto_create)
+    options.sync = store.sync  # Children are given the mode chosen, not "auto".
+    store.init()
+    clean_stale_run_dirs(store.root)
+    others = live_daemons(store.root)
+    if others and not options.peers:
+        # Alone on a root, a daemon takes every file in new/ for a crash's leftover and
+        # removes it: another daemon's adds in progress would fail.
+        raise Invalid(f"root {store.root} is in use by {len(others)} other daemon(s) "
+                      f"({', '.join(others)}); start every daemon of a shared root with "
+                      f"--peers=N, N the number of other daemons")
+    exclusive = check_renames(store, options)
+    if options.fronts > 1:
+        check_port_free(options.host, options.port)
+    cleaned = store.clean_new(PEER_NEW_GRACE_SECONDS if options.peers else 0.0)
+    daemon_dir, run_dir = choose_run_dir(options)
+    return store, exclusive, cleaned, daemon_dir, run_dir
+
+
+def prepare_while_unavailable(options):
+    """prepare(), tried again every RETRY_SECONDS while the root's file system is away (a
+    network file system without its server or quorum, a FUSE daemon gone): a daemon started
+    before its file system waits for it rather than exit. SIGTERM stops the wait."""
+    chosen_by = options.sync
+    while True:
+        try:
+            return prepare(options, chosen_by)
+        except (MqError, OSError) as err:
+            cause = err if isinstance(err, OSError) else err.__cause__
+            if not (isinstance(cause, OSError) and cause.errno in OUTAGE_ERRNOS):
+                raise
+            logs.get().warning("supervisor.root_unavailable", root=options.root,
+                               error=os.strerror(cause.errno), retry_in=RETRY_SECONDS)
+            time.sleep(RETRY_SECONDS)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run mq until SIGTERM; exit 0 after a drain, 1 when the front keeps crashing, 2 on bad options."""
     try:
@@ -46,22 +117,8 @@ def main(argv: list[str] | None = None) -> int:
         if options.token_file:
             load_tokens(options.token_file)  # A bad token file stops mq here, with status 2.
         logs.configure("supervisor", options.log_level, options.log_file)
-        store = Store(options.root, options.sync, options.auto_create)
         chosen_by = options.sync
-        options.sync = store.sync  # Children are given the mode chosen, not "auto".
-        store.init()
-        clean_stale_run_dirs(store.root)
-        others = live_daemons(store.root)
-        if others and not options.peers:
-            # Alone on a root, a daemon takes every file in new/ for a crash's leftover and
-            # removes it: another daemon's adds in progress would fail.
-            raise Invalid(f"root {store.root} is in use by {len(others)} other daemon(s) "
-                          f"({', '.join(others)}); start every daemon of a shared root with "
-                          f"--peers=N, N the number of other daemons")
-        if options.fronts > 1:
-            check_port_free(options.host, options.port)
-        cleaned = store.clean_new(PEER_NEW_GRACE_SECONDS if options.peers else 0.0)
-        daemon_dir, run_dir = choose_run_dir(options)
+        store, exclusive, cleaned, daemon_dir, run_dir = prepare_while_unavailable(options)
     except MqError as err:
         print(f"mq: {err.message}", file=sys.stderr)
         return 2
@@ -71,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     setproctitle.setproctitle(f"mq: supervisor [{options.root}] {options.host}:{options.port}")
     logs.get().info("supervisor.start", root=store.root, workers=options.workers, peers=options.peers,
                     cleaned_new=cleaned, run_dir=run_dir, daemon_dir=daemon_dir)
+    log_rename_check(exclusive, options)
     if chosen_by == "auto":
         logs.get().info("supervisor.sync_chosen", sync=store.sync, filesystem=store.filesystem,
                         why="per-file fsync: syncfs may not reach stable storage here"

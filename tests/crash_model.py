@@ -51,6 +51,7 @@ import threading
 from dataclasses import dataclass, field
 
 import mq.store.disk as disk_module
+import mq.store.renames as renames
 from mq.store import Disk
 
 #: Entry changes: they change which names exist.
@@ -185,6 +186,12 @@ class _RecordingOs:
 
     replace = rename  # os.replace is rename(2) too.
 
+    def rename_noreplace(self, source, target):
+        with _logged() as disk:
+            renames.rename_noreplace(source, target)
+            if disk is not None:
+                disk._renamed(source, target)
+
     def unlink(self, path, *args, **kwargs):
         with _logged() as disk:
             os.unlink(path, *args, **kwargs)
@@ -217,6 +224,9 @@ def _route_disk_calls(recording: bool) -> None:
     with _recordings_lock:
         _recordings += 1 if recording else -1
         disk_module.os = _RecordingOs() if _recordings else os
+        # renameat2 is reached through ctypes, not os: routed the same way.
+        disk_module.rename_noreplace = disk_module.os.rename_noreplace if _recordings \
+            else renames.rename_noreplace
 
 
 def _while_recording(method):

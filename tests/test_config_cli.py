@@ -260,6 +260,7 @@ def test_every_option_can_come_from_the_environment(tmp_path):
         "timeout": ("2.5", 2.5),
         "sync": ("file", "file"),
         "spare_files": ("0", 0),
+        "rename_check": ("warn", "warn"),
         "auto_create": ("false", False),
         "max_body_bytes": ("123", 123),
         "max_batch_bytes": ("456", 456),

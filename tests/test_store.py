@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mq import store as fmt
+import mq.store.disk as disk_module
 from mq.actors.queue_index import QueueIndex
 from mq.errors import Invalid, NotFound
 from mq.ids import id_time_ms, is_id, new_id
@@ -213,7 +214,7 @@ def test_an_extend_between_the_movers_stat_and_its_rename_keeps_the_message_hidd
     now = time.time() + 1  # The mover acts a second after the claim (see SETTLE_SECONDS).
     store.claim("q", message_id, now - 1)  # Its timer ran out: the mover is about to release it.
     in_delay = store.delay_path("q", message_id, 1)
-    real_rename, extended = os.rename, []
+    real_rename, extended = disk_module.rename_noreplace, []
 
     def extend_first(source, target):
         # A consumer's extend lands after the mover read the due time, before its rename.
@@ -221,13 +222,13 @@ def test_an_extend_between_the_movers_stat_and_its_rename_keeps_the_message_hidd
             extended.append(store.extend("q", message_id, 1, now + 30))
         real_rename(source, target)
 
-    monkeypatch.setattr(os, "rename", extend_first)
+    monkeypatch.setattr(disk_module, "rename_noreplace", extend_first)
     outcome, due = store.release("q", message_id, now, attempts=1)
     assert extended == [True]  # The extend answered 200, so it must hold.
     assert (outcome, due) == ("not_due", pytest.approx(now + 30, abs=1e-3))
     assert os.path.exists(in_delay) and files_in(store.queue_dir("q")) == []
     # An extend that comes after the rename finds no file in delay/ and is refused instead.
-    monkeypatch.setattr(os, "rename", real_rename)
+    monkeypatch.setattr(disk_module, "rename_noreplace", real_rename)
     assert store.release("q", message_id, now + 31, attempts=1)[0] == "ready"
     assert store.extend("q", message_id, 1, now + 60) is False
 
@@ -239,7 +240,7 @@ def test_a_release_that_finds_the_message_away_and_back_times_it_again_never_rem
     now = time.time() + 1  # The mover acts a second after the claim (see SETTLE_SECONDS).
     store.claim("q", message_id, now - 1)
     in_delay, in_queue = store.delay_path("q", message_id, 1), store.ready_path("q", message_id, 1)
-    real_rename = os.rename
+    real_rename = disk_module.rename_noreplace
 
     def the_other_mover_meanwhile(source, target):
         if source != in_delay:
@@ -251,9 +252,9 @@ def test_a_release_that_finds_the_message_away_and_back_times_it_again_never_rem
         finally:
             real_rename(in_queue, in_delay)                      # its putting back
 
-    monkeypatch.setattr(os, "rename", the_other_mover_meanwhile)
+    monkeypatch.setattr(disk_module, "rename_noreplace", the_other_mover_meanwhile)
     outcome, due = store.release("q", message_id, now, attempts=1)
-    monkeypatch.setattr(os, "rename", real_rename)
+    monkeypatch.setattr(disk_module, "rename_noreplace", real_rename)
     assert (outcome, due) == ("not_due", pytest.approx(now + 30, abs=1e-3))
     assert os.path.exists(in_delay) and files_in(store.folder("remove")) == []
 

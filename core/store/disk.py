@@ -10,6 +10,7 @@ import shutil
 import stat
 
 from mq.ids import new_id
+from mq.store.renames import UNSUPPORTED, checked_rename, rename_noreplace
 
 #: The flush policies: "fs" is one syncfs(2) of the root's file system per batch, "file" an
 #: fsync of every file written and every folder changed.
@@ -53,7 +54,9 @@ class Disk:
     """The write primitives and flushes of one flush policy (docs/FORMAT.md, Durability).
 
     sync="fs" falls back to "file" on a libc without syncfs(2), since the per-file recipe
-    is durable everywhere; `fell_back` records that it did.
+    is durable everywhere; `fell_back` records that it did. Renames never replace a name
+    (renameat2 RENAME_NOREPLACE); `exclusive` turns False the first time the file system
+    refuses the flag, and renames are then checked ones (renames.checked_rename).
     """
 
     def __init__(self, sync: str = "fs", libc=None):
@@ -64,6 +67,7 @@ class Disk:
         self.sync = "file" if self.fell_back else sync
         #: A GroupFlush shared with the daemon's other actors (share_flushes), or None.
         self.group = None
+        self.exclusive = True
 
     # -- changes --------------------------------------------------------------------------
 
@@ -160,14 +164,30 @@ class Disk:
                 os.fsync(fd)
             finally:
                 os.close(fd)
-            self.rename(temp, path)
+            self.rename_over(temp, path)
         except BaseException:
             self.discard(temp)
             raise
         self.fsync_dir(os.path.dirname(path))
 
     def rename(self, source: str, target: str) -> None:
-        """Rename one entry (the only way a message changes state)."""
+        """Rename one entry (the only way a message changes state); FileExistsError when the
+        target exists, which for a state change means a peer got there first."""
+        try:
+            rename_noreplace(source, target)
+            return
+        except OSError as err:
+            if err.errno not in UNSUPPORTED:
+                raise
+        # The file system refused the flag, after the kernel found no target (else EEXIST):
+        # tried each time all the same, since that kernel check is half of what keeps two
+        # clients from both "winning" (renames.py). A refusal costs no round trip to a FUSE
+        # daemon after the first (the kernel remembers that it lacks the call).
+        checked_rename(source, target)
+        self.exclusive = False
+
+    def rename_over(self, source: str, target: str) -> None:
+        """Rename one entry over whatever has the target name (a small file replaced whole)."""
         os.rename(source, target)
 
     def unlink(self, path: str) -> None:

@@ -20,7 +20,7 @@ class Notices:
             if not os.path.isdir(os.path.dirname(path)):
                 self.disk.mkdir(os.path.dirname(path))  # A root older than notices/.
             self.disk.create(temp, os.urandom(16).hex().encode())
-            self.disk.rename(temp, path)
+            self.disk.rename_over(temp, path)
             return True
         except OSError:
             self.disk.discard(temp)

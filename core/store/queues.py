@@ -106,8 +106,8 @@ class Queues:
                         self.disk.rename(os.path.join(self.folder(folder), name),
                                          os.path.join(self.folder("remove"), name))
                         moved += 1
-                    except FileNotFoundError:
-                        pass
+                    except (FileNotFoundError, FileExistsError):
+                        pass  # Moved by a peer deleting the same queue (EEXIST: same name).
         return moved
 
     def remove_expired(self, cutoffs: dict[str, int]) -> tuple[dict[str, int], dict[str, int]]:
@@ -129,7 +129,7 @@ class Queues:
                 return
             try:
                 self.disk.rename(source, self.remove_path(queue, message_id))
-            except FileNotFoundError:
+            except (FileNotFoundError, FileExistsError):
                 return
             removed[queue] = removed.get(queue, 0) + 1
             touched.add(os.path.dirname(source))

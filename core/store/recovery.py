@@ -49,8 +49,8 @@ class Recovery:
                         dirs.add(self.dedup_dir(parts[0]))
                     self.disk.rename(entry.path, os.path.join(self.folder("remove"), entry.name))
                     moved += 1
-                except FileNotFoundError:
-                    continue
+                except (FileNotFoundError, FileExistsError):
+                    continue  # Moved by a peer's clean-up first (EEXIST: to the same name).
         if moved:
             self.flush(dirs)
         return moved

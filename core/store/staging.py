@@ -48,6 +48,8 @@ class Staging:
             try:
                 self.disk.rename(source, target)
                 return os.path.dirname(target)
+            except FileExistsError:
+                return None  # Another committer published it at the same moment.
             except FileNotFoundError:
                 if not os.path.exists(source):
                     return None

@@ -6,7 +6,7 @@ flushes the folders a change touched before it answers anyone.
 
 import os
 
-from mq.errors import NotFound
+from mq.errors import NotFound, lost_race
 from mq.store.names import parse_entry, split_name
 
 #: Seconds a file in delay/ must have been left alone before the mover releases it: a claim
@@ -50,24 +50,38 @@ class MessageStates:
         None when the message is gone (fetched by a peer, removed): the caller tries the next.
         The rename comes first, so the due time is only ever set on a file this claim owns (a
         peer that won the rename keeps its own); the mover leaves a just-renamed file alone
-        for SETTLE_SECONDS. An OSError means the message is where it was.
+        for SETTLE_SECONDS. The rename never replaces (Disk.rename): of two clients of a
+        network file system renaming the file to the same name at once, the loser gets EEXIST,
+        never a success. Any lost_race errno at the open, read or rename, or at the due time
+        of a file that is gone by then, is a lost race. Any other OSError means the message
+        is where it was (or, if the undo failed too, in delay/ for the mover to return).
         """
         source = self.ready_path(queue, message_id, attempts)
         target = self.delay_path(queue, message_id, attempts + 1)
         try:
             fd = os.open(source, os.O_RDONLY)
-        except FileNotFoundError:
-            return None
-        try:
-            data = read_all(fd)
-            try:
-                self.disk.rename(source, target)
-            except FileNotFoundError:
+        except OSError as err:
+            if lost_race(err):
                 return None
+            raise
+        try:
+            try:
+                data = read_all(fd)
+                self.disk.rename(source, target)
+            except OSError as err:
+                if lost_race(err):
+                    return None  # ESTALE at the read: removed and unlinked since the open.
+                raise
             try:
                 self.disk.set_mtime(fd, due)
-            except OSError:
-                self.disk.rename(target, source)
+            except OSError as err:
+                if lost_race(err) and not os.path.exists(target):
+                    return None  # Removed (a DELETE by id) right after the rename.
+                try:
+                    self.disk.rename(target, source)
+                except OSError as undo_err:
+                    if lost_race(undo_err) and not os.path.exists(target):
+                        return None
                 raise
         finally:
             os.close(fd)
@@ -113,15 +127,21 @@ class MessageStates:
             try:
                 self.disk.rename(source, target)
                 return os.path.dirname(source)
-            except FileNotFoundError:
-                pass
+            except FileExistsError:
+                return None  # A peer removed it at the same moment.
+            except OSError as err:
+                if not lost_race(err):
+                    raise
         paths = [p for _, _, p in self.candidates(queue, message_id, max_attempts)]
         for source in paths + paths:
             try:
                 self.disk.rename(source, target)
                 return os.path.dirname(source)
-            except FileNotFoundError:
-                continue
+            except FileExistsError:
+                return None
+            except OSError as err:
+                if not lost_race(err):
+                    raise
         return None
 
     def state_path(self, queue: str, message_id: str, state: str, attempts: int) -> str:
@@ -133,22 +153,32 @@ class MessageStates:
         return self.delay_path(queue, message_id, attempts)
 
     def ack(self, queue: str, message_id: str, attempts: int) -> bool:
-        """Remove delivery `attempts` of an in-flight message; False when that delivery is over."""
+        """Remove delivery `attempts` of an in-flight message; False when that delivery is over
+        (returned, or removed by another ack of it: EEXIST, the peer's remove/ name)."""
         try:
             self.disk.rename(self.delay_path(queue, message_id, attempts),
                              self.remove_path(queue, message_id))
-        except FileNotFoundError:
-            return False
+        except OSError as err:
+            if lost_race(err):
+                return False
+            raise
         return True
 
     def extend(self, queue: str, message_id: str, attempts: int, due: float) -> bool:
         """Set a new due time on delivery `attempts`; False when that delivery is over."""
+        path = self.delay_path(queue, message_id, attempts)
         try:
-            fd = os.open(self.delay_path(queue, message_id, attempts), os.O_RDONLY)
-        except FileNotFoundError:
-            return False
+            fd = os.open(path, os.O_RDONLY)
+        except OSError as err:
+            if lost_race(err):
+                return False
+            raise
         try:
             self.disk.set_mtime(fd, due)
+        except OSError as err:
+            if lost_race(err) and not os.path.exists(path):
+                return False
+            raise
         finally:
             os.close(fd)
         return True
@@ -167,8 +197,10 @@ class MessageStates:
         source = self.delay_path(queue, message_id, attempts)
         try:
             info = os.stat(source)
-        except FileNotFoundError:
-            return "gone", now
+        except OSError as err:
+            if lost_race(err):
+                return "gone", now
+            raise
         due = info.st_mtime
         if not force and (due > now or now - info.st_ctime < SETTLE_SECONDS):
             return "not_due", max(due, info.st_ctime + SETTLE_SECONDS)
@@ -182,8 +214,11 @@ class MessageStates:
             outcome = "ready"
         try:
             self.disk.rename(source, target)
-        except FileNotFoundError:
-            pass
+        except FileExistsError:
+            return "gone", now  # Another mover released it to the same name at once.
+        except OSError as err:
+            if not lost_race(err):
+                raise
         else:
             return self._unless_extended(source, target, outcome, due, now, force)
         if not os.path.exists(source):
@@ -193,12 +228,16 @@ class MessageStates:
             # back in delay/ after an extend (_unless_extended). Time it again; never remove it.
             try:
                 return "not_due", os.stat(source).st_mtime
-            except FileNotFoundError:
-                return "gone", now
+            except OSError as err:
+                if lost_race(err):
+                    return "gone", now
+                raise
         try:
             self.disk.rename(source, self.remove_path(queue, message_id))
-        except FileNotFoundError:
-            return "gone", now
+        except OSError as err:
+            if lost_race(err):
+                return "gone", now
+            raise
         return "removed", now
 
     def _unless_extended(self, source: str, target: str, outcome: str, due: float, now: float,
@@ -211,14 +250,18 @@ class MessageStates:
         """
         try:
             extended = os.stat(target).st_mtime
-        except FileNotFoundError:
-            return "gone", now  # Taken by a peer that listed the queue meanwhile.
+        except OSError as err:
+            if lost_race(err):
+                return "gone", now  # Taken by a peer that listed the queue meanwhile.
+            raise
         if force or extended <= now:
             return outcome, due
         try:
             self.disk.rename(target, source)
-        except FileNotFoundError:
-            return "gone", now
+        except OSError as err:
+            if lost_race(err):
+                return "gone", now  # Taken, or put back by another mover (EEXIST).
+            raise
         return "not_due", extended
 
     def redrive(self, dead_letter: str, queue: str) -> list[str]:
@@ -234,8 +277,9 @@ class MessageStates:
                 self.disk.rename(os.path.join(self.queue_dir(dead_letter), name),
                                  self.ready_path(queue, parsed[0]))
                 moved.append(parsed[0])
-            except FileNotFoundError:
-                continue
+            except OSError as err:
+                if not lost_race(err):
+                    raise
         return moved
 
     def quarantine(self, queue: str, message_id: str, attempts: int) -> str:
@@ -270,8 +314,9 @@ class MessageStates:
                     continue
                 try:
                     entries.append((entry.stat().st_mtime, *parts))
-                except FileNotFoundError:
-                    continue
+                except OSError as err:
+                    if not lost_race(err):
+                        raise
         return entries
 
 

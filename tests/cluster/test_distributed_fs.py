@@ -1,0 +1,80 @@
+"""Three daemons on a real distributed file system, each on its own mount (its own client, as
+another host would have): GlusterFS (replica 3, its bricks on this host) and JuiceFS (Redis
+metadata, a local folder as its object store). Producers and consumers talk to any daemon
+while actors, daemons and the file system's servers (a GlusterFS brick, JuiceFS's Redis) are
+killed with kill -9 and restarted; after a drain, nothing acknowledged is lost,
+nothing unexpected or corrupted arrives, no message goes to two consumers within its timer,
+and no request is answered 500 (bench/cluster_run.py runs the same for longer).
+
+Needs root and the packages `make test-packages` installs; skipped with one line otherwise.
+"""
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+BENCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench")
+sys.path.insert(0, os.path.abspath(BENCH))
+
+from cluster import Node  # noqa: E402
+from cluster_fs import VOLUMES, GlusterVolume  # noqa: E402
+from cluster_run import run, server_errors  # noqa: E402
+from total_queue import MUST_BE_ZERO, table  # noqa: E402
+from workload import call  # noqa: E402
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("distributed-fs")  # One glusterd per host: one test at a time.
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("kind", sorted(VOLUMES))
+def test_three_daemons_on_three_mounts_hand_each_message_to_one_consumer_at_a_time(tmp_path, kind):
+    volume_class = VOLUMES[kind]
+    if (why := volume_class.missing()):
+        pytest.skip(why)
+    with volume_class(str(tmp_path)) as volume:
+        counts = run(volume, seconds=30, workdir=str(tmp_path), timeout=3.0, fault_interval=3.0,
+                     faults=("kill actor", "kill daemon", "kill server"), adds_per_second=20,
+                     say=lambda line: None)
+    faults, statuses = counts.pop("faults"), counts.pop("statuses")
+    counts.pop("client errors")
+    errors = "\n".join(counts.pop("error lines"))
+    shown = f"faults {faults}\nanswers {statuses}\n{table(counts)}\n{errors}"
+    assert counts.pop("drained"), f"the cluster did not drain\n{shown}"
+    assert counts["acknowledged adds"] >= 50, shown  # A server down stalls adds for seconds.
+    assert sum(faults.values()) >= 3, shown
+    for name in MUST_BE_ZERO:
+        assert counts[name] == 0, f"{name}\n{shown}"
+    assert server_errors(statuses) == 0, f"answered 500\n{shown}"
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("distributed-fs")
+@pytest.mark.timeout(180)
+def test_a_daemon_started_while_its_file_system_is_away_waits_for_it(tmp_path):
+    if (why := GlusterVolume.missing()):
+        pytest.skip(why)
+    with GlusterVolume(str(tmp_path), mounts=1) as volume:
+        root = os.path.join(volume.mounts[0], "mq")
+        os.mkdir(root)
+        volume.stop_volume()  # Every brick away: the mount answers ENOTCONN.
+        node = Node("daemon", root, str(tmp_path), peers=0, timeout=3.0,
+                    extra=(f"--run-dir={tmp_path / 'run'}",)).start()
+        try:
+            log = Path(node.log_path)
+            deadline = time.monotonic() + 60
+            while "supervisor.root_unavailable" not in (log.read_text() if log.exists() else ""):
+                assert node.running(), "the daemon exited instead of waiting for its file system"
+                assert time.monotonic() < deadline, "no supervisor.root_unavailable logged"
+                time.sleep(0.2)
+            assert node.running() and not node.answers()
+            volume.start_volume()
+            node.wait_answering(60)
+            status, headers, _ = call(node.port, "POST", "/q/messages", b"after the outage")
+            assert status == 201
+            status, _, body = call(node.port, "GET", "/q/messages")
+            assert (status, body) == (200, b"after the outage")
+        finally:
+            node.stop()
