@@ -12,6 +12,7 @@ from mq.actors.batch import DEFERRED
 from mq.actors.replies import ack_delivery
 from mq.errors import Invalid, MqError, NotFound, from_os_error
 from mq.operations import AckBatch, FetchBatch
+
 #: Most body bytes one answer of a batch fetch or a peek gathers: it stops before the message
 #: that would pass this, but always holds its first message, whatever its size. Without it,
 #: max messages of up to --max-body-bytes each would be held in the actor and the front at once.

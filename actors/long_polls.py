@@ -9,8 +9,8 @@ that follows its flush.
 
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from mq.actors.batch import Batch
 

@@ -3,8 +3,8 @@
 A queue with the property `fifo` hands out one group's messages in order: while a message of
 group G is in flight, no younger message of G is handed out, except to the same holder (one
 SQS ReceiveMessage that takes several messages of G at once, in order). An older one that came
-back (its timer ran out, or it was made visible) may go again: it keeps the group's order. A group is held by the
-names of its in-flight files, delay/{q}:{id}.{n}: when that name is gone (acked, deleted,
+back (its timer ran out, or it was made visible) may go again: it keeps the group's order. A
+group is held by the names of its in-flight files, delay/{q}:{id}.{n}: when that name is gone (acked, deleted,
 nacked, or returned by the mover after its timer) the group is free again, with no
 notification to miss. The record is rebuilt from delay/ the first time a queue is used, so a
 restarted actor keeps holding the groups that were in flight.
@@ -121,7 +121,8 @@ class MessageGroups:
         try:
             while groups and len(passed) < PREFER_SCAN and (taken := index.take(0)) is not None:
                 message_id, attempts = taken
-                if self.group_of(queue, message_id, self.store.ready_path(queue, message_id, attempts)) in groups:
+                path = self.store.ready_path(queue, message_id, attempts)
+                if self.group_of(queue, message_id, path) in groups:
                     return taken
                 passed.append(taken)
             return None

@@ -9,7 +9,6 @@ import sys
 import time
 from collections import defaultdict
 
-
 from mq import logs, properties
 from mq import operations as ops
 from mq.actors import accumulation
@@ -301,8 +300,10 @@ def main(argv: list[str] | None = None) -> int:
         description="Move files from a source to a destination directory, optionally "
         "with a delay per file (counted from the file's modification time).")
     parser.add_argument("--source", required=True, help="directory files are taken from; must be readable")
-    parser.add_argument("--destination", required=True, help="directory files are delivered to; must be writable")
-    parser.add_argument("--delay", type=float, default=0.0, help="seconds to wait before delivering a file (default 0)")
+    parser.add_argument("--destination", required=True,
+                        help="directory files are delivered to; must be writable")
+    parser.add_argument("--delay", type=float, default=0.0,
+                        help="seconds to wait before delivering a file (default 0)")
     parser.add_argument("--interval", type=float, default=0.2, help="seconds between passes (default 0.2)")
     parser.add_argument("--once", action="store_true", help="make one pass and exit")
     args = parser.parse_args(argv)

@@ -8,7 +8,7 @@ announce. Both change only through their own methods.
 import heapq
 import random
 import time
-from typing import Callable
+from collections.abc import Callable
 
 #: Seconds between re-listings of a queue whose index ran empty (lost notifications, peers,
 #: other writers on the root such as the Spark data source).

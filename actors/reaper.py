@@ -16,8 +16,8 @@ import sys
 import time
 
 from mq import logs
-from mq.liveness import writer_is_dead
 from mq.actors.retention import SWEEP_SECONDS, RetentionSweep
+from mq.liveness import writer_is_dead
 from mq.properties import PropertyFiles
 from mq.store import Disk, Store, reap_folder
 from mq.store.publishing import roll_forward, sweep_abandoned_stages
@@ -115,7 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     """mq-reaper: remove files from --source."""
     parser = argparse.ArgumentParser(prog="mq-reaper", description="Remove files from a source directory.")
     parser.add_argument("--source", default="/tmp/mq/remove",
-                        help="directory from which files are unlinked; must be writable (default /tmp/mq/remove)")
+                        help="directory from which files are unlinked; must be writable "
+                             "(default /tmp/mq/remove)")
     parser.add_argument("--interval", type=float, default=INTERVAL_SECONDS,
                         help=f"seconds between passes (default {INTERVAL_SECONDS})")
     parser.add_argument("--once", action="store_true", help="make one pass and exit")

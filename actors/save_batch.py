@@ -14,9 +14,9 @@ import time
 from mq import store as fmt
 from mq.actors import accumulation
 from mq.adds import check_add, with_properties
-from mq.operations import AddBatch
 from mq.errors import Invalid, MqError, NotFound, Unavailable
 from mq.ids import new_id
+from mq.operations import AddBatch
 
 
 def add_batch(actor, batch, request: AddBatch, sender):

@@ -17,7 +17,6 @@ import threading
 import time
 
 import psutil
-
 from harness import free_port
 
 PR_SET_CHILD_SUBREAPER = 36

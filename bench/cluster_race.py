@@ -24,6 +24,7 @@ if HERE not in sys.path:
 
 from cluster_fs import VOLUMES  # noqa: E402
 from harness import code_under_test, loadavg, machine_line  # noqa: E402
+
 from mq.store import Disk  # noqa: E402
 
 METHODS = {"rename(2)": os.rename, "Disk.rename": Disk("file").rename}

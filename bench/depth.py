@@ -20,7 +20,8 @@ keep-alive client per daemon then measures over HTTP rounds of
 
 so the depth stays what it was filled to. The fetch takes the oldest message, one of the filled
 ones. The depths take turns round by round (rotating order), so that other work on the machine
-(this one is shared, and syncfs flushes the whole file system) weighs on every depth alike. Target: the 1-million figures within 2x of the 1-thousand figures.
+(this one is shared, and syncfs flushes the whole file system) weighs on every depth alike.
+Target: the 1-million figures within 2x of the 1-thousand figures.
 
 The fast fill path, for benchmark set-up only: while no daemon runs, messages are written with
 the store module's own functions, exactly the save actor's write and rename
@@ -38,8 +39,17 @@ import sys
 import tempfile
 import time
 
-from harness import (Client, Daemon, add_calm_options, code_under_test, filesystem, loadavg, machine,
-                     percentile, wait_for_calm)
+from harness import (
+    Client,
+    Daemon,
+    add_calm_options,
+    code_under_test,
+    filesystem,
+    loadavg,
+    machine,
+    percentile,
+    wait_for_calm,
+)
 
 from mq.ids import new_id
 from mq.store import Store, encode_message
@@ -282,7 +292,8 @@ def main(argv=None) -> int:
     say("|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows.values():
         say(f"| {r['depth']:,} | {r['add_p50']:.2f} | {r['add_p99']:.2f} | {r['fd_p50']:.2f} "
-            f"| {r['fd_p99']:.2f} | {r['rebuild_s']:.2f} | {r['fetch_rss_mb']:.0f} | {r['fill_per_s']:,.0f} |")
+            f"| {r['fd_p99']:.2f} | {r['rebuild_s']:.2f} | {r['fetch_rss_mb']:.0f} "
+            f"| {r['fill_per_s']:,.0f} |")
     if len(rows) < 2:
         return 0
     low, high = rows[depths[0]], rows[depths[-1]]

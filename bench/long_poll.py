@@ -109,7 +109,7 @@ async def run(args, daemon, queues):
             fut = waiters[message_id] = asyncio.get_running_loop().create_future()
             try:
                 await asyncio.wait_for(fut, 5.0)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 lost += 1
                 continue
         answered = answers[message_id]

@@ -65,8 +65,10 @@ def fill(store: Store, depth: int) -> float:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--depth", type=int, default=1_000_000, help="messages in the queue (default 1000000)")
-    parser.add_argument("--jobs", type=int, default=3, help="write jobs to commit, one after another (default 3)")
+    parser.add_argument("--depth", type=int, default=1_000_000,
+                        help="messages in the queue (default 1000000)")
+    parser.add_argument("--jobs", type=int, default=3,
+                        help="write jobs to commit, one after another (default 3)")
     parser.add_argument("--rows", type=int, default=10, help="rows per job (default 10)")
     parser.add_argument("--tmp", default=tempfile.gettempdir(), help="folder for the temporary root")
     args = parser.parse_args(argv)

@@ -97,7 +97,8 @@ def main(argv=None) -> int:
     parser.add_argument("--count", type=int, default=1_000_000, help="messages (default 1000000)")
     parser.add_argument("--partitions", type=int, default=4, help="read and write tasks (default 4)")
     parser.add_argument("--clients", type=int, default=64, help="HTTP clients for the add rate (default 64)")
-    parser.add_argument("--http-seconds", type=float, default=10.0, help="length of the HTTP run (default 10)")
+    parser.add_argument("--http-seconds", type=float, default=10.0,
+                        help="length of the HTTP run (default 10)")
     parser.add_argument("--dir", default=None, help="scratch folder (default: a temporary one in /tmp)")
     parser.add_argument("--record", action="store_true", help="write the figures into bench/RESULTS.md")
     args = parser.parse_args(argv)

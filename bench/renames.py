@@ -21,6 +21,7 @@ if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
 from harness import code_under_test, loadavg, machine_line  # noqa: E402
+
 from mq.store import Disk  # noqa: E402
 
 

@@ -213,7 +213,7 @@ def schedule_run(args):
         idle = cpu_delta(cpu_idle0, cpu_idle1)
         due = cpu_delta(cpu_idle1, cpu_due1)
         moved_in_window = sum(1 for i in seen.values() if t_idle <= i <= t_due)
-        print(f"\nCPU seconds per daemon process (psutil, user+system):")
+        print("\nCPU seconds per daemon process (psutil, user+system):")
         print(f"  idle window {t_idle - idle_from:5.1f} s, {len(ids)} messages in delay/, none due:")
         print("    " + "  ".join(f"{k} {v:.2f}" for k, v in sorted(idle.items())))
         print(f"  due window  {t_due - t_idle:5.1f} s, {moved_in_window} moved:")

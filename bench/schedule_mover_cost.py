@@ -52,7 +52,7 @@ def mover_cost(args):
                 flush_t = []
                 real_flush = store.flush
 
-                def timed_flush(dirs):
+                def timed_flush(dirs, real_flush=real_flush, flush_t=flush_t):
                     s = time.perf_counter()
                     real_flush(dirs)
                     flush_t.append(time.perf_counter() - s)

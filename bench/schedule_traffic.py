@@ -85,7 +85,7 @@ async def consume(port, consumers, expected, deadline, got, statuses):
     tasks = [asyncio.ensure_future(consumer()) for _ in range(consumers)]
     try:
         await asyncio.wait_for(done.wait(), max(1.0, deadline - time.time()))
-    except asyncio.TimeoutError:
+    except TimeoutError:
         pass
     for t in tasks:
         t.cancel()

@@ -26,7 +26,6 @@ if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
 import psutil  # noqa: E402
-
 from cluster import Node  # noqa: E402
 from harness import code_under_test, loadavg, machine_line  # noqa: E402
 from total_queue import History, check, passed, table  # noqa: E402

@@ -32,8 +32,17 @@ import statistics
 import sys
 import tempfile
 
-from harness import (Client, Daemon, add_calm_options, code_under_test, filesystem, loadavg,
-                     machine, percentile, wait_for_calm)
+from harness import (
+    Client,
+    Daemon,
+    add_calm_options,
+    code_under_test,
+    filesystem,
+    loadavg,
+    machine,
+    percentile,
+    wait_for_calm,
+)
 from throughput_ceilings import Echo, disk_ceiling, serve_echo_actor, serve_echo_front
 from throughput_load import cpu_text, find_wrk, load_run, warm_up
 

@@ -17,7 +17,6 @@ from dataclasses import asdict, dataclass, fields
 
 from mq.errors import Invalid
 
-
 #: Shortest --hang-timeout: an idle process turns its loop every half second.
 MIN_HANG_TIMEOUT = 2.0
 

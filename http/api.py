@@ -15,7 +15,6 @@ from mq.errors import TABLE, Invalid, MqError, TooLong
 from mq.http import access
 from mq.http.actor_links import ActorPool
 
-
 #: Error kind -> HTTP status, from the one table of kinds (mq.errors.TABLE).
 STATUS = {kind.name: kind.status for kind in TABLE}
 

@@ -21,8 +21,14 @@ from mq.http.dashboard import DashboardHandler, HomeHandler
 from mq.http.health import read_health
 from mq.http.messages import MessageHandler, MessagesHandler
 from mq.http.metrics import HealthCheckHandler, MetricsHandler
-from mq.http.queues import (DefaultRulesHandler, PeekHandler, PropertiesHandler, PurgeHandler,
-                            QueueHandler, RedriveHandler)
+from mq.http.queues import (
+    DefaultRulesHandler,
+    PeekHandler,
+    PropertiesHandler,
+    PurgeHandler,
+    QueueHandler,
+    RedriveHandler,
+)
 from mq.http.routed import RoutedMessagesHandler
 from mq.http.rpc_server import RpcServer
 from mq.http.stats import StatsHandler

@@ -5,6 +5,7 @@ import orjson
 from mq.errors import Unavailable
 from mq.store.root import health_path
 
+
 def read_health(run_dir: str, front: str) -> dict:
     """health.json with "status" ("ok" or "degraded") and "down" (processes not alive) added;
     Unavailable while the supervisor has not published it yet. The front answering (named)

@@ -6,8 +6,21 @@ import base64
 from mq.http import access, trace
 from mq.http.api import ApiHandler
 from mq.numbers import parse_number
-from mq.operations import (Peek, PropsDelete, PropsGet, PropsPatch, PropsPut, Purge, QueueDelete,
-                           QueueGet, QueuePut, Redrive, RulesDelete, RulesGet, RulesPut)
+from mq.operations import (
+    Peek,
+    PropsDelete,
+    PropsGet,
+    PropsPatch,
+    PropsPut,
+    Purge,
+    QueueDelete,
+    QueueGet,
+    QueuePut,
+    Redrive,
+    RulesDelete,
+    RulesGet,
+    RulesPut,
+)
 
 
 class QueueHandler(ApiHandler):

@@ -20,8 +20,19 @@ from mq import store as fmt
 from mq.adds import check_add
 from mq.errors import Invalid, Unauthorized
 from mq.http import access, routing, trace
-from mq.operations import (Ack, Add, Extend, Fetch, Nack, PropsDelete, PropsPut, QueueDelete,
-                           QueuePut, RulesGet, RulesPut)
+from mq.operations import (
+    Ack,
+    Add,
+    Extend,
+    Fetch,
+    Nack,
+    PropsDelete,
+    PropsPut,
+    QueueDelete,
+    QueuePut,
+    RulesGet,
+    RulesPut,
+)
 from mq.tokens import Token, TokenFile, digest_of, find_digest
 
 MSGPACK_TYPE = "application/msgpack"

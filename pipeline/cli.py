@@ -46,7 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     load = sub.add_parser("load", help="Parquet, JSON lines, text lines or a folder of files into a queue")
     common(load)
     load.add_argument("--root", required=True, help="the mq root folder (shared by every node)")
-    load.add_argument("--queue", required=True, help="the queue every message goes to (a queue column in the input is ignored)")
+    load.add_argument("--queue", required=True,
+                      help="the queue every message goes to (a queue column in the input is ignored)")
     load.add_argument("--input", required=True, help="file or folder to read")
     load.add_argument("--format", default="auto", choices=("auto", "parquet", "json", "text", "files"),
                       help="input format (default auto: by file ending; a folder of files otherwise)")
@@ -137,8 +138,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mq-pipeline: {err.message}", file=sys.stderr)
         return 2
     except Exception as err:  # A failed Spark job: one line, not the JVM's stack trace.
-        print(f"mq-pipeline: {args.job} failed: {str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__}",
-              file=sys.stderr)
+        first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        print(f"mq-pipeline: {args.job} failed: {first_line}", file=sys.stderr)
         return 1
     return 0
 

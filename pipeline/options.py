@@ -63,7 +63,8 @@ class SourceOptions:
                 re.compile(queues)
             except re.error as err:
                 raise Invalid(f"option queues: not a regular expression: {err}") from None
-        states = tuple(s.strip() for s in str(options.get("states", ",".join(STATES))).split(",") if s.strip())
+        listed = str(options.get("states", ",".join(STATES))).split(",")
+        states = tuple(s.strip() for s in listed if s.strip())
         unknown = set(states) - set(STATES)
         if unknown or not states:
             raise Invalid(f"option states: use a comma-separated subset of {', '.join(STATES)}")

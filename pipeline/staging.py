@@ -16,8 +16,8 @@ from mq import store as fmt
 from mq.adds import check_add, with_properties
 from mq.errors import Invalid
 from mq.ids import new_id
-from mq.schedule import due_time
 from mq.pipeline.options import SourceOptions
+from mq.schedule import due_time
 from mq.store.staging import staged_name
 
 #: Columns a write understands; any other column is ignored.
@@ -87,12 +87,14 @@ class Stager:
         text_body = pa.types.is_string(body_col.type) or pa.types.is_large_string(body_col.type)
         bodies = body_col.to_pylist()
         absent = [None] * n
-        queues = batch.column(names.index("queue")).to_pylist() if "queue" in names else [self.options.queue] * n
+        queues = (batch.column(names.index("queue")).to_pylist() if "queue" in names
+                  else [self.options.queue] * n)
         types = batch.column(names.index("content_type")).to_pylist() if "content_type" in names else absent
         keys = batch.column(names.index("dedup_id")).to_pylist() if "dedup_id" in names else absent
         delays = _seconds(batch.column(names.index("delay"))) if "delay" in names else absent
         ats = _seconds(batch.column(names.index("at"))) if "at" in names else absent
-        default_type = self.options.content_type or (TEXT_CONTENT_TYPE if text_body else fmt.DEFAULT_CONTENT_TYPE)
+        default_type = self.options.content_type or (
+            TEXT_CONTENT_TYPE if text_body else fmt.DEFAULT_CONTENT_TYPE)
         for body, queue, ctype, key, delay, at in zip(bodies, queues, types, keys, delays, ats):
             self.stage_row(body, queue or self.options.queue, ctype or default_type, key, delay, at)
 

@@ -14,8 +14,15 @@ import psutil
 
 from mq import logs
 from mq.liveness import supervisor_running_here
-from mq.store.root import (Root, actor_endpoint, health_path, ipc_dir_of, mover_endpoint,
-                           point_to_ipc_dir, socket_path)
+from mq.store.root import (
+    Root,
+    actor_endpoint,
+    health_path,
+    ipc_dir_of,
+    mover_endpoint,
+    point_to_ipc_dir,
+    socket_path,
+)
 from mq.supervisor.forking import ForkedChild, fork_child, preload
 from mq.supervisor.heartbeat import Heartbeats, Slot
 

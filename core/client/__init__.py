@@ -4,9 +4,19 @@ from mq.client.aio import AsyncClient
 from mq.client.aio_consumer import AsyncConsumer
 from mq.client.api import DEFAULT_URL
 from mq.client.consumer import Consumer
-from mq.client.errors import (ClientError, ConflictError, ForbiddenError, InvalidError,
-                              NotFoundError, ServerError, StorageError, TooLargeError,
-                              TooLongError, UnauthorizedError, UnavailableError)
+from mq.client.errors import (
+                              ClientError,
+                              ConflictError,
+                              ForbiddenError,
+                              InvalidError,
+                              NotFoundError,
+                              ServerError,
+                              StorageError,
+                              TooLargeError,
+                              TooLongError,
+                              UnauthorizedError,
+                              UnavailableError,
+)
 from mq.client.message import Message
 from mq.client.producer import Producer
 from mq.client.sync import Client

@@ -5,8 +5,15 @@ import asyncio
 import inspect
 
 from mq.client import tracing
-from mq.client.consuming import (FETCH_ERROR_PAUSE, ConsumeOptions, checked_queue,
-                                  half_timer, handler_failed, log, reply_for)
+from mq.client.consuming import (
+    FETCH_ERROR_PAUSE,
+    ConsumeOptions,
+    checked_queue,
+    half_timer,
+    handler_failed,
+    log,
+    reply_for,
+)
 from mq.client.errors import ClientError, ConflictError, NotFoundError
 from mq.client.signals import stop_on_signals
 
@@ -31,7 +38,8 @@ class AsyncConsumer:
         """Handle messages until stop(), SIGINT or SIGTERM; return when in-flight ones are done."""
         options = ConsumeOptions(handler, concurrency, on_error, wait)
         if not (inspect.iscoroutinefunction(handler)
-                or inspect.iscoroutinefunction(getattr(handler, "__call__", None))):
+                # An object whose __call__ is async, not a callability test.
+                or inspect.iscoroutinefunction(getattr(handler, "__call__", None))):  # noqa: B004
             raise TypeError("handler must be an async function (async def)")
         timeout = (await self.client.properties(self.queue))["timeout"]
         half_timer(timeout)  # Checked before any message is taken.
@@ -83,7 +91,7 @@ class AsyncConsumer:
             log.warning("fetching from queue %s failed: %s", self.queue, err)
             try:
                 await asyncio.wait_for(self._stopping.wait(), FETCH_ERROR_PAUSE)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
             return None
 

@@ -7,8 +7,7 @@ import uuid
 import httpx
 
 from mq.client import tracing
-from mq.client.calls import (Call, _present, _seconds, _text, at_value, body_bytes,
-                             queue_path)
+from mq.client.calls import Call, _present, _seconds, _text, at_value, body_bytes, queue_path
 from mq.client.errors import InvalidError
 from mq.client.message import Message
 from mq.ids import id_time_ms

@@ -6,9 +6,10 @@ reads an answer: they only move bytes (and wait between retries, retry.py).
 
 import base64
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import quote
 
 import httpx

@@ -4,8 +4,14 @@ handler, ack what succeeded, and keep slow handlers' messages hidden."""
 import threading
 
 from mq.client import tracing
-from mq.client.consuming import (FETCH_ERROR_PAUSE, ConsumeOptions, checked_queue,
-                                  handler_failed, log, reply_for)
+from mq.client.consuming import (
+    FETCH_ERROR_PAUSE,
+    ConsumeOptions,
+    checked_queue,
+    handler_failed,
+    log,
+    reply_for,
+)
 from mq.client.errors import ClientError
 from mq.client.leases import LeaseKeeper
 from mq.client.signals import stop_on_signals

@@ -3,8 +3,8 @@ a handler ran."""
 
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from mq.client.calls import MAX_WAIT
 

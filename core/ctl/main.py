@@ -7,8 +7,7 @@ import sys
 
 from mq.client import Client
 from mq.ctl import messages
-from mq.ctl.errors import (EPILOG, INTERRUPTED, NOT_FOUND, READER_GONE, USAGE, CtlError, describe,
-                           status_of)
+from mq.ctl.errors import EPILOG, INTERRUPTED, NOT_FOUND, READER_GONE, USAGE, CtlError, describe, status_of
 from mq.ctl.export import export
 from mq.ctl.load import load
 from mq.ctl.status import status

@@ -6,17 +6,42 @@ decodes the payload into it, checked, before the handler runs (actors/base.py), 
 handler takes the typed request. `OPS` maps each op name to its class.
 """
 
-from mq.operations.admin import (MAX_PEEK, PropsDelete, PropsGet, PropsPatch, PropsPut, Peek,
-                                 Purge, QueueDelete, QueueGet, QueuePut, Redrive, RulesDelete,
-                                 RulesGet, RulesPut)
-from mq.operations.fetch import (MAX_FETCH, MAX_QUEUES, MAX_WAIT_SECONDS, Ack, AckBatch, Acked,
-                                 Delete, Extend, Fetch, FetchAny, FetchBatch, Fetched, Nack,
-                                 Watch, check_wait)
+from mq.operations.admin import (
+                                 MAX_PEEK,
+                                 Peek,
+                                 PropsDelete,
+                                 PropsGet,
+                                 PropsPatch,
+                                 PropsPut,
+                                 Purge,
+                                 QueueDelete,
+                                 QueueGet,
+                                 QueuePut,
+                                 Redrive,
+                                 RulesDelete,
+                                 RulesGet,
+                                 RulesPut,
+)
+from mq.operations.fetch import (
+                                 MAX_FETCH,
+                                 MAX_QUEUES,
+                                 MAX_WAIT_SECONDS,
+                                 Ack,
+                                 AckBatch,
+                                 Acked,
+                                 Delete,
+                                 Extend,
+                                 Fetch,
+                                 FetchAny,
+                                 FetchBatch,
+                                 Fetched,
+                                 Nack,
+                                 Watch,
+                                 check_wait,
+)
 from mq.operations.fields import OPS, Operation
-from mq.operations.notes import (Cancel, Delayed, Ready, Relay, Relist, Rescan, Settled, Stats,
-                                 Window)
-from mq.operations.save import (MAX_BATCH_MESSAGES, MAX_FANOUT_QUEUES, Add, AddBatch, AddFanout,
-                                Added)
+from mq.operations.notes import Cancel, Delayed, Ready, Relay, Relist, Rescan, Settled, Stats, Window
+from mq.operations.save import MAX_BATCH_MESSAGES, MAX_FANOUT_QUEUES, Add, AddBatch, Added, AddFanout
 
 __all__ = [
     "OPS", "Operation", "MAX_BATCH_MESSAGES", "MAX_FANOUT_QUEUES", "MAX_FETCH", "MAX_PEEK",

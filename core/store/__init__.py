@@ -12,10 +12,25 @@ from mq.flush_times import FlushTimes
 from mq.store.accumulation import Accumulation
 from mq.store.dedup import DedupKeys
 from mq.store.disk import Disk, choose_sync
-from mq.store.message import (DEFAULT_CONTENT_TYPE, MAGIC, CorruptMessage, Message,
-                              decode_message, dedup_digest, encode_message)
-from mq.store.names import (MAX_QUEUE_NAME, QUEUE_PATTERN, RESERVED_NAMES, entry_name,
-                            parse_entry, split_name, validate_id, validate_queue)
+from mq.store.message import (
+    DEFAULT_CONTENT_TYPE,
+    MAGIC,
+    CorruptMessage,
+    Message,
+    decode_message,
+    dedup_digest,
+    encode_message,
+)
+from mq.store.names import (
+    MAX_QUEUE_NAME,
+    QUEUE_PATTERN,
+    RESERVED_NAMES,
+    entry_name,
+    parse_entry,
+    split_name,
+    validate_id,
+    validate_queue,
+)
 from mq.store.notices import Notices
 from mq.store.queues import Queues
 from mq.store.recovery import Recovery, reap_folder

@@ -7,7 +7,7 @@ from mq.ids import is_id
 
 #: Longest queue name, in characters.
 MAX_QUEUE_NAME = 128
-QUEUE_PATTERN = re.compile(r"^[A-Za-z0-9_.-]{1,%d}$" % MAX_QUEUE_NAME)
+QUEUE_PATTERN = re.compile(rf"^[A-Za-z0-9_.-]{{1,{MAX_QUEUE_NAME}}}$")
 #: Names no queue may have: '.' and '..' are folders, '_mq' holds the admin endpoints, and
 #: '_defaults' would share props/_defaults.json with the default property rules.
 RESERVED_NAMES = (".", "..", "_mq", "_defaults")

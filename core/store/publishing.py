@@ -12,9 +12,9 @@ job renamed first is skipped, and whoever finishes first removes the folder.
 
 import os
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Callable
 
 from mq.store.message import CorruptMessage, decode_header
 from mq.store.recovery import HEADER_BYTES

@@ -174,7 +174,7 @@ class Root:
             with open(self.format_path()) as f:
                 found = f.read().split()
             if found != ["mq-format", str(FORMAT_VERSION)]:
-                raise Invalid(f"{self.format_path()}: unsupported format {' '.join(found)!r}")
+                raise Invalid(f"{self.format_path()}: unsupported format {' '.join(found)!r}") from None
 
     def check_one_file_system(self) -> None:
         """Raise Invalid when a top-level folder is a symlink or on another file system."""

@@ -8,8 +8,8 @@ import os
 import orjson
 
 from mq.errors import Unavailable
-from mq.store.names import QUEUE_PATTERN, validate_id
 from mq.ids import is_id
+from mq.store.names import QUEUE_PATTERN, validate_id
 
 #: Marker file whose presence in a stage folder means "this job decided to commit".
 COMMIT_MARKER = "COMMIT"

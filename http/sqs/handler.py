@@ -12,8 +12,7 @@ from mq.errors import MqError
 from mq.http import access
 from mq.http.api import ApiHandler
 from mq.http.messages import UNLIMITED_CHUNKED_BODY
-from mq.http.sqs import (attributes, authorization, permissions, protocol, queues, receiving,
-                         sending)
+from mq.http.sqs import attributes, authorization, permissions, protocol, queues, receiving, sending
 from mq.http.sqs.errors import SqsError, from_mq
 from mq.http.sqs.names import DEFAULT_REGION, Caller
 from mq.http.sqs.signatures import signed_region

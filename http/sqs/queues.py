@@ -10,9 +10,17 @@ import orjson
 from mq.http import access
 from mq.http.sqs import attributes, authorization
 from mq.http.sqs.errors import SqsError, invalid, missing
+from mq.http.sqs.names import (
+    Caller,
+    check_new_name,
+    existing_name,
+    integer,
+    names_list,
+    queue_from_arn,
+    queue_from_url,
+    text,
+)
 from mq.operations import PropsPut, Purge, QueueDelete, QueuePut, Redrive
-from mq.http.sqs.names import (Caller, check_new_name, existing_name, integer, names_list,
-                               queue_from_arn, queue_from_url, text)
 
 MAX_TAGS = 50
 MAX_TAG_KEY, MAX_TAG_VALUE = 128, 256

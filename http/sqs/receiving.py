@@ -102,7 +102,7 @@ async def receive_message(service, caller: Caller, params: dict) -> dict:
             result = await fetcher.call(
                 Fetch(queue=queue, wait=seconds, holder=holder),
                 timeout=seconds + service.options.actor_timeout,
-                on_sent=lambda rid: watch.append(asyncio.ensure_future(
+                on_sent=lambda rid, watch=watch, seconds=seconds: watch.append(asyncio.ensure_future(
                     watch_client(caller.connection, seconds, lambda: fetcher.cancel(rid))))
                 if seconds and caller.connection is not None else None)
         except NotFound:

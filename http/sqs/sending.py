@@ -13,8 +13,7 @@ from mq.http.sqs import batches
 from mq.http.sqs.attributes import is_fifo, max_message_size
 from mq.http.sqs.errors import SqsError, from_mq, invalid, missing, queue_missing
 from mq.http.sqs.md5 import md5_of_attributes, md5_of_body
-from mq.http.sqs.message_attributes import (BAD_CHARACTER, check_attributes,
-                                            check_system_attributes, size)
+from mq.http.sqs.message_attributes import BAD_CHARACTER, check_attributes, check_system_attributes, size
 from mq.http.sqs.names import Caller, integer, queue_from_url
 from mq.operations import Add
 
