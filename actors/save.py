@@ -6,16 +6,16 @@ flush the data, record de-duplication keys, rename every file into its queue, fl
 
 import os
 import time
-from dataclasses import dataclass, field
 
 from mq import operations as ops
 from mq import properties
 from mq import store as fmt
 from mq.actors import accumulation, fanout, save_batch
+from mq.actors.add_batch import AddBatch, Written
 from mq.actors.base import Actor
-from mq.actors.batch import DEFERRED, Batch, Request
+from mq.actors.batch import DEFERRED, Request
 from mq.actors.counters import Counters
-from mq.adds import Add, check_add, with_properties
+from mq.adds import check_add, with_properties
 from mq.errors import MqError, NotFound, Unavailable, from_os_error
 from mq.ids import new_id
 
@@ -24,41 +24,6 @@ from mq.ids import new_id
 PENDING_KEY_SECONDS = 5.0
 #: How often, in milliseconds, such waiting adds look again.
 PENDING_KEY_POLL_MS = 2
-
-
-@dataclass
-class Written:
-    """An add whose file is in new/, waiting for the batch's flush and rename."""
-
-    pos: int
-    add: Add
-    id: str
-    window: float
-    slot: int | None = None  # Its place in an add_batch request; None for a single add.
-    accum: float = 0.0  # the queue's accumulation window; > 0: the add is a part
-    joined: tuple | None = None  # (window name, opened) once a part is in its window
-
-
-@dataclass
-class AddBatch(Batch):
-    """A batch of adds: the files written into new/, and the adds that follow another's key."""
-
-    written: list = field(default_factory=list)
-    followers: list = field(default_factory=list)  # (follower, the key's winner): Written items
-    #: add_batch position -> the outcome of each of its messages (dict, MqError or None).
-    parts: dict = field(default_factory=dict)
-    windows: list = field(default_factory=list)  # (queue, window) opened, for the mover
-
-    def outcome(self, item: "Written"):
-        """What an item has come to so far: None (pending), a result dict or an MqError."""
-        return self.results[item.pos] if item.slot is None else self.parts[item.pos][item.slot]
-
-    def set_outcome(self, item: "Written", value) -> None:
-        """Record what an item came to (a single add's result, or a part of its batch)."""
-        if item.slot is None:
-            self.results[item.pos] = value
-        else:
-            self.parts[item.pos][item.slot] = value
 
 
 class SaveActor(Actor):

@@ -13,6 +13,7 @@ import time
 
 from mq import store as fmt
 from mq.actors import accumulation
+from mq.actors.add_batch import Written
 from mq.adds import check_add, with_properties
 from mq.errors import Invalid, MqError, NotFound, Unavailable
 from mq.ids import new_id
@@ -21,7 +22,6 @@ from mq.operations import AddBatch
 
 def add_batch(actor, batch, request: AddBatch, sender):
     """Check every message of the request, then write each into new/ (delivered by settle)."""
-    from mq.actors.save import Written  # The save actor's own record of a written file.
     now, queue, messages = time.time(), request.queue, request.messages
     props = batch.properties(queue, actor.props)
     adds = [checked(n, queue, message, props, actor.options.max_body_bytes, now)
