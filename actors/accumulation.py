@@ -25,17 +25,17 @@ def refuse_schedule(add, props: dict) -> None:
                       "delay and at are not accepted")
 
 
-def deliver(store, batch, item) -> str:
+def deliver(store, batch, item) -> None:
     """Rename a written add out of new/: into its queue (or delay/), or, as a part, into its
-    queue's open window; return the folder to flush."""
+    queue's open window; the batch's change set records the folders to flush."""
     queue = item.add.queue
     if item.accum <= 0:
-        return store.deliver_new(queue, item.id, item.add.due is not None)
-    window, opened = store.add_part(queue, item.id, item.accum)
+        store.deliver_new(queue, item.id, item.add.due is not None, batch.changes)
+        return
+    window, opened = store.add_part(queue, item.id, item.accum, batch.changes)
     item.joined = (window, opened)
     if opened:
         batch.windows.append((queue, window))
-    return store.window_dir(queue, window)
 
 
 def take_back(store, item) -> None:

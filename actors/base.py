@@ -189,10 +189,10 @@ class Actor:
     def settle(self, batch: Batch) -> None:
         """Flush what the batch changed; when that fails, undo what can be undone and turn
         its successes into the error (nothing unflushed is acknowledged)."""
-        if not batch.dirs:
+        if not batch.changes:
             return
         try:
-            self.store.flush(batch.dirs)
+            self.store.flush(batch.changes)
         except OSError as err:
             error = from_os_error(err, "cannot flush")
             self.log.error("actor.flush_failed", error=error.message, requests=len(batch.requests))

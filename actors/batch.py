@@ -2,6 +2,8 @@
 
 from dataclasses import dataclass, field
 
+from mq.store import Changes
+
 #: A result meaning "no reply now": the actor answers later (a long poll).
 DEFERRED = object()
 
@@ -27,7 +29,8 @@ class Request:
 class Batch:
     """The requests of one batch and their effects, collected while they are applied.
 
-    dirs: folders to flush before any reply. hidden: (queue, id, deliveries, due) put in
+    changes: the folders the store operations of the batch changed (they record them), to
+    flush once before any reply. hidden: (queue, id, deliveries, due) put in
     delay/, for the mover. ready: queue -> [id, deliveries] made ready, for its fetch actor.
     undo: what to call, per request position, when the flush fails (the change is not kept).
     settled: (queue, id, deliveries) taken out of delay/ (id or deliveries None: every one),
@@ -38,7 +41,7 @@ class Batch:
 
     requests: list[Request]
     results: list = field(default_factory=list)
-    dirs: set = field(default_factory=set)
+    changes: Changes = field(default_factory=Changes)
     hidden: list = field(default_factory=list)
     ready: dict = field(default_factory=dict)
     undo: dict = field(default_factory=dict)

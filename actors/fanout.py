@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from mq.actors.batch import Request
 from mq.errors import MqError, NotFound
 from mq.operations import AddFanout
+from mq.store import Changes
 
 #: The payload of a fan-out's copy: an add, already decoded (Request.decoded).
 COPY = {"op": "add"}
@@ -77,17 +78,15 @@ def collapse(actor, batch, requests: list[Request], places: list):
 def take_back(actor, made: list) -> None:
     """Remove the copies of a fan-out that failed as a whole: its client is told it failed
     and retries, so the copies it was not told about would be duplicates."""
-    dirs = {actor.store.folder("remove")}
+    changes = Changes()
     for queue, result in made:
         try:
-            left = actor.store.remove(queue, result["id"])
-            if left:
-                dirs.add(left)
+            actor.store.remove(queue, result["id"], changes=changes)
         except OSError as err:
             actor.log.error("save.fanout_take_back_failed", queue=queue, id=result["id"],
                             error=str(err))
     try:
-        actor.store.flush(dirs)
+        actor.store.flush(changes)
     except OSError as err:
         actor.log.error("save.fanout_take_back_failed", error=str(err))
     actor.log.warning("save.fanout_taken_back", count=len(made))

@@ -168,7 +168,7 @@ class FetchActor(Actor):
                 return None
             due = time.time() + timeout
             try:
-                data = self.store.claim(queue, message_id, due, attempts)
+                data = self.store.claim(queue, message_id, due, attempts, batch.changes)
             except OSError:
                 index.add(message_id, attempts)
                 # If the claim could not undo its rename, the mover finds the file and returns it.
@@ -177,7 +177,6 @@ class FetchActor(Actor):
             if data is None:
                 continue  # Removed, or taken by a peer: try the next one.
             delivery = attempts + 1
-            batch.dirs.update({self.store.queue_dir(queue), self.store.folder("delay")})
             try:
                 message = fmt.decode_message(queue, message_id, data)
             except fmt.CorruptMessage as err:
@@ -209,16 +208,15 @@ class FetchActor(Actor):
 
     def expire(self, batch: Batch, queue: str, message_id: str, attempts: int) -> None:
         """Remove a ready message older than its queue's retention instead of handing it out."""
-        left = self.store.remove(queue, message_id, known=("ready", attempts))
+        left = self.store.remove(queue, message_id, known=("ready", attempts), changes=batch.changes)
         if left is not None:
-            batch.dirs.update({left, self.store.folder("remove")})
             self.log.info("fetch.expired", queue=queue, id=message_id)
 
     def quarantine(self, batch: Batch, queue: str, message_id: str, delivery: int, due: float,
                    err: Exception) -> None:
         """Keep a claimed file that is not a message in corrupt/, for an operator."""
         try:
-            batch.dirs.add(self.store.quarantine(queue, message_id, delivery))
+            self.store.quarantine(queue, message_id, delivery, batch.changes)
             self.log.error("fetch.corrupt", queue=queue, id=message_id, error=str(err),
                            moved_to="corrupt")
         except OSError as move_err:

@@ -14,7 +14,7 @@ from mq import operations as ops
 from mq.actors import accumulation
 from mq.actors.base import Actor
 from mq.actors.counters import Counters
-from mq.store import Disk
+from mq.store import Changes, Disk
 from mq.store.root import mover_endpoint
 
 #: With --peers, seconds between full scans of delay/ that pick up what other daemons on the
@@ -227,7 +227,7 @@ def move_due(store, timers: DueHeap, now: float, props=None, counters=None) -> d
     its queue's `retry` times goes to the dead-letter queue as a new ready message.
     """
     moved: dict[str, list] = defaultdict(list)
-    dirs = set()
+    changes = Changes()
     for queue, message_id, attempts in timers.pop_due(now):
         dead, dead_count = None, 0
         if props is not None and attempts:
@@ -237,7 +237,7 @@ def move_due(store, timers: DueHeap, now: float, props=None, counters=None) -> d
                 dead_count = properties.dead_letter_count(props.effective(dead), attempts)
         try:
             outcome, due = store.release(queue, message_id, now, attempts, dead,
-                                         dead_count=dead_count)
+                                         dead_count=dead_count, changes=changes)
         except OSError as err:
             logs.get().error("mover.error", queue=queue, id=message_id, error=str(err))
             timers.add(now + 1, queue, message_id, attempts)
@@ -246,20 +246,15 @@ def move_due(store, timers: DueHeap, now: float, props=None, counters=None) -> d
             timers.add(due, queue, message_id, attempts)
         elif outcome == "ready":
             moved[queue].append([message_id, attempts])
-            dirs.add(store.queue_dir(queue))
         elif outcome == "dead":
             logs.get().info("mover.dead_letter", queue=queue, id=message_id, attempts=attempts,
                             dead_letter_queue=dead)
             moved[dead].append([message_id, dead_count])
             if counters is not None:
                 counters.count(queue, "dead_letters")
-            dirs.add(store.queue_dir(dead))
-        elif outcome == "removed":
-            dirs.add(store.folder("remove"))
-    if dirs:
-        dirs.add(store.folder("delay"))
+    if changes:
         try:
-            store.flush(dirs)
+            store.flush(changes)
         except OSError as err:
             logs.get().error("mover.flush_failed", error=str(err))
     return dict(moved)

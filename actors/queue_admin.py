@@ -91,11 +91,10 @@ def redrive(actor, batch, request: ops.Redrive, sender) -> dict:
     dead = request.source or actor.props.effective(queue)["dead_letter_queue"]
     if not actor.store.queue_exists(dead):
         return {"queue": queue, "dead_letter_queue": dead, "moved": 0}
-    ids = actor.store.redrive(dead, queue)
+    ids = actor.store.redrive(dead, queue, batch.changes)
     index = actor.indexes.of(queue)
     for message_id in ids:
         index.add(message_id, 0)
-    batch.dirs.update({actor.store.queue_dir(dead), actor.store.queue_dir(queue)})
     return {"queue": queue, "dead_letter_queue": dead, "moved": len(ids)}
 
 

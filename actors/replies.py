@@ -23,12 +23,11 @@ def delete(actor, batch, request: Delete | Ack, sender=None) -> Acked:
     # out); the probe of every name the message may have follows if it is wrong.
     guess = ("ready", known) if known is not None else \
         ("in_flight", handed) if handed is not None else None
-    left = actor.store.remove(queue, message_id, MAX_ATTEMPTS, guess)
+    left = actor.store.remove(queue, message_id, MAX_ATTEMPTS, guess, batch.changes)
     if left is None:
         raise NotFound(f"message {message_id} not found in queue {queue!r}")
     if index:
         index.discard(message_id)
-    batch.dirs.update({left, actor.store.folder("remove")})
     if left == actor.store.folder("delay"):
         batch.settled.append((queue, message_id, None))
     actor.counters.count(queue, "acks")
@@ -53,9 +52,8 @@ def ack(actor, batch, request: Ack, sender) -> Acked:
 
 def ack_delivery(actor, batch, queue: str, message_id: str, delivery: int) -> None:
     """Remove one in-flight delivery (NotFound or Conflict when it is over); flushed with batch."""
-    if not actor.store.ack(queue, message_id, delivery):
+    if not actor.store.ack(queue, message_id, delivery, batch.changes):
         refuse_stale(actor, queue, message_id, delivery)
-    batch.dirs.update({actor.store.folder("delay"), actor.store.folder("remove")})
     batch.settled.append((queue, message_id, delivery))
     actor.counters.count(queue, "acks")
     actor.deliveries.settled(queue, message_id)
@@ -68,9 +66,8 @@ def extend(actor, batch, request: Extend, sender) -> dict:
     # 0 or nil is the queue's timeout (the request's own limit is checked on decoding).
     seconds = request.seconds or actor.props.effective(queue)["timeout"]
     due = time.time() + seconds
-    if not actor.store.extend(queue, message_id, delivery, due):
+    if not actor.store.extend(queue, message_id, delivery, due, batch.changes):
         refuse_stale(actor, queue, message_id, delivery)
-    batch.dirs.add(actor.store.folder("delay"))
     batch.hidden.append((queue, message_id, delivery, due))
     return {"id": message_id, "due": due, "receipt": f"{message_id}.{delivery}"}
 
@@ -83,10 +80,9 @@ def nack(actor, batch, request: Nack, sender) -> dict:
     dead = props["dead_letter_queue"] if properties.exhausted(props, delivery) else None
     dead_count = properties.dead_letter_count(actor.props.effective(dead), delivery) if dead else 0
     outcome, _ = actor.store.release(queue, message_id, time.time(), delivery, dead, force=True,
-                                     dead_count=dead_count)
+                                     dead_count=dead_count, changes=batch.changes)
     if outcome not in ("ready", "dead"):
         refuse_stale(actor, queue, message_id, delivery)
-    batch.dirs.update({actor.store.folder("delay"), actor.store.queue_dir(dead or queue)})
     batch.settled.append((queue, message_id, delivery))
     actor.counters.count(queue, "nacks")
     if dead is None:

@@ -91,13 +91,11 @@ class SaveActor(Actor):
         An earlier add still in new/ is in progress (or its writer died, and its successor
         cleans it up): answering with its id now could name a message that is never stored,
         so this add waits (DEFERRED) and is tried again until that one is delivered or gone.
-        The batch flushes the folders the earlier message may have entered, so the reply never
-        leaves before the earlier add's rename is durable.
+        The batch flushes the folders the earlier message may have entered (dedup_pending
+        records them), so the reply never leaves before the earlier add's rename is durable.
         """
-        if self.store.dedup_pending(queue, earlier):
+        if self.store.dedup_pending(queue, earlier, batch.changes):
             return self.defer(request)
-        batch.dirs.update({self.store.queue_dir(queue), self.store.folder("delay"),
-                           self.store.dedup_dir(queue)})
         return {"id": earlier, "queue": queue, "duplicate": True}
 
     def defer(self, request: Request):
@@ -156,20 +154,19 @@ class SaveActor(Actor):
             if batch.outcome(item) is not None:
                 continue  # Its add_batch already failed: the file is gone from new/.
             try:
-                batch.dirs.add(accumulation.deliver(self.store, batch, item))
+                accumulation.deliver(self.store, batch, item)
                 delivered.append(item)
             except (MqError, OSError) as err:
                 self.forget(item)
-                self.store.discard_new(item.add.queue, item.id)
+                self.store.discard_new(item.add.queue, item.id, batch.changes)
                 batch.set_outcome(item, err if isinstance(err, MqError) else
                                   from_os_error(err, "cannot deliver message"))
                 self.log.error("save.deliver_failed", queue=item.add.queue, id=item.id,
                                error=str(err))
                 save_batch.drop_rest(self, batch, item, written, delivered)
         delivered = save_batch.roll_back_failed(self, batch, delivered)
-        batch.dirs.add(self.store.folder("new"))
         try:
-            self.store.flush(batch.dirs)
+            self.store.flush(batch.changes)
         except OSError as err:
             error = from_os_error(err, "cannot flush message folders")
             for item in delivered:
@@ -213,17 +210,16 @@ class SaveActor(Actor):
                 continue
             try:
                 earlier = self.store.dedup_record(item.add.queue, item.add.dedup_id, item.id,
-                                                  item.window, now)
+                                                  item.window, now, batch.changes)
             except (OSError, MqError) as err:
                 earlier = None
                 batch.set_outcome(item, err if isinstance(err, MqError) else
                                   from_os_error(err, "cannot record de-duplication key"))
-            batch.dirs.add(self.store.dedup_dir(item.add.queue))
             if earlier is None and batch.outcome(item) is None:
                 mine[(item.add.queue, item.id)] = item
                 kept.append(item)
                 continue
-            self.store.discard_new(item.add.queue, item.id)
+            self.store.discard_new(item.add.queue, item.id, batch.changes)
             if earlier is not None:
                 winner = mine.get((item.add.queue, earlier))
                 if winner is not None:
@@ -255,7 +251,7 @@ class SaveActor(Actor):
         """Answer every written add with the error; their files are dropped (never acknowledged)."""
         for item in written:
             if unlink:
-                self.store.discard_new(item.add.queue, item.id)
+                self.store.discard_new(item.add.queue, item.id, batch.changes)
             batch.set_outcome(item, error)
         self.answer_followers(batch)
         save_batch.assemble(batch)

@@ -46,7 +46,7 @@ def add_batch(actor, batch, request: AddBatch, sender):
                                  accum=props["accum"]))
     except BaseException:
         for item in items:
-            actor.store.discard_new(queue, item.id)
+            actor.store.discard_new(queue, item.id, batch.changes)
         raise
     batch.parts[pos] = parts
     batch.written.extend(items)
@@ -76,11 +76,9 @@ def duplicate_part(actor, batch, queue: str, earlier: str):
     A single add waits for an earlier add still in new/; a batch does not hold the other
     messages of its request for it, and answers 503 (the client retries the whole batch).
     """
-    if actor.store.dedup_pending(queue, earlier):
+    if actor.store.dedup_pending(queue, earlier, batch.changes):
         return Unavailable("a message of this batch has a de-duplication key whose add is "
                            "still in progress; retry")
-    batch.dirs.update({actor.store.queue_dir(queue), actor.store.folder("delay"),
-                       actor.store.dedup_dir(queue)})
     return {"id": earlier, "queue": queue, "duplicate": True}
 
 
@@ -93,7 +91,7 @@ def drop_rest(actor, batch, failed, written: list, delivered: list) -> None:
     for item in written:
         if item.pos == failed.pos and batch.outcome(item) is None and id(item) not in done:
             actor.forget(item)
-            actor.store.discard_new(item.add.queue, item.id)
+            actor.store.discard_new(item.add.queue, item.id, batch.changes)
             batch.set_outcome(item, error)
 
 

@@ -11,7 +11,7 @@ from collections import deque
 from mq import delivery as rules
 from mq import properties
 from mq.client.message import Message
-from mq.store import CorruptMessage, decode_message
+from mq.store import Changes, CorruptMessage, decode_message
 
 #: Seconds a listing of a queue is used before it is listed again (it is also listed again
 #: when it runs out): a message that came back (nack, timer) is served in its place by then.
@@ -49,41 +49,40 @@ class Taker:
             self.release_at[queue] = min(release_due(self.store, self.props, queue),
                                          time.time() + RELEASE_SECONDS)
         props = self.props.effective(queue)
-        removed: set[str] = set()
+        changes = Changes()
         try:
             if props["fifo"]:
-                return self.take_first(queue, props, self.groups.candidates(queue), removed)
+                return self.take_first(queue, props, self.groups.candidates(queue), changes)
             return self.take_first(queue, props, iter(lambda: self.next_candidate(queue), None),
-                                   removed)
+                                   changes)
         finally:
-            if removed:
-                self.store.flush(removed | {self.store.folder("remove")})
+            # One flush for the claim and any expired message removed or corrupt file moved
+            # on the way, before the message is returned (or the error raised).
+            if changes:
+                self.store.flush(changes)
+            if self.store.folder("delay") in changes:
+                # A daemon's mover learns of the claim from the notice and times it (FORMAT.md).
+                self.store.post_notice()
 
-    def take_first(self, queue: str, props: dict, candidates, removed: set) -> Message | None:
-        """Claim the first of the (id, deliveries, group) candidates the rules let out; the
-        folders of expired messages it removed go into `removed`, to be flushed."""
+    def take_first(self, queue: str, props: dict, candidates, changes: Changes) -> Message | None:
+        """Claim the first of the (id, deliveries, group) candidates the rules let out; its
+        claim and the removals of expired messages on the way are recorded on `changes`."""
         for message_id, attempts, group in candidates:
             if rules.expired(message_id, rules.expiry_cutoff_ms(props["retention"], time.time())):
-                left = self.store.remove(queue, message_id, known=("ready", attempts))
-                if left is not None:
-                    removed.add(left)
+                self.store.remove(queue, message_id, known=("ready", attempts), changes=changes)
                 continue
             due = time.time() + props["timeout"]
-            data = self.store.claim(queue, message_id, due, attempts)
+            data = self.store.claim(queue, message_id, due, attempts, changes)
             if data is None:
                 # Taken by another consumer or removed: the next one. A message of its group
                 # may be in flight now: its group waits until the next get looks again.
                 self.groups.lost(group)
                 continue
             delivery = attempts + 1
-            self.store.flush({self.store.queue_dir(queue), self.store.folder("delay")})
-            # A daemon's mover learns of the claim from the notice and times it (FORMAT.md).
-            self.store.post_notice()
             try:
                 message = decode_message(queue, message_id, data)
             except CorruptMessage:
-                self.store.flush({self.store.quarantine(queue, message_id, delivery),
-                                  self.store.folder("delay")})
+                self.store.quarantine(queue, message_id, delivery, changes)
                 continue
             return Message(queue, message_id, message.body, message.content_type,
                            f"{message_id}.{delivery}", delivery, message.created_ms)
@@ -177,32 +176,28 @@ def release_due(store, props, queue: str) -> float:
     A message delivered more than the queue's retry allows goes to its dead-letter queue; one
     past the queue's retention is removed, delayed or in flight, as the daemon's reaper does.
     """
-    now, later, dirs, noticed = time.time(), math.inf, set(), set()
+    now, later, changes, noticed = time.time(), math.inf, Changes(), set()
     effective = props.effective(queue)
     cutoff = rules.expiry_cutoff_ms(effective["retention"], now)
     for due, owner, message_id, attempts in store.list_delayed():
         if owner != queue:
             continue
         if rules.expired(message_id, cutoff):
-            if store.remove(queue, message_id, known=("in_flight", attempts)) is not None:
-                dirs.add(store.folder("remove"))
+            store.remove(queue, message_id, known=("in_flight", attempts), changes=changes)
             continue
         if due > now:
             later = min(later, due)
             continue
         dead = effective["dead_letter_queue"] if properties.exhausted(effective, attempts) else None
         dead_count = properties.dead_letter_count(props.effective(dead), attempts) if dead else 0
-        outcome, due = store.release(queue, message_id, now, attempts, dead, dead_count=dead_count)
+        outcome, due = store.release(queue, message_id, now, attempts, dead, dead_count=dead_count,
+                                     changes=changes)
         if outcome in ("ready", "dead"):
-            target = dead if outcome == "dead" else queue
-            dirs.add(store.queue_dir(target))
-            noticed.add(target)
-        elif outcome == "removed":
-            dirs.add(store.folder("remove"))
+            noticed.add(dead if outcome == "dead" else queue)
         elif outcome == "not_due":
             later = min(later, due)
-    if dirs:
-        store.flush(dirs | {store.folder("delay")})
+    if changes:
+        store.flush(changes)
         for target in noticed:
             store.post_notice(target)  # So that daemons' fetch actors list it again.
     return later

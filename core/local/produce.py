@@ -12,7 +12,7 @@ from mq.adds import Add, check_add, with_properties
 from mq.errors import MqError, Unavailable
 from mq.ids import new_id
 from mq.schedule import due_time
-from mq.store import dedup_digest, encode_message
+from mq.store import Changes, dedup_digest, encode_message
 
 #: Longest wait, in seconds, for an earlier add holding the same key that is still in new/
 #: (in another process or daemon), as a save actor waits, before giving up with 503.
@@ -42,7 +42,8 @@ def put(store, props, queue, body, delay=None, at=None, dedup_id=None,
     while True:
         if add.dedup_id:
             earlier = store.dedup_lookup(add.queue, add.dedup_id, window, time.time())
-            if earlier and store.dedup_pending(add.queue, earlier):
+            changes = Changes()
+            if earlier and store.dedup_pending(add.queue, earlier, changes):
                 # Its add is in progress, or its writer died: never name a message that may
                 # not be stored; wait until it leaves new/ or its key goes with it.
                 if time.monotonic() > deadline:
@@ -51,8 +52,7 @@ def put(store, props, queue, body, delay=None, at=None, dedup_id=None,
                 continue
             if earlier:
                 # The earlier add's writer may still be flushing its rename: flush it too.
-                store.flush({store.queue_dir(add.queue), store.folder("delay"),
-                             store.dedup_dir(add.queue)})
+                store.flush(changes)
                 return earlier
         stored = store_once(store, add, window)
         if stored:
@@ -68,22 +68,20 @@ def store_once(store, add: Add, window: float) -> str | None:
     data = encode_message(add.body, add.content_type, created_ms, message_id, add.dedup_id,
                           writer_name(), group=add.group)
     store.write_new(add.queue, message_id, data, add.due)
+    changes = Changes()
     try:
         store.flush_data()
         if add.dedup_id and store.dedup_record(add.queue, add.dedup_id, message_id, window,
-                                               time.time()) is not None:
+                                               time.time(), changes) is not None:
             store.discard_new(add.queue, message_id)
             return None  # The caller answers the winner's id once that one is durable.
-        folder = store.deliver_new(add.queue, message_id, add.due is not None)
+        store.deliver_new(add.queue, message_id, add.due is not None, changes)
     except (MqError, OSError):
         forget_key(store, add, message_id)
         store.discard_new(add.queue, message_id)
         raise
-    dirs = {folder, store.folder("new")}
-    if add.dedup_id:
-        dirs.add(store.dedup_dir(add.queue))
     try:
-        store.flush(dirs)
+        store.flush(changes)
     except OSError:
         store.remove(add.queue, message_id)  # Never acknowledged, so not kept: the caller retries.
         forget_key(store, add, message_id)

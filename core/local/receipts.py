@@ -10,7 +10,7 @@ import time
 from mq import properties
 from mq.delivery import MAX_DELIVERIES, current_delivery, parse_receipt, stale
 from mq.errors import Invalid, NotFound
-from mq.store import validate_id, validate_queue
+from mq.store import Changes, validate_id, validate_queue
 
 
 def delivery(store, message) -> int:
@@ -27,10 +27,10 @@ def ack(store, message) -> None:
     """Remove the delivery durably; without a receipt, remove the message from any state."""
     if message.receipt is None:
         return revoke(store, message.queue, message.id)
-    number = delivery(store, message)
-    if not store.ack(message.queue, message.id, number):
+    number, changes = delivery(store, message), Changes()
+    if not store.ack(message.queue, message.id, number, changes):
         raise stale(store, message.queue, message.id, number)
-    store.flush({store.folder("delay"), store.folder("remove")})
+    store.flush(changes)
 
 
 def nack(store, props, message) -> None:
@@ -39,13 +39,13 @@ def nack(store, props, message) -> None:
     effective = props.effective(message.queue)
     dead = effective["dead_letter_queue"] if properties.exhausted(effective, number) else None
     dead_count = properties.dead_letter_count(props.effective(dead), number) if dead else 0
+    changes = Changes()
     outcome, _ = store.release(message.queue, message.id, time.time(), number, dead, force=True,
-                               dead_count=dead_count)
+                               dead_count=dead_count, changes=changes)
     if outcome not in ("ready", "dead"):
         raise stale(store, message.queue, message.id, number)
-    target = dead or message.queue
-    store.flush({store.folder("delay"), store.queue_dir(target)})
-    store.post_notice(target)  # Daemons' fetch actors list it again.
+    store.flush(changes)
+    store.post_notice(dead or message.queue)  # Daemons' fetch actors list it again.
 
 
 def extend(store, props, message, seconds=None) -> float:
@@ -56,10 +56,10 @@ def extend(store, props, message, seconds=None) -> float:
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or \
             not 0 < seconds <= properties.MAX_TIMEOUT:
         raise Invalid(f"seconds must be more than 0 and at most {properties.MAX_TIMEOUT:g}")
-    due = time.time() + seconds
-    if not store.extend(message.queue, message.id, number, due):
+    due, changes = time.time() + seconds, Changes()
+    if not store.extend(message.queue, message.id, number, due, changes):
         raise stale(store, message.queue, message.id, number)
-    store.flush({store.folder("delay")})
+    store.flush(changes)
     store.post_notice()  # A daemon's mover that missed the claim times it from here on.
     message.receipt = f"{message.id}.{number}"
     return due
@@ -69,7 +69,7 @@ def revoke(store, queue: str, message_id: str) -> None:
     """Remove a message from whatever state it is in; NotFound when there is none."""
     validate_queue(queue)
     validate_id(message_id)
-    left = store.remove(queue, message_id, MAX_DELIVERIES)
-    if left is None:
+    changes = Changes()
+    if store.remove(queue, message_id, MAX_DELIVERIES, changes=changes) is None:
         raise NotFound(f"message {message_id} not found in queue {queue!r}")
-    store.flush({left, store.folder("remove")})
+    store.flush(changes)

@@ -1,6 +1,7 @@
 """The on-disk format of an mq root (docs/FORMAT.md): one module an idea, one Store to use them.
 
-names (queue and id grammar), message (the file's bytes), disk (writes and flushes), root (every
+names (queue and id grammar), message (the file's bytes), disk (writes and flushes), changes
+(the folders an operation changed, flushed once by whoever answers for it), root (every
 path), states (the renames of a message), queues, dedup, notices, recovery, staging and
 streams (the Spark pipeline's files), listing (reading without claiming), accumulation
 (windows and compound messages), spares (removed messages' files written again).
@@ -10,6 +11,7 @@ import orjson
 
 from mq.flush_times import FlushTimes
 from mq.store.accumulation import Accumulation
+from mq.store.changes import Changes
 from mq.store.dedup import DedupKeys
 from mq.store.disk import Disk, choose_sync
 from mq.store.message import (
@@ -42,7 +44,7 @@ from mq.store.streams import Streams
 
 __all__ = [
     "DEFAULT_CONTENT_TYPE", "FOLDERS", "FORMAT_VERSION", "MAGIC", "MAX_QUEUE_NAME",
-    "QUEUE_PATTERN", "RESERVED_NAMES", "CorruptMessage", "Disk", "Message", "Root", "Store",
+    "QUEUE_PATTERN", "RESERVED_NAMES", "Changes", "CorruptMessage", "Disk", "Message", "Root", "Store",
     "decode_message", "dedup_digest", "encode_message", "entry_name", "parse_entry",
     "reap_folder", "split_name", "validate_id", "validate_queue",
 ]
@@ -82,7 +84,8 @@ class Store(Root, MessageStates, Queues, DedupKeys, Notices, Recovery, Staging, 
             self.disk.flush_data(self.root, {self.folder("new")})
 
     def flush(self, dirs) -> None:
-        """Make the given folders' entries (with sync=fs: every change) durable."""
+        """Make the given folders' entries (with sync=fs: every change) durable: a Changes
+        that store operations filled, or the folders of a method that flushes itself."""
         with self.flush_times.timed():
             self.disk.flush(self.root, dirs)
 
@@ -100,9 +103,11 @@ class Store(Root, MessageStates, Queues, DedupKeys, Notices, Recovery, Staging, 
         self.disk.create(path, data, due)
         return path
 
-    def discard_new(self, queue: str, message_id: str) -> None:
+    def discard_new(self, queue: str, message_id: str, changes: Changes | None = None) -> None:
         """Unlink a never-acknowledged file from new/."""
         self.disk.discard(self.new_path(queue, message_id))
+        if changes is not None:
+            changes.changed(self.new_path(queue, message_id))
 
     def write_json(self, path: str, value) -> None:
         """Replace a small JSON file (properties, rules) durably."""

@@ -16,6 +16,7 @@ import msgpack
 
 from mq.errors import NotFound, Unavailable
 from mq.ids import is_id, new_id
+from mq.store.changes import Changes, tracked
 from mq.store.message import CorruptMessage, Message, decode_message, encode_message
 from mq.store.names import is_queue
 
@@ -68,7 +69,8 @@ def decode_compound(body: bytes) -> list[tuple[str, bytes]]:
 class Accumulation:
     """Adding parts to windows and turning closed windows into compounds (a part of Store)."""
 
-    def add_part(self, queue: str, part_id: str, accum: float) -> tuple[str, bool]:
+    def add_part(self, queue: str, part_id: str, accum: float,
+                 changes: Changes | None = None) -> tuple[str, bool]:
         """Rename a part written into new/ into the queue's open window; return (window name,
         True when this add opened the window).
 
@@ -89,13 +91,15 @@ class Accumulation:
             opened = self.disk.mkdir(self.window_dir(queue, name))
             try:
                 self.disk.rename(source, self.part_path(queue, name, part_id))
+                tracked(changes).renamed(source, self.part_path(queue, name, part_id))
                 return name, opened
             except FileNotFoundError:
                 if not os.path.exists(source):
                     raise
         raise Unavailable(f"accumulation windows of queue {queue!r} keep closing; retry")
 
-    def unlink_part(self, queue: str, window: str, part_id: str) -> None:
+    def unlink_part(self, queue: str, window: str, part_id: str,
+                    changes: Changes | None = None) -> None:
         """Unlink a part of a failed batch from its open window, before the batch's flush.
 
         An unlink, not a rename to remove/, so that a disk refusing renames (the usual reason
@@ -103,14 +107,17 @@ class Accumulation:
         window meanwhile: the part is then in its compound (at least once).
         """
         self.disk.unlink(self.part_path(queue, window, part_id))
+        tracked(changes).changed(self.part_path(queue, window, part_id))
 
-    def remove_part(self, queue: str, window: str, part_id: str) -> None:
+    def remove_part(self, queue: str, window: str, part_id: str,
+                    changes: Changes | None = None) -> None:
         """Move a part whose add was not acknowledged from its window to remove/."""
+        source, target = self.part_path(queue, window, part_id), self.remove_path(queue, part_id)
         try:
-            self.disk.rename(self.part_path(queue, window, part_id),
-                             self.remove_path(queue, part_id))
+            self.disk.rename(source, target)
         except FileNotFoundError:
-            pass  # Its window closed meanwhile: the part is delivered (at least once).
+            return  # Its window closed meanwhile: the part is delivered (at least once).
+        tracked(changes).renamed(source, target)
 
     def purge_windows(self, queue: str) -> int:
         """Move a queue's windows, with every part waiting in them, to remove/ (a purge);

@@ -8,6 +8,7 @@ import os
 import time
 
 from mq.errors import Unavailable
+from mq.store.changes import Changes, tracked
 from mq.store.message import dedup_digest
 
 
@@ -28,13 +29,22 @@ class DedupKeys:
         except FileNotFoundError:
             return None
 
-    def dedup_pending(self, queue: str, message_id: str) -> bool:
-        """True when a key's message is still in new/: its add has not been acknowledged."""
-        return os.path.exists(self.new_path(queue, message_id))
+    def dedup_pending(self, queue: str, message_id: str, changes: Changes | None = None) -> bool:
+        """True when a key's message is still in new/: its add has not been acknowledged.
+
+        When it is not, the folders its add's renames and key entered are recorded on
+        `changes`: a reply naming it waits for their flush, however another actor's flush went.
+        """
+        if os.path.exists(self.new_path(queue, message_id)):
+            return True
+        tracked(changes).entered(self.queue_dir(queue), self.folder("delay"), self.dedup_dir(queue))
+        return False
 
     def dedup_record(self, queue: str, key: str, message_id: str, window: float,
-                     now: float) -> str | None:
+                     now: float, changes: Changes | None = None) -> str | None:
         """Record key -> id atomically; return None when recorded, else the id recorded first."""
+        # Recorded first: a failed attempt may have left a new or expired entry behind.
+        tracked(changes).entered(self.dedup_dir(queue))
         return self.dedup_record_digest(queue, dedup_digest(key), message_id, window, now)
 
     def dedup_record_digest(self, queue: str, digest: str, message_id: str, window: float,

@@ -1,12 +1,14 @@
 """Message states and the renames between them: new, ready, delayed, in flight, removed.
 
-Every change of state is one rename (docs/FORMAT.md, States and transitions); the caller
-flushes the folders a change touched before it answers anyone.
+Every change of state is one rename (docs/FORMAT.md, States and transitions). Each method
+records the folders its renames touched on the Changes it is given (core/store/changes.py),
+which the caller flushes whole before it answers anyone.
 """
 
 import os
 
 from mq.errors import NotFound, lost_race
+from mq.store.changes import Changes, tracked
 from mq.store.names import parse_entry, split_name
 
 #: Seconds a file in delay/ must have been left alone before the mover releases it: a claim
@@ -20,7 +22,8 @@ READ_CHUNK = 1 << 16
 class MessageStates:
     """The renames of a message between the root's folders (a part of Store)."""
 
-    def deliver_new(self, queue: str, message_id: str, delayed: bool) -> str:
+    def deliver_new(self, queue: str, message_id: str, delayed: bool,
+                    changes: Changes | None = None) -> str:
         """Rename a written message from new/ into its queue (or delay/); return the folder.
 
         The queue is created first if it is missing (auto-create), also for a delayed
@@ -34,17 +37,21 @@ class MessageStates:
             self.create_queue(queue)
         target = self.delay_path(queue, message_id) if delayed else self.ready_path(queue, message_id)
         self.disk.rename(source, target)
+        tracked(changes).renamed(source, target)
         return os.path.dirname(target)
 
-    def undeliver_new(self, queue: str, message_id: str, delayed: bool) -> str:
+    def undeliver_new(self, queue: str, message_id: str, delayed: bool,
+                      changes: Changes | None = None) -> str:
         """Unlink a message deliver_new renamed into view whose add was not acknowledged (its
         batch failed before the flush); return the folder. An unlink, not a rename to remove/,
         so that a disk refusing renames can still take it back."""
         path = self.delay_path(queue, message_id) if delayed else self.ready_path(queue, message_id)
         self.disk.unlink(path)
+        tracked(changes).changed(path)
         return os.path.dirname(path)
 
-    def claim(self, queue: str, message_id: str, due: float, attempts: int = 0) -> bytes | None:
+    def claim(self, queue: str, message_id: str, due: float, attempts: int = 0,
+              changes: Changes | None = None) -> bytes | None:
         """Move a ready message to delay/ as delivery attempts+1, due at `due`; return its bytes.
 
         None when the message is gone (fetched by a peer, removed): the caller tries the next.
@@ -68,6 +75,7 @@ class MessageStates:
             try:
                 data = read_all(fd)
                 self.disk.rename(source, target)
+                tracked(changes).renamed(source, target)
             except OSError as err:
                 if lost_race(err):
                     return None  # ESTALE at the read: removed and unlinked since the open.
@@ -113,7 +121,7 @@ class MessageStates:
         return None
 
     def remove(self, queue: str, message_id: str, max_attempts: int = 0,
-               known: tuple[str, int] | None = None) -> str | None:
+               known: tuple[str, int] | None = None, changes: Changes | None = None) -> str | None:
         """Move a message from any state to remove/; return the folder it left, None if absent.
 
         `known` is the caller's (state, deliveries) guess, tried first; then every name the
@@ -126,6 +134,7 @@ class MessageStates:
             source = self.state_path(queue, message_id, *known)
             try:
                 self.disk.rename(source, target)
+                tracked(changes).renamed(source, target)
                 return os.path.dirname(source)
             except FileExistsError:
                 return None  # A peer removed it at the same moment.
@@ -136,6 +145,7 @@ class MessageStates:
         for source in paths + paths:
             try:
                 self.disk.rename(source, target)
+                tracked(changes).renamed(source, target)
                 return os.path.dirname(source)
             except FileExistsError:
                 return None
@@ -152,19 +162,22 @@ class MessageStates:
             return self.ready_path(queue, message_id, attempts)
         return self.delay_path(queue, message_id, attempts)
 
-    def ack(self, queue: str, message_id: str, attempts: int) -> bool:
+    def ack(self, queue: str, message_id: str, attempts: int,
+            changes: Changes | None = None) -> bool:
         """Remove delivery `attempts` of an in-flight message; False when that delivery is over
         (returned, or removed by another ack of it: EEXIST, the peer's remove/ name)."""
+        source, target = self.delay_path(queue, message_id, attempts), self.remove_path(queue, message_id)
         try:
-            self.disk.rename(self.delay_path(queue, message_id, attempts),
-                             self.remove_path(queue, message_id))
+            self.disk.rename(source, target)
         except OSError as err:
             if lost_race(err):
                 return False
             raise
+        tracked(changes).renamed(source, target)
         return True
 
-    def extend(self, queue: str, message_id: str, attempts: int, due: float) -> bool:
+    def extend(self, queue: str, message_id: str, attempts: int, due: float,
+               changes: Changes | None = None) -> bool:
         """Set a new due time on delivery `attempts`; False when that delivery is over."""
         path = self.delay_path(queue, message_id, attempts)
         try:
@@ -181,11 +194,12 @@ class MessageStates:
             raise
         finally:
             os.close(fd)
+        tracked(changes).changed(path)
         return True
 
     def release(self, queue: str, message_id: str, now: float, attempts: int = 0,
                 dead_letter: str | None = None, force: bool = False,
-                dead_count: int = 0) -> tuple[str, float]:
+                dead_count: int = 0, changes: Changes | None = None) -> tuple[str, float]:
         """Move a message from delay/ back to its queue when due (or now, with force).
 
         With dead_letter set, the message goes to that queue instead, as a ready message
@@ -194,6 +208,7 @@ class MessageStates:
         with its later due time (it was extended, or was renamed here a moment ago); "gone"
         (removed or moved by a peer); "removed" (its queue no longer exists: to remove/).
         """
+        changes = tracked(changes)
         source = self.delay_path(queue, message_id, attempts)
         try:
             info = os.stat(source)
@@ -220,6 +235,7 @@ class MessageStates:
             if not lost_race(err):
                 raise
         else:
+            changes.renamed(source, target)
             return self._unless_extended(source, target, outcome, due, now, force)
         if not os.path.exists(source):
             return "gone", now
@@ -238,6 +254,7 @@ class MessageStates:
             if lost_race(err):
                 return "gone", now
             raise
+        changes.renamed(source, self.remove_path(queue, message_id))
         return "removed", now
 
     def _unless_extended(self, source: str, target: str, outcome: str, due: float, now: float,
@@ -264,7 +281,7 @@ class MessageStates:
             raise
         return "not_due", extended
 
-    def redrive(self, dead_letter: str, queue: str) -> list[str]:
+    def redrive(self, dead_letter: str, queue: str, changes: Changes | None = None) -> list[str]:
         """Move every ready message of a dead-letter queue back to `queue` as new; return ids."""
         moved = []
         if not self.queue_exists(queue):
@@ -274,18 +291,22 @@ class MessageStates:
             if not parsed:
                 continue
             try:
-                self.disk.rename(os.path.join(self.queue_dir(dead_letter), name),
-                                 self.ready_path(queue, parsed[0]))
+                source = os.path.join(self.queue_dir(dead_letter), name)
+                self.disk.rename(source, self.ready_path(queue, parsed[0]))
+                tracked(changes).renamed(source, self.ready_path(queue, parsed[0]))
                 moved.append(parsed[0])
             except OSError as err:
                 if not lost_race(err):
                     raise
         return moved
 
-    def quarantine(self, queue: str, message_id: str, attempts: int) -> str:
+    def quarantine(self, queue: str, message_id: str, attempts: int,
+                   changes: Changes | None = None) -> str:
         """Move a claimed file that is not a message from delay/ to corrupt/; return the folder."""
-        self.disk.rename(self.delay_path(queue, message_id, attempts),
-                         self.corrupt_path(queue, message_id, attempts))
+        source = self.delay_path(queue, message_id, attempts)
+        target = self.corrupt_path(queue, message_id, attempts)
+        self.disk.rename(source, target)
+        tracked(changes).renamed(source, target)
         return self.folder("corrupt")
 
     def list_ready(self, queue: str, known=()) -> list[tuple[str, int]]:

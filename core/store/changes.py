@@ -1,0 +1,32 @@
+"""Changes: the folders store operations changed, flushed once before anyone hears of them.
+
+A store operation that renames, creates or unlinks a message's file records the folders whose
+entries it changed on the Changes it is given; whoever answers for the change (an actor's
+batch, a call of mq.local) flushes them all at once before its reply (docs/FORMAT.md,
+"Flushing"). So no caller names folders: the operation that made a change says where it is.
+"""
+
+import os
+
+
+class Changes(set):
+    """A set of folders to flush; store operations add to it, Store.flush takes it whole."""
+
+    def renamed(self, source: str, target: str) -> None:
+        """A file moved from source to target: both folders' entries changed."""
+        self.add(os.path.dirname(source))
+        self.add(os.path.dirname(target))
+
+    def changed(self, path: str) -> None:
+        """A file was created, unlinked or given a new mtime: its folder changed."""
+        self.add(os.path.dirname(path))
+
+    def entered(self, *folders: str) -> None:
+        """Folders whose entries a reply depends on (a peer's rename it reports as done)."""
+        self.update(folders)
+
+
+def tracked(changes: "Changes | None") -> Changes:
+    """The caller's change set, or a new one whose folders nobody flushes (the caller flushes
+    by other means: the pipeline's own flush, a test looking at a single rename)."""
+    return Changes() if changes is None else changes
