@@ -85,7 +85,7 @@ def run_actor(options) -> None:
         if leftovers:
             logs.get().info("reaper.notice_temps_swept", count=leftovers)
 
-    reap_forever(lambda: store.recycle_removed(options.spare_files), INTERVAL_SECONDS, stopping,
+    reap_forever(lambda: store.spares.recycle_removed(options.spare_files), INTERVAL_SECONDS, stopping,
                  [(DEDUP_SWEEP_SECONDS, sweep_keys),
                   (STAGE_SWEEP_SECONDS, lambda: sweep_stages(store, window)),
                   (SWEEP_SECONDS, RetentionSweep(store, props))])

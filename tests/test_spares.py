@@ -37,7 +37,7 @@ def spares_of(store: Store) -> dict:
 
 def list_spares_now(store: Store) -> None:
     """Let the store list spare/ at its next add (it found none less than 0.5 s ago)."""
-    store._spares, store._spares_empty_at = None, float("-inf")
+    store.spares.list_again()
 
 
 @pytest.fixture
@@ -51,7 +51,7 @@ def store(tmp_path):
 def test_an_add_writes_into_a_removed_message_s_file_and_cuts_it_to_length(store):
     old = stored(store, "q", b"a much longer body than the next one" * 10)
     store.remove("q", old)
-    assert store.recycle_removed(10, grace=0) == (1, 0)
+    assert store.spares.recycle_removed(10, grace=0) == (1, 0)
     [inode] = spares_of(store)
     list_spares_now(store)
     new = stored(store, "q", b"short")
@@ -73,7 +73,7 @@ def test_the_reaper_flushes_the_removals_before_it_keeps_any_file(tmp_path):
         store.remove("q", message_id)
     disk.syncfs(store.root)
     recording = disk.start_recording(store.root)
-    assert store.recycle_removed(10, grace=0) == (3, 0)
+    assert store.spares.recycle_removed(10, grace=0) == (3, 0)
     disk.stop_recording()
     kinds = [(e.kind, e.target.split("/")[0]) for e in recording.events]
     assert kinds[0] == ("syncfs", ""), f"a file was kept before the removals were flushed: {kinds}"
@@ -94,13 +94,13 @@ def test_the_reaper_unlinks_what_it_must_not_keep(store):
     store.remove("q", foreign)
     os.mkdir(store.trash_path("q", "queue"))
     # The big file, the one with another name, the other user's and the folder are unlinked.
-    assert store.recycle_removed(10, grace=0) == (2, 4)
+    assert store.spares.recycle_removed(10, grace=0) == (2, 4)
     assert linked_inode not in spares_of(store), "a file with another name was kept"
     assert os.listdir(store.folder("remove")) == []
     # Room for one more: of three, one is kept.
     for message_id in [stored(store, "q", b"more %d" % i) for i in range(3)]:
         store.remove("q", message_id)
-    assert store.recycle_removed(3, grace=0) == (1, 2)
+    assert store.spares.recycle_removed(3, grace=0) == (1, 2)
     assert len(spares_of(store)) == 3
 
 
@@ -111,11 +111,11 @@ def test_without_recycling_the_reaper_empties_remove_and_spare(tmp_path, sync, l
     store.init()
     kept = stored(store, "q", b"kept by an earlier run")
     store.remove("q", kept)
-    assert store.recycle_removed(10, grace=0) == (1, 0)
+    assert store.spares.recycle_removed(10, grace=0) == (1, 0)
     gone = stored(store, "q", b"removed now")
     store.remove("q", gone)
     store = Store(store.root, sync)
-    assert store.recycle_removed(limit, grace=0) == (0, 2)
+    assert store.spares.recycle_removed(limit, grace=0) == (0, 2)
     assert spares_of(store) == {} and os.listdir(store.folder("remove")) == []
 
 
@@ -124,9 +124,9 @@ def test_a_removed_file_is_kept_only_once_nobody_changed_it_for_the_grace(store)
     # A process that opened it before the removal may still write it or set its time.
     message_id = stored(store, "q", b"removed just now")
     store.remove("q", message_id)
-    assert store.recycle_removed(10, grace=60) == (0, 0)
+    assert store.spares.recycle_removed(10, grace=60) == (0, 0)
     assert os.listdir(store.folder("remove")) == [f"q:{message_id}"]
-    poll_for(lambda: store.recycle_removed(10, grace=0.3) == (1, 0), what="kept after 0.3 s")
+    poll_for(lambda: store.spares.recycle_removed(10, grace=0.3) == (1, 0), what="kept after 0.3 s")
     assert len(spares_of(store)) == 1
 
 
@@ -149,7 +149,7 @@ def test_a_spare_just_taken_into_new_is_not_old_for_the_clean_up_of_new(store, m
 def test_a_writer_of_another_user_takes_no_spare(store):
     old = stored(store, "q", b"removed")
     store.remove("q", old)
-    assert store.recycle_removed(10, grace=0) == (1, 0)
+    assert store.spares.recycle_removed(10, grace=0) == (1, 0)
     os.chown(store.folder("spare"), 12345, 12345)
     list_spares_now(store)
     stored(store, "q", b"created, not written into a spare")
@@ -214,7 +214,7 @@ def test_a_message_written_into_a_spare_has_its_own_time_not_the_old_message_s(s
     old = stored(store, "q", b"removed while in flight" * 10)
     os.utime(store.ready_path("q", old), (4e9, 4e9))
     store.remove("q", old)
-    assert store.recycle_removed(10, grace=0) == (1, 0)
+    assert store.spares.recycle_removed(10, grace=0) == (1, 0)
     list_spares_now(store)
     message_id, before = new_id(), time.time()
     due = None if delay is None else before + delay
@@ -237,7 +237,7 @@ def test_a_reader_whose_file_became_another_message_sees_its_message_gone(store,
 
     def recycled_meanwhile(fd):
         store.remove("q", old)
-        assert store.recycle_removed(10, grace=0) == (1, 0)
+        assert store.spares.recycle_removed(10, grace=0) == (1, 0)
         list_spares_now(store)
         new = stored(store, "q", b"new body")
         assert os.stat(store.ready_path("q", new)).st_ino == os.fstat(fd).st_ino
@@ -266,7 +266,7 @@ def test_a_recycled_file_never_shows_its_new_bytes_under_the_old_name_at_every_p
     # The removal's rename, and the reaper's pass before the remover's own flush (the
     # reaper is another process).
     rig.store.remove("q", gone["id"])
-    assert rig.store.recycle_removed(10, grace=0) == (1, 0)
+    assert rig.store.spares.recycle_removed(10, grace=0) == (1, 0)
     [inode] = spares_of(rig.store)
     list_spares_now(rig.store)
     [new] = rig.add({"queue": "q", "body": b"new"})

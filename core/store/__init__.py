@@ -51,7 +51,7 @@ __all__ = [
 
 
 class Store(Root, MessageStates, Queues, DedupKeys, Notices, Recovery, Staging, Streams,
-            Accumulation, Spares):
+            Accumulation):
     """One mq root: its paths, the states of messages and every change made to it.
 
     sync: "fs" flushes a batch with one syncfs(2) of the root's file system; "file" fsyncs
@@ -72,6 +72,8 @@ class Store(Root, MessageStates, Queues, DedupKeys, Notices, Recovery, Staging, 
         self.auto_create = auto_create
         #: How long each flush took: where a slow disk shows first (the stats op serves it).
         self.flush_times = FlushTimes()
+        #: Removed messages' files kept in spare/, taken by write_new, refilled by the reaper.
+        self.spares = Spares(self, self.disk, self.flush)
 
     def init(self) -> None:
         """Create the folders and the FORMAT file, or check the version of an existing root."""
@@ -97,7 +99,7 @@ class Store(Root, MessageStates, Queues, DedupKeys, Notices, Recovery, Staging, 
         A failed write leaves nothing behind; the OSError is the caller's to map.
         """
         path = self.new_path(queue, message_id)
-        while (spare := self.take_spare()) is not None:
+        while (spare := self.spares.take()) is not None:
             if self.disk.reuse(spare, path, data, due):
                 return path
         self.disk.create(path, data, due)

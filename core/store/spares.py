@@ -11,9 +11,12 @@ import os
 import random
 import stat
 import time
+from collections.abc import Callable
 
 from mq.ids import new_id
+from mq.store.disk import Disk
 from mq.store.recovery import reap_folder
+from mq.store.root import Root
 
 #: Largest file kept, in bytes the file system allocated to it (st_blocks): one 4 KiB block,
 #: so that --spare-files bounds the space spares hold (the default, 65,536: 256 MiB).
@@ -32,40 +35,53 @@ TAKE_PER_LISTING = 10_000
 
 
 class Spares:
-    """Taking spare files for new messages, and the reaper's recycling of removed ones
-    (a part of Store)."""
+    """Taking spare files for new messages, and the reaper's recycling of removed ones.
 
-    _spares: list | None = None
-    _spares_empty_at: float = float("-inf")
+    A member of Store (store.spares), given the root's paths, its Disk and the store's timed
+    flush: the names taken from the last listing of spare/ are this object's own state.
+    """
 
-    def take_spare(self) -> str | None:
+    def __init__(self, paths: Root, disk: Disk, flush: Callable[[set], None]):
+        self.paths = paths
+        self.disk = disk
+        self.flush = flush
+        #: Names of the last listing of spare/ not tried yet; None: list again.
+        self.listed: list | None = None
+        #: When a listing last found spare/ empty (time.monotonic()).
+        self.empty_at = float("-inf")
+
+    def take(self) -> str | None:
         """The path of a spare file to try, None when spare/ was empty at a listing less than
         LIST_SECONDS ago.
 
         Another writer may take the same one first: Disk.reuse then says so and the caller
         asks again.
         """
-        if self.sync != "fs":
+        if self.disk.sync != "fs":
             return None  # Only sync=fs makes spares (recycle_removed).
-        if not self._spares:
+        if not self.listed:
             now = time.monotonic()
-            if now - self._spares_empty_at < LIST_SECONDS:
+            if now - self.empty_at < LIST_SECONDS:
                 return None
             try:
                 # Spares belong to the reaper's user: a writer running as another (a broker-less
                 # one) could not write them, and would only unlink them one by one. A spare/
                 # that is a link (made after the start's check of the root) names files that
                 # are not the root's: taking one would move it in and write over it.
-                info = os.lstat(self.folder("spare"))
+                info = os.lstat(self.paths.folder("spare"))
                 mine = stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid()
-                names = os.listdir(self.folder("spare")) if mine else []
+                names = os.listdir(self.paths.folder("spare")) if mine else []
             except FileNotFoundError:
                 names = []
-            self._spares = random.sample(names, min(len(names), TAKE_PER_LISTING))
-            if not self._spares:
-                self._spares_empty_at = now
+            self.listed = random.sample(names, min(len(names), TAKE_PER_LISTING))
+            if not self.listed:
+                self.empty_at = now
                 return None
-        return self.spare_path(self._spares.pop())
+        return self.paths.spare_path(self.listed.pop())
+
+    def list_again(self) -> None:
+        """Forget the last listing, so that the next take lists spare/ again."""
+        self.listed, self.empty_at = None, float("-inf")
 
     def recycle_removed(self, limit: int, grace: float = GRACE_SECONDS) -> tuple[int, int]:
         """One pass of the reaper over remove/: (files moved to spare/, entries unlinked).
@@ -81,9 +97,9 @@ class Spares:
         another user: this daemon may not write them) and beyond `limit` are unlinked;
         folders (deleted queues) are removed whole.
         """
-        remove = self.folder("remove")
-        if limit <= 0 or self.sync != "fs":
-            return 0, reap_folder(remove, self.disk) + reap_folder(self.folder("spare"), self.disk)
+        remove, spare = self.paths.folder("remove"), self.paths.folder("spare")
+        if limit <= 0 or self.disk.sync != "fs":
+            return 0, reap_folder(remove, self.disk) + reap_folder(spare, self.disk)
         files, unlinked = [], 0
         with os.scandir(remove) as it:
             for entry in it:
@@ -97,7 +113,7 @@ class Spares:
                     continue
         if not files:
             return 0, unlinked
-        room = limit - len(os.listdir(self.folder("spare")))
+        room = limit - len(os.listdir(spare))
         self.flush({remove})
         recycled, settled_before = 0, time.time() - grace
         for entry in files:
@@ -108,7 +124,7 @@ class Spares:
                         and info.st_uid == os.geteuid():
                     if info.st_ctime > settled_before:
                         continue  # Kept at a later pass.
-                    self.disk.rename(entry.path, self.spare_path(new_id()))
+                    self.disk.rename(entry.path, self.paths.spare_path(new_id()))
                     room -= 1
                     recycled += 1
                 else:
