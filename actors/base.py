@@ -122,7 +122,7 @@ class Actor:
         (docs/CLUSTER.md, "Visibility")."""
         if self.options.peers:
             for queue in queues:
-                self.store.post_notice(queue)
+                self.store.notices.post(queue)
 
     def tell_ready(self, queue: str, ids: list) -> None:
         """Tell the queue's fetch actor about ready [id, deliveries] pairs."""

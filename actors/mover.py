@@ -144,7 +144,7 @@ class MoverActor(Actor):
         stat of the others.
         """
         # Read before the listing, so a notice posted meanwhile is seen as new.
-        self.notice = self.store.read_notice()
+        self.notice = self.store.notices.read()
         self.noticed_at = time.monotonic()
         known = self.timers.due if only_new else ()
         for due, queue, message_id, attempts in self.store.list_delayed(known=known):
@@ -206,7 +206,7 @@ class MoverActor(Actor):
             self.rescan()
         elif time.monotonic() - self.noticed_at >= NOTICE_SECONDS:
             self.noticed_at = time.monotonic()
-            token = self.store.read_notice()
+            token = self.store.notices.read()
             if token is not None and token != self.notice:
                 self.log.debug("mover.noticed")
                 self.rescan(only_new=True)

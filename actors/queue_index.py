@@ -140,7 +140,7 @@ class ReadyIndexes:
         if index is None or (not index and self.may_have_more(queue, index)):
             # The notice is read before the listing, so one posted meanwhile is seen as new;
             # the folder's mtime likewise, so a change meanwhile is seen on the next fetch.
-            self._notices[queue] = self.store.read_notice(queue)
+            self._notices[queue] = self.store.notices.read(queue)
             changed = self.store.queue_changed_ns(queue)
             index = self._indexes[queue] = QueueIndex(self.store.list_ready(queue), changed)
         return index
@@ -189,7 +189,7 @@ class ReadyIndexes:
             return
         self._noticed_at = time.monotonic()
         for queue in list(self._indexes):
-            token = self.store.read_notice(queue)
+            token = self.store.notices.read(queue)
             if token is not None and token != self._notices.get(queue):
                 self._notices[queue] = token
                 self.relist(queue)

@@ -81,7 +81,7 @@ def run_actor(options) -> None:
         swept = store.dedup_sweep(window)
         if swept:
             logs.get().info("reaper.dedup_swept", count=swept)
-        leftovers = store.sweep_notice_temps()
+        leftovers = store.notices.sweep_temps()
         if leftovers:
             logs.get().info("reaper.notice_temps_swept", count=leftovers)
 

@@ -400,7 +400,7 @@ def test_an_acknowledged_queue_delete_leaves_no_message_key_or_properties(tmp_pa
     [m1] = rig.add({"queue": "q", "body": b"m1", "dedup_id": "k"})
     rig.add({"queue": "q", "body": b"m2"}, {"queue": "q", "body": b"m3"})
     assert rig.call("fetch", queue="q")["id"] == m1["id"]  # One in flight.
-    rig.store.post_notice("q")
+    rig.store.notices.post("q")
     # Another queue, with its own key and properties, must not be touched.
     rig.call("props_put", queue="other", properties={"retry": 5})
     [o1] = rig.add({"queue": "other", "body": b"o1", "dedup_id": "k"})

@@ -260,25 +260,25 @@ def test_a_release_that_finds_the_message_away_and_back_times_it_again_never_rem
 
 
 def test_notices_are_best_effort(store):
-    assert store.read_notice("q") == ""  # None posted yet.
-    assert store.post_notice("q") is True
-    token = store.read_notice("q")
-    assert token and store.post_notice("q") and store.read_notice("q") not in ("", token)
+    assert store.notices.read("q") == ""  # None posted yet.
+    assert store.notices.post("q") is True
+    token = store.notices.read("q")
+    assert token and store.notices.post("q") and store.notices.read("q") not in ("", token)
     # A notices/ that cannot hold files (here: a file in its place) fails no caller: a post
     # says False, a read says None ("cannot tell", taken as no change).
     os.rename(store.folder("notices"), store.folder("notices") + ".away")
     open(store.folder("notices"), "w").close()
-    assert store.post_notice("q") is False
-    assert store.read_notice("q") is None
+    assert store.notices.post("q") is False
+    assert store.notices.read("q") is None
 
 
 def test_sweep_notice_temps_unlinks_only_old_temporary_files(store):
-    store.post_notice("q")
+    store.notices.post("q")
     old, young = (os.path.join(store.folder("notices"), f".{new_id()}.tmp") for _ in range(2))
     for path in (old, young):
         open(path, "w").close()
     os.utime(old, (time.time() - 7200, time.time() - 7200))
-    assert store.sweep_notice_temps(min_age=3600) == 1
+    assert store.notices.sweep_temps(min_age=3600) == 1
     assert sorted(files_in(store.folder("notices"))) == sorted(["ready:q", os.path.basename(young)])
 
 

@@ -62,7 +62,7 @@ class Taker:
                 self.store.flush(changes)
             if self.store.folder("delay") in changes:
                 # A daemon's mover learns of the claim from the notice and times it (FORMAT.md).
-                self.store.post_notice()
+                self.store.notices.post()
 
     def take_first(self, queue: str, props: dict, candidates, changes: Changes) -> Message | None:
         """Claim the first of the (id, deliveries, group) candidates the rules let out; its
@@ -199,5 +199,5 @@ def release_due(store, props, queue: str) -> float:
     if changes:
         store.flush(changes)
         for target in noticed:
-            store.post_notice(target)  # So that daemons' fetch actors list it again.
+            store.notices.post(target)  # So that daemons' fetch actors list it again.
     return later

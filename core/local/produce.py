@@ -86,7 +86,7 @@ def store_once(store, add: Add, window: float) -> str | None:
         store.remove(add.queue, message_id)  # Never acknowledged, so not kept: the caller retries.
         forget_key(store, add, message_id)
         raise
-    store.post_notice(add.queue if add.due is None else None)
+    store.notices.post(add.queue if add.due is None else None)
     return message_id
 
 

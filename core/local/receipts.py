@@ -45,7 +45,7 @@ def nack(store, props, message) -> None:
     if outcome not in ("ready", "dead"):
         raise stale(store, message.queue, message.id, number)
     store.flush(changes)
-    store.post_notice(dead or message.queue)  # Daemons' fetch actors list it again.
+    store.notices.post(dead or message.queue)  # Daemons' fetch actors list it again.
 
 
 def extend(store, props, message, seconds=None) -> float:
@@ -60,7 +60,7 @@ def extend(store, props, message, seconds=None) -> float:
     if not store.extend(message.queue, message.id, number, due, changes):
         raise stale(store, message.queue, message.id, number)
     store.flush(changes)
-    store.post_notice()  # A daemon's mover that missed the claim times it from here on.
+    store.notices.post()  # A daemon's mover that missed the claim times it from here on.
     message.receipt = f"{message.id}.{number}"
     return due
 

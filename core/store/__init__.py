@@ -50,8 +50,7 @@ __all__ = [
 ]
 
 
-class Store(Root, MessageStates, Queues, DedupKeys, Notices, Recovery, Staging, Streams,
-            Accumulation):
+class Store(Root, MessageStates, Queues, DedupKeys, Recovery, Staging, Streams, Accumulation):
     """One mq root: its paths, the states of messages and every change made to it.
 
     sync: "fs" flushes a batch with one syncfs(2) of the root's file system; "file" fsyncs
@@ -72,12 +71,19 @@ class Store(Root, MessageStates, Queues, DedupKeys, Notices, Recovery, Staging, 
         self.auto_create = auto_create
         #: How long each flush took: where a slow disk shows first (the stats op serves it).
         self.flush_times = FlushTimes()
+        #: The notice files other writers post and the daemon's actors read (notices/).
+        self.notices = Notices(self, self.disk)
         #: Removed messages' files kept in spare/, taken by write_new, refilled by the reaper.
         self.spares = Spares(self, self.disk, self.flush)
 
     def init(self) -> None:
         """Create the folders and the FORMAT file, or check the version of an existing root."""
         self.create(self.disk)
+
+    def post_notice(self, queue: str | None = None) -> bool:
+        """store.notices.post, for the pipeline's stream (docs/ARCHITECTURE.md, "The store's
+        parts"): to go once it calls the member."""
+        return self.notices.post(queue)
 
     def flush_data(self) -> None:
         """Make the files written into new/ durable (contents and names) before they are

@@ -6,16 +6,24 @@ Not flushed: a notice lost in a crash is not needed, a daemon lists its folders 
 import os
 import time
 
+from mq.store.disk import Disk
+from mq.store.root import Root
+
 
 class Notices:
-    """Posting and reading notice files (a part of Store)."""
+    """Posting and reading notice files: a member of Store (store.notices), given the root's
+    paths and its Disk."""
 
-    def post_notice(self, queue: str | None = None) -> bool:
+    def __init__(self, paths: Root, disk: Disk):
+        self.paths = paths
+        self.disk = disk
+
+    def post(self, queue: str | None = None) -> bool:
         """Replace a notice file with a new token, after the messages it announces are flushed;
         False when it could not be written (a full disk: the messages are in place all the same).
         """
-        path = self.notice_path(queue)
-        temp = self.notice_temp_path()
+        path = self.paths.notice_path(queue)
+        temp = self.paths.notice_temp_path()
         try:
             if not os.path.isdir(os.path.dirname(path)):
                 self.disk.mkdir(os.path.dirname(path))  # A root older than notices/.
@@ -26,12 +34,12 @@ class Notices:
             self.disk.discard(temp)
             return False
 
-    def sweep_notice_temps(self, min_age: float = 3600.0) -> int:
+    def sweep_temps(self, min_age: float = 3600.0) -> int:
         """Unlink temporary files of notices older than min_age seconds (a writer died between
         creating one and renaming it); return how many."""
         count, now = 0, time.time()
         try:
-            with os.scandir(self.folder("notices")) as it:
+            with os.scandir(self.paths.folder("notices")) as it:
                 for entry in it:
                     if entry.name.startswith(".") and entry.name.endswith(".tmp"):
                         try:
@@ -44,14 +52,14 @@ class Notices:
             pass
         return count
 
-    def read_notice(self, queue: str | None = None) -> str | None:
+    def read(self, queue: str | None = None) -> str | None:
         """The token a notice file holds now: '' when none was posted, None when it cannot be
         read now (callers take that as "no change").
 
         Opening the file, not stat, is what an NFS client revalidates (close-to-open).
         """
         try:
-            with open(self.notice_path(queue)) as f:
+            with open(self.paths.notice_path(queue)) as f:
                 return f.read()
         except FileNotFoundError:
             return ""

@@ -95,9 +95,9 @@ def publish_job(store, folder: str, tasks: list[str], dedup_window: DedupWindow,
         pass  # Everything is published; the marker left behind makes a later roll forward remove it.
     # Notices reach daemons on every host within a second; tell, those the caller knows at once.
     for queue in total.ready:
-        store.post_notice(queue)
+        store.notices.post(queue)
     if total.delayed:
-        store.post_notice()
+        store.notices.post()
     told = tell(store, total.ready, total.delayed) if tell and (total.ready or total.delayed) else 0
     return {"messages": total.count, "duplicates": total.duplicates, "delayed": len(total.delayed),
             "queues": {q: len(ids) for q, ids in sorted(total.ready.items())}, "daemons_told": told}
