@@ -78,7 +78,7 @@ def run_actor(options) -> None:
         cleaned = store.clean_new(dead=writer_is_dead)
         if cleaned:
             logs.get().info("reaper.cleaned_new", count=cleaned)
-        swept = store.dedup_sweep(window)
+        swept = store.dedup.sweep(window)
         if swept:
             logs.get().info("reaper.dedup_swept", count=swept)
         leftovers = store.notices.sweep_temps()

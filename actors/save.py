@@ -73,7 +73,7 @@ class SaveActor(Actor):
         if request.must_exist and not self.store.queue_exists(add.queue):
             raise NotFound(f"queue {add.queue!r} does not exist")
         if add.dedup_id:
-            earlier = self.store.dedup_lookup(add.queue, add.dedup_id, props["dedup_window"], now)
+            earlier = self.store.dedup.lookup(add.queue, add.dedup_id, props["dedup_window"], now)
             if earlier:
                 return self.duplicate(batch, sender, add.queue, earlier)
         message_id = new_id(int(now * 1000))
@@ -91,10 +91,10 @@ class SaveActor(Actor):
         An earlier add still in new/ is in progress (or its writer died, and its successor
         cleans it up): answering with its id now could name a message that is never stored,
         so this add waits (DEFERRED) and is tried again until that one is delivered or gone.
-        The batch flushes the folders the earlier message may have entered (dedup_pending
+        The batch flushes the folders the earlier message may have entered (store.dedup.pending
         records them), so the reply never leaves before the earlier add's rename is durable.
         """
-        if self.store.dedup_pending(queue, earlier, batch.changes):
+        if self.store.dedup.pending(queue, earlier, batch.changes):
             return self.defer(request)
         return {"id": earlier, "queue": queue, "duplicate": True}
 
@@ -209,7 +209,7 @@ class SaveActor(Actor):
                 kept.append(item)
                 continue
             try:
-                earlier = self.store.dedup_record(item.add.queue, item.add.dedup_id, item.id,
+                earlier = self.store.dedup.record(item.add.queue, item.add.dedup_id, item.id,
                                                   item.window, now, batch.changes)
             except (OSError, MqError) as err:
                 earlier = None
@@ -245,7 +245,7 @@ class SaveActor(Actor):
     def forget(self, item: Written) -> None:
         """Drop the key an unacknowledged add recorded, so the client's retry is stored."""
         if item.add.dedup_id:
-            self.store.dedup_forget(item.add.queue, fmt.dedup_digest(item.add.dedup_id), item.id)
+            self.store.dedup.forget(item.add.queue, fmt.dedup_digest(item.add.dedup_id), item.id)
 
     def fail(self, batch: AddBatch, written: list[Written], error: MqError, unlink: bool = True) -> None:
         """Answer every written add with the error; their files are dropped (never acknowledged)."""

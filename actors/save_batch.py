@@ -32,7 +32,7 @@ def add_batch(actor, batch, request: AddBatch, sender):
     try:
         for slot, add in enumerate(adds):
             if add.dedup_id:
-                earlier = actor.store.dedup_lookup(queue, add.dedup_id, props["dedup_window"], now)
+                earlier = actor.store.dedup.lookup(queue, add.dedup_id, props["dedup_window"], now)
                 if earlier:
                     parts[slot] = duplicate_part(actor, batch, queue, earlier)
                     if isinstance(parts[slot], MqError):
@@ -76,7 +76,7 @@ def duplicate_part(actor, batch, queue: str, earlier: str):
     A single add waits for an earlier add still in new/; a batch does not hold the other
     messages of its request for it, and answers 503 (the client retries the whole batch).
     """
-    if actor.store.dedup_pending(queue, earlier, batch.changes):
+    if actor.store.dedup.pending(queue, earlier, batch.changes):
         return Unavailable("a message of this batch has a de-duplication key whose add is "
                            "still in progress; retry")
     return {"id": earlier, "queue": queue, "duplicate": True}

@@ -127,7 +127,7 @@ def test_an_add_waits_at_most_a_few_seconds_for_the_add_holding_its_key(tmp_path
     actors = Actors(tmp_path)
     holder = new_id()
     actors.store.write_new("q", holder, fmt.encode_message(b"x", "text/plain", 0, holder, "k"), None)
-    actors.store.dedup_record("q", "k", holder, 300, time.time())  # An add that never finishes.
+    actors.store.dedup.record("q", "k", holder, 300, time.time())  # An add that never finishes.
     answers = []
     actors.save.reply = lambda peer, rid, result: answers.append(result)
     assert actors.add({"queue": "q", "body": b"x", "dedup_id": "k"}) == [DEFERRED]

@@ -131,7 +131,7 @@ def test_a_key_recorded_for_an_add_cut_by_a_crash_is_forgotten_at_start(start_ki
     orphan, now = new_id(), time.time()
     store.write_new(queue, orphan, encode_message(b"never acknowledged", "text/plain",
                                                   int(now * 1000), orphan, "retry-me"), None)
-    assert store.dedup_record(queue, "retry-me", orphan, 300, now) is None
+    assert store.dedup.record(queue, "retry-me", orphan, 300, now) is None
     assert os.path.islink(mq.root / "dedup" / queue / dedup_digest("retry-me"))
 
     mq.start().wait_ready()
@@ -174,13 +174,13 @@ def test_the_reaper_of_a_running_daemon_sweeps_expired_keys_and_keeps_live_ones(
     store.init()
     now = time.time()
     for key in ("expired", "live"):
-        assert store.dedup_record("swept", key, new_id(), 300, now) is None
+        assert store.dedup.record("swept", key, new_id(), 300, now) is None
     old = now - 600  # The default window is 5 minutes.
-    os.utime(store.dedup_path("swept", "expired"), (old, old), follow_symlinks=False)
+    os.utime(store.dedup.path("swept", "expired"), (old, old), follow_symlinks=False)
 
     mq = start_killed(root=root, workers=1, timeout=30)  # The reaper sweeps when it starts, then every 60 s.
 
-    poll_for(lambda: not os.path.lexists(store.dedup_path("swept", "expired")), 10,
+    poll_for(lambda: not os.path.lexists(store.dedup.path("swept", "expired")), 10,
              what="the reaper to sweep the expired key")
-    assert os.path.lexists(store.dedup_path("swept", "live"))
+    assert os.path.lexists(store.dedup.path("swept", "live"))
     assert any(e.get("count") == 1 for e in mq.events("reaper.dedup_swept"))

@@ -63,7 +63,7 @@ def test_folders_made_at_start_and_for_keys_are_durable_in_their_parent(tmp_path
     store.init()
     assert store.root in disk.fsynced  # Each of the root's folders was created in it.
     disk.fsynced.clear()
-    store.dedup_record("q", "key", new_id(), 60, 0)
+    store.dedup.record("q", "key", new_id(), 60, 0)
     assert store.folder("dedup") in disk.fsynced
 
 
@@ -121,13 +121,13 @@ def test_the_reaper_cleans_new_files_whose_writer_died_and_frees_their_keys(star
         writer = f"local/{socket.gethostname()}-{pid}"
         store.write_new("q", message_id, fmt.encode_message(b"x", "text/plain", 0, message_id,
                                                             name, writer), None)
-        store.dedup_record("q", name, message_id, 300, time.time())
+        store.dedup.record("q", name, message_id, 300, time.time())
         left[name] = message_id
     # --peers: the start-up clean-up leaves young files alone, so only the reaper can act.
     daemon = start_mq(root=root, workers=1, args=("--peers=1",))
     poll_for(lambda: not os.path.exists(store.new_path("q", left["dead"])), 10,
              what="the reaper to clean the dead writer's file")
-    assert store.dedup_lookup("q", "dead", 300, time.time()) is None
+    assert store.dedup.lookup("q", "dead", 300, time.time()) is None
     assert os.path.exists(store.new_path("q", left["alive"]))
     assert daemon.events("reaper.cleaned_new")[0]["count"] == 1
 

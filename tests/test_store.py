@@ -474,17 +474,17 @@ def test_fetch_actor_serves_from_its_index_without_listing_the_folder(start_mq):
 def test_dedup_sweep_unlinks_only_keys_older_than_their_queues_window(store):
     now = time.time()
     for queue, key in (("short", "old"), ("short", "young"), ("long", "old")):
-        assert store.dedup_record(queue, key, new_id(), 300, now) is None
+        assert store.dedup.record(queue, key, new_id(), 300, now) is None
     ten_minutes_ago = now - 600
     for queue in ("short", "long"):
-        os.utime(store.dedup_path(queue, "old"), (ten_minutes_ago, ten_minutes_ago), follow_symlinks=False)
+        os.utime(store.dedup.path(queue, "old"), (ten_minutes_ago, ten_minutes_ago), follow_symlinks=False)
     windows = {"short": 300.0, "long": 3600.0}
 
-    assert store.dedup_sweep(windows.__getitem__) == 1
-    assert not os.path.lexists(store.dedup_path("short", "old"))
-    assert os.path.lexists(store.dedup_path("short", "young"))
-    assert os.path.lexists(store.dedup_path("long", "old"))  # Within its queue's longer window.
-    assert store.dedup_record("short", "old", new_id(), 300, now) is None  # The key is free again.
+    assert store.dedup.sweep(windows.__getitem__) == 1
+    assert not os.path.lexists(store.dedup.path("short", "old"))
+    assert os.path.lexists(store.dedup.path("short", "young"))
+    assert os.path.lexists(store.dedup.path("long", "old"))  # Within its queue's longer window.
+    assert store.dedup.record("short", "old", new_id(), 300, now) is None  # The key is free again.
 
 
 @pytest.mark.parametrize("size", [0, 1, 100, 4096, 3 << 20])

@@ -141,7 +141,7 @@ def redrive(store):
 
 def dedup_record(store):
     message_id = ready(store, "q")
-    return lambda changes: store.dedup_record("q", "key", message_id, 60, time.time(), changes)
+    return lambda changes: store.dedup.record("q", "key", message_id, 60, time.time(), changes)
 
 
 def add_part(store):
@@ -179,8 +179,8 @@ def test_an_extend_names_the_folder_of_the_file_it_timed(store):
 def test_a_key_not_pending_names_the_folders_its_add_entered(store):
     store.create_queue("q")
     message_id, changes = ready(store, "q"), Changes()
-    assert not store.dedup_pending("q", message_id, changes)
+    assert not store.dedup.pending("q", message_id, changes)
     assert changes == {store.queue_dir("q"), store.folder("delay"), store.dedup_dir("q")}
     pending, changes = written(store, "q"), Changes()
-    assert store.dedup_pending("q", pending, changes)
+    assert store.dedup.pending("q", pending, changes)
     assert not changes

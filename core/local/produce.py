@@ -41,9 +41,9 @@ def put(store, props, queue, body, delay=None, at=None, dedup_id=None,
     deadline = time.monotonic() + PENDING_KEY_SECONDS
     while True:
         if add.dedup_id:
-            earlier = store.dedup_lookup(add.queue, add.dedup_id, window, time.time())
+            earlier = store.dedup.lookup(add.queue, add.dedup_id, window, time.time())
             changes = Changes()
-            if earlier and store.dedup_pending(add.queue, earlier, changes):
+            if earlier and store.dedup.pending(add.queue, earlier, changes):
                 # Its add is in progress, or its writer died: never name a message that may
                 # not be stored; wait until it leaves new/ or its key goes with it.
                 if time.monotonic() > deadline:
@@ -71,7 +71,7 @@ def store_once(store, add: Add, window: float) -> str | None:
     changes = Changes()
     try:
         store.flush_data()
-        if add.dedup_id and store.dedup_record(add.queue, add.dedup_id, message_id, window,
+        if add.dedup_id and store.dedup.record(add.queue, add.dedup_id, message_id, window,
                                                time.time(), changes) is not None:
             store.discard_new(add.queue, message_id)
             return None  # The caller answers the winner's id once that one is durable.
@@ -93,4 +93,4 @@ def store_once(store, add: Add, window: float) -> str | None:
 def forget_key(store, add: Add, message_id: str) -> None:
     """Drop the key an add that failed recorded, so that its retry is stored."""
     if add.dedup_id:
-        store.dedup_forget(add.queue, dedup_digest(add.dedup_id), message_id)
+        store.dedup.forget(add.queue, dedup_digest(add.dedup_id), message_id)

@@ -50,7 +50,7 @@ __all__ = [
 ]
 
 
-class Store(Root, MessageStates, Queues, DedupKeys, Recovery, Staging, Streams, Accumulation):
+class Store(Root, MessageStates, Queues, Recovery, Staging, Streams, Accumulation):
     """One mq root: its paths, the states of messages and every change made to it.
 
     sync: "fs" flushes a batch with one syncfs(2) of the root's file system; "file" fsyncs
@@ -71,6 +71,8 @@ class Store(Root, MessageStates, Queues, DedupKeys, Recovery, Staging, Streams, 
         self.auto_create = auto_create
         #: How long each flush took: where a slow disk shows first (the stats op serves it).
         self.flush_times = FlushTimes()
+        #: De-duplication keys (dedup/): recorded by adds, looked up, expired by the reaper.
+        self.dedup = DedupKeys(self, self.disk)
         #: The notice files other writers post and the daemon's actors read (notices/).
         self.notices = Notices(self, self.disk)
         #: Removed messages' files kept in spare/, taken by write_new, refilled by the reaper.

@@ -165,7 +165,7 @@ def _is_duplicate(store, dedup_window, task_dir, name, queue, message_id, now, d
         digest = ""  # The task wrote it whole and flushed it: never seen, but publish as is.
     if not digest:
         return False
-    earlier = store.dedup_record_digest(queue, digest, message_id, dedup_window(queue), now)
+    earlier = store.dedup.record_digest(queue, digest, message_id, dedup_window(queue), now)
     dirs.add(store.dedup_dir(queue))
     if earlier is None or earlier == message_id:
         return False

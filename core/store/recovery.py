@@ -45,7 +45,7 @@ class Recovery:
                     if dead is not None and not (abandoned or dead(header.get("w", ""))):
                         continue
                     if header.get("dk"):
-                        self.dedup_forget(parts[0], header["dk"], parts[1])
+                        self.dedup.forget(parts[0], header["dk"], parts[1])
                         dirs.add(self.dedup_dir(parts[0]))
                     self.disk.rename(entry.path, os.path.join(self.folder("remove"), entry.name))
                     moved += 1
