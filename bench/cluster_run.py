@@ -58,8 +58,9 @@ def run(volume, seconds: float, workdir: str, timeout: float = 3.0, fault_interv
         min_faults: int = 0) -> dict:
     """Run one daemon per mount of `volume` (entered) under traffic and faults for `seconds`
     (longer, up to three times as long, until `min_faults` faults were made: a restart on a
-    busy machine can take most of a short run), drain, return the counts (total_queue.check) with "faults", "client errors", "statuses"
-    (how many answers of each HTTP status, 0 for no answer) and "drained"."""
+    busy machine can take most of a short run), drain, return the counts (total_queue.check)
+    with "faults", "client errors", "statuses" (how many answers of each HTTP status, 0 for no
+    answer) and "drained"."""
     rng = random.Random(rng_state)
     become_subreaper()
     root_of = [os.path.join(mount, "mq") for mount in volume.mounts]
