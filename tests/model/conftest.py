@@ -8,7 +8,7 @@ import os
 import socket
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 
 from support import Daemon, free_port, poll_for
 
@@ -21,6 +21,9 @@ def machine_settings() -> settings:
     return settings(max_examples=int(os.environ.get("MQ_MODEL_EXAMPLES", "3")),
                     stateful_step_count=int(os.environ.get("MQ_MODEL_STEPS", "25")),
                     deadline=None, database=None,
+                    # Shrinking replays steps on a live daemon for minutes: a soak asks for it.
+                    phases=[Phase.explicit, Phase.reuse, Phase.generate]
+                    + ([Phase.shrink] if os.environ.get("MQ_MODEL_SHRINK") else []),
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
