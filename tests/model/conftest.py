@@ -8,7 +8,7 @@ import os
 import socket
 
 import pytest
-from hypothesis import HealthCheck, Phase, settings
+from hypothesis import HealthCheck, Phase, Verbosity, settings
 
 from support import Daemon, free_port, poll_for
 
@@ -18,9 +18,10 @@ TIMEOUT = 600
 
 def machine_settings() -> settings:
     """The hypothesis settings of every machine: few examples in make test, more in a soak."""
-    return settings(max_examples=int(os.environ.get("MQ_MODEL_EXAMPLES", "3")),
-                    stateful_step_count=int(os.environ.get("MQ_MODEL_STEPS", "25")),
+    return settings(max_examples=int(os.environ.get("MQ_MODEL_EXAMPLES", "8")),
+                    stateful_step_count=int(os.environ.get("MQ_MODEL_STEPS", "30")),
                     deadline=None, database=None,
+                    verbosity=Verbosity.verbose if os.environ.get("MQ_MODEL_VERBOSE") else Verbosity.normal,
                     # Shrinking replays steps on a live daemon for minutes: a soak asks for it.
                     phases=[Phase.explicit, Phase.reuse, Phase.generate]
                     + ([Phase.shrink] if os.environ.get("MQ_MODEL_SHRINK") else []),
@@ -29,7 +30,7 @@ def machine_settings() -> settings:
 
 def machine_timeout() -> int:
     """pytest-timeout's limit for one machine: MQ_MODEL_TIMEOUT, else room for its examples."""
-    default = 120 + 40 * int(os.environ.get("MQ_MODEL_EXAMPLES", "3"))
+    default = 120 + 40 * int(os.environ.get("MQ_MODEL_EXAMPLES", "8"))
     return int(os.environ.get("MQ_MODEL_TIMEOUT", default))
 
 

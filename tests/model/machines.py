@@ -5,7 +5,7 @@ import math
 import time
 
 from hypothesis import strategies as st
-from hypothesis.stateful import initialize, invariant, precondition, rule
+from hypothesis.stateful import initialize, precondition, rule
 
 import known_bugs
 import root_view
@@ -66,7 +66,8 @@ class FeatureMachine(FrontMachine):
             return
         assert m.state == PART
         assert round(added.due, 3) in {round(window_of(t, ACCUM), 3) for t in (t0, t1)}, added
-        assert added.accumulated == ("yes" if added.due in open_windows else "new"), added
+        # A batch add's records carry `due` but not `accumulated` (docs/FRONTENDS.md).
+        assert added.accumulated in (None, "yes" if added.due in open_windows else "new"), added
         m.window = added.due
 
     @precondition(lambda self: self.acc in self.model.queues and self.model.open_windows(self.acc))
@@ -89,7 +90,7 @@ class FeatureMachine(FrontMachine):
         poll_for(combined, 15, interval=0.05, what="every window to be combined")
         for window, compound_id in zip(windows, sorted(self.unknown_ids(self.acc))):
             self.model.close_window(self.acc, window, f"compound-{compound_id}").id = compound_id
-        self.until_root_agrees("the compounds", self.acc)
+        self.until_served("the compounds", self.acc)
 
     @precondition(lambda self: self.front.name == "rest-batch" and self.acc in self.model.queues
                   and not known_bugs.FAILED_BATCH_ADD_LEAVES_PARTS)
@@ -161,13 +162,6 @@ class FeatureMachine(FrontMachine):
         resp = self.front.http("POST", f"/{self.main}/redrive")
         assert resp.status == 200, (resp.status, resp.body)
         assert resp.json()["moved"] == self.model.redrive(self.main)
-
-    @invariant()
-    def accumulating_queue_matches_model(self):
-        """Through mq.local, whose adds are normal messages, the accumulating queue is
-        compared after every step too (parts are compared when their windows close)."""
-        if self.acc in self.model.queues and not self.front.accumulates:
-            assert root_view.files(self.daemon.root, self.acc) == self.model.files(self.acc)
 
 
 def machine_for(daemon, front_class, loose_order: bool = False) -> type:

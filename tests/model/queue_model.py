@@ -158,12 +158,13 @@ class Model:
 
     # -- fetches --------------------------------------------------------------------------
 
-    def blocked(self, m: Msg, holder: set) -> bool:
-        """True while an older message of m's group is in flight with another holder (fifo)."""
+    def blocked(self, m: Msg, holder: set, taken: tuple = ()) -> bool:
+        """True while an older message of m's group is in flight (or taken by this fetch)
+        with another holder (fifo)."""
         if not (self.queues[m.queue].props.fifo and m.group):
             return False
         return any(o.group == m.group and o.seq < m.seq and id(o) not in holder
-                   for o in self.messages(m.queue, IN_FLIGHT))
+                   for o in self.messages(m.queue, IN_FLIGHT) + list(taken))
 
     def expected_fetch(self, queue: str, n: int, holder: bool = False) -> list[Msg]:
         """The messages a fetch of up to n claims, in order, under strict FIFO. holder: one
@@ -179,7 +180,7 @@ class Model:
                     taken.append(mine[0])
                     held.add(id(mine[0]))
                     continue
-            free = [m for m in ready if not self.blocked(m, held)]
+            free = [m for m in ready if not self.blocked(m, held, tuple(taken))]
             if not free:
                 break
             taken.append(free[0])
