@@ -21,7 +21,7 @@ def boto_client(endpoint: str):
 
 #: What SQS calls a stale or unknown receipt handle (docs/SQS.md, "Operations").
 EXPIRED_FIFO = "InvalidParameterValue"
-NOT_IN_FLIGHT = "MessageNotInflight"
+NOT_IN_FLIGHT = "AWS.SimpleQueueService.MessageNotInflight"
 
 
 def sqs_code(err: BotoError) -> str:
