@@ -18,8 +18,9 @@ FIFO_GROUPS_BREAK_WITH_PEERS = True
 PULL_ANY_SPINS_ON_FIFO = True
 #: A batch fetch (?max=N) of a compound does not say X-Message-Kind: compound.
 BATCH_FETCH_LACKS_COMPOUND_HEADERS = True
-#: A batch add to an accumulating queue that fails leaves the parts it wrote before the
-#: failure in their window.
+#: A batch add to an accumulating queue that fails on the disk leaves the parts it wrote
+#: before the failure in their window. The machines cannot fail a disk: they check the
+#: refusal before anything is written (machines.refused_batch_leaves_no_part), which holds.
 FAILED_BATCH_ADD_LEAVES_PARTS = True
 #: GET /{q}/messages?max= with a huge number answers 500 instead of 400.
 HUGE_MAX_IS_500 = True

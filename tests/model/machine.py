@@ -221,6 +221,16 @@ class FrontMachine(RuleBasedStateMachine):
             return
         self.check_fetch(queue, self.front.fetch(queue, n), n, self.front.name == "sqs")
 
+    @rule(op=st.sampled_from(["ack", "nack", "extend"]))
+    def fetch_then_answer(self, op):
+        """Fetch one message of the main queue and answer it at once by its receipt."""
+        handed = len(self.handed)
+        self.check_fetch(self.main, self.front.fetch(self.main, 1), 1, self.front.name == "sqs")
+        if len(self.handed) > handed:
+            queue, got = self.handed[-1]
+            self.answer(queue, got.id, got.attempts, got.receipt, op,
+                        LONG if op == "extend" else None)
+
     @precondition(lambda self: hasattr(self.front, "pull_any"))
     @rule()
     def pull_any(self):

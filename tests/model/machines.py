@@ -92,8 +92,7 @@ class FeatureMachine(FrontMachine):
             self.model.close_window(self.acc, window, f"compound-{compound_id}").id = compound_id
         self.until_served("the compounds", self.acc)
 
-    @precondition(lambda self: self.front.name == "rest-batch" and self.acc in self.model.queues
-                  and not known_bugs.FAILED_BATCH_ADD_LEAVES_PARTS)
+    @precondition(lambda self: self.front.name == "rest-batch" and self.acc in self.model.queues)
     @rule()
     def refused_batch_leaves_no_part(self):
         """A batch with one body over the queue's limit is refused whole: no part stays."""
@@ -103,10 +102,13 @@ class FeatureMachine(FrontMachine):
         assert resp.status == 413, (resp.status, resp.body)
         assert not self.unknown_ids(self.acc)
 
-    @precondition(lambda self: self.front.name == "rest-batch" and not known_bugs.HUGE_MAX_IS_500)
+    @precondition(lambda self: self.front.name == "rest-batch")
     @rule(n=st.sampled_from([0, 101, 10 ** 30]))
     def batch_fetch_out_of_range(self, n):
-        """?max= outside 1 to 100 is 400 and claims nothing."""
+        """?max= outside 1 to 100 is 400 and claims nothing (a huge one is not checked while
+        known_bugs.HUGE_MAX_IS_500)."""
+        if n > 10 ** 6 and known_bugs.HUGE_MAX_IS_500:
+            return
         resp = self.front.http("GET", f"/{self.main}/messages?max={n}")
         assert resp.status == 400, (resp.status, resp.body)
 

@@ -66,16 +66,6 @@ def test_local_get_holds_back_a_group_in_flight(daemon):
     assert client.get("local-groups.fifo") is None
 
 
-@xfail_while("PULL_ANY_SPINS_ON_FIFO")
-def test_pull_any_answers_204_when_every_group_is_held(daemon):
-    """Pull-any over a fifo queue whose only ready message is held back answers 204 at once."""
-    fifo_queue_with_one_group(daemon, "pull-any-groups.fifo")
-    assert daemon.request("GET", "/pull-any-groups.fifo/messages").status == 200
-    started = time.monotonic()
-    resp = daemon.request("GET", "/_mq/messages?qre=pull-any-groups%5C.fifo", timeout=5)
-    assert resp.status == 204 and time.monotonic() - started < 2
-
-
 @xfail_while("BATCH_FETCH_LACKS_COMPOUND_HEADERS")
 def test_batch_fetch_says_a_compound_is_one(daemon):
     """A batch fetch's part for a compound says X-Message-Kind: compound, as a fetch does."""
@@ -87,10 +77,11 @@ def test_batch_fetch_says_a_compound_is_one(daemon):
     assert b"X-Message-Kind: compound" in resp.body
 
 
-@xfail_while("FAILED_BATCH_ADD_LEAVES_PARTS")
 def test_a_refused_batch_add_leaves_no_part(daemon):
     """A batch add to an accumulating queue refused for one body over the queue's limit
-    leaves nothing in the window."""
+    leaves nothing in the window (it is refused before anything is written; the parts a
+    batch failing on the disk leaves, known_bugs.FAILED_BATCH_ADD_LEAVES_PARTS, need a
+    failing disk)."""
     accumulating_queue(daemon, "batch-parts", limit=64)
     lines = b'{"body": "fits"}\n{"body": "%s"}' % (b"x" * 65)
     resp = daemon.request("POST", "/batch-parts/messages", lines,
@@ -126,6 +117,17 @@ def test_a_daemon_returns_a_message_whose_timer_mq_local_shortened(daemon):
     FrontWait.until(due)
     poll_for(lambda: root_view.files(daemon.root, "shortened") == {message.id: ("ready", 1)}, 3,
              what="the message back in its queue")
+
+
+@xfail_while("PULL_ANY_SPINS_ON_FIFO")
+def test_pull_any_answers_204_when_every_group_is_held(daemon):
+    """Pull-any over a fifo queue whose only ready message is held back answers 204 at once.
+    (Last of the module: while the bug lasts, the spinning request slows the daemon.)"""
+    fifo_queue_with_one_group(daemon, "pull-any-groups.fifo")
+    assert daemon.request("GET", "/pull-any-groups.fifo/messages").status == 200
+    started = time.monotonic()
+    resp = daemon.request("GET", "/_mq/messages?qre=pull-any-groups%5C.fifo", timeout=5)
+    assert resp.status == 204 and time.monotonic() - started < 2
 
 
 class FrontWait:
