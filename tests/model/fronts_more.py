@@ -64,7 +64,8 @@ class Sqs(Front):
         retry = props.get("retry", -1)
         if retry != -1:
             dead = props["dead_letter_queue"]
-            dead_attributes = {"FifoQueue": "true"} if queue.endswith(".fifo") else {}
+            dead_attributes = {"VisibilityTimeout": attributes["VisibilityTimeout"],
+                               **({"FifoQueue": "true"} if queue.endswith(".fifo") else {})}
             dead_url = self.client.create_queue(QueueName=dead, Attributes=dead_attributes)["QueueUrl"]
             self.urls[dead] = dead_url
             arn = self.client.get_queue_attributes(QueueUrl=dead_url, AttributeNames=["QueueArn"])

@@ -270,13 +270,14 @@ class FrontMachine(RuleBasedStateMachine):
                         LONG if op == "extend" else None)
 
     @precondition(lambda self: self.front.delete_by_id and self.model.msgs)
-    @rule(pick=st.integers(0, 1 << 16), dead=st.booleans())
-    def delete(self, pick, dead):
-        """Remove a message by id from whatever state (or find it gone)."""
+    @rule(pick=st.integers(0, 1 << 16), own=st.booleans())
+    def delete(self, pick, own):
+        """Remove a message by id from whatever state, in its own queue or the main queue
+        (or find it gone)."""
         known = [m for m in self.model.msgs.values() if m.id and m.state != PART]
         if known:
             m = known[pick % len(known)]
-            self.answer(self.dead if dead else self.main, m.id, None, None, "delete")
+            self.answer(m.queue if own else self.main, m.id, None, None, "delete")
 
     @precondition(lambda self: hasattr(self.front, "ack_many") and self.handed)
     @rule(picks=st.lists(st.integers(0, 1 << 16), min_size=1, max_size=5))
