@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import msgpack
 
 from queue_model import CONFLICT, DEAD, NOT_FOUND, OK
-from support import Response, request
+from support import Response
 
 STATUS = {204: OK, 409: CONFLICT, 404: NOT_FOUND}
 TEXT = "text/plain"

@@ -84,6 +84,7 @@ class FeatureMachine(FrontMachine):
         self.wait_until(windows[-1] + 0.1)
 
         def combined():
+            """No part left, and a new compound for each window."""
             files = root_view.files(self.daemon.root, self.acc)
             parts = [i for i, (state, _) in files.items() if state == "part"]
             return not parts and len(self.unknown_ids(self.acc)) == len(windows)
@@ -173,6 +174,8 @@ def machine_for(daemon, front_class, loose_order: bool = False) -> type:
     """A machine class that drives front_class against daemon (a new front per example)."""
 
     class Machine(FeatureMachine):
+        """FeatureMachine on this daemon and front."""
+
         def __init__(self):
             if front_class.__name__ == "Rpc":
                 type(self).front = front_class(daemon, daemon.rpc_port)

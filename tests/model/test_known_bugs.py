@@ -28,6 +28,13 @@ def daemon(tmp_path_factory):
     daemon.cleanup()
 
 
+def wait_until(when: float) -> None:
+    """Return once time.time() has passed `when`: a timer the test set is due (the test then
+    polls for its effect)."""
+    while (left := when - time.time()) > 0:
+        time.sleep(min(left, 0.05))
+
+
 def fifo_queue_with_one_group(daemon, name: str, count: int = 2) -> Sqs:
     """A fifo queue made through SQS holding `count` messages of one group."""
     sqs = Sqs(daemon)
@@ -52,7 +59,7 @@ def test_local_get_never_hands_out_a_message_past_retention(tmp_path):
     client.set_properties("old", retention=1)
     client.put("old", b"x")
     added = time.time()
-    FrontWait.until(added + 1.2)
+    wait_until(added + 1.2)
     assert client.get("old") is None
 
 
@@ -71,7 +78,7 @@ def test_batch_fetch_says_a_compound_is_one(daemon):
     """A batch fetch's part for a compound says X-Message-Kind: compound, as a fetch does."""
     accumulating_queue(daemon, "batch-compound")
     due = daemon.request("POST", "/batch-compound/messages", b"part").json()["due"]
-    FrontWait.until(due)
+    wait_until(due)
     resp = poll_for(lambda: (r := daemon.request("GET", "/batch-compound/messages?max=10"))
                     .status == 200 and r, 10, what="the compound")
     assert b"X-Message-Kind: compound" in resp.body
@@ -109,12 +116,13 @@ def test_a_daemon_returns_a_message_whose_timer_mq_local_shortened(daemon):
     message = client.get("shortened")
 
     def timed():
+        """The mover counts the claim in flight: it has timed it."""
         stats = daemon.request("GET", "/_mq/stats").json()["queues"].get("shortened", {})
         return stats.get("in_flight") == 1
 
     poll_for(timed, 10, what="the mover to time the claim")
     due = client.extend(message, 0.3)
-    FrontWait.until(due)
+    wait_until(due)
     poll_for(lambda: root_view.files(daemon.root, "shortened") == {message.id: ("ready", 1)}, 3,
              what="the message back in its queue")
 
@@ -128,13 +136,3 @@ def test_pull_any_answers_204_when_every_group_is_held(daemon):
     started = time.monotonic()
     resp = daemon.request("GET", "/_mq/messages?qre=pull-any-groups%5C.fifo", timeout=5)
     assert resp.status == 204 and time.monotonic() - started < 2
-
-
-class FrontWait:
-    """Waiting for a timer the test set (then the test polls for its effect)."""
-
-    @staticmethod
-    def until(when: float) -> None:
-        """Return once time.time() has passed `when`."""
-        while (left := when - time.time()) > 0:
-            time.sleep(min(left, 0.05))
