@@ -32,3 +32,9 @@ HUGE_MAX_IS_500 = True
 #: only_new), so the message stays hidden until the old due time (--peers=0), or until the
 #: next full rescan, up to 5 s late (--peers=1).
 LOCAL_SHORTER_EXTEND_UNSEEN_BY_MOVER = True
+
+# Seen once, not flagged: the machines wait for the fetch actor's index (machine.until_served),
+# which hides it. When the mover returns a fifo message whose timer ran out, the group is free
+# from its rename (the in-flight name is gone) but the fetch actor learns the message is ready
+# only from the mover's notification after its flush: a fetch in between hands out the group's
+# next, younger message, and the older one can then be handed out while the younger is in flight.
