@@ -6,20 +6,25 @@ Not flushed: a notice lost in a crash is not needed, a daemon lists its folders 
 import os
 import time
 
+#: A token of notices/delay that starts so asks the mover to read again the due time of every
+#: message in delay/, not only of those it has not timed: a writer moved a known one earlier.
+RETIME = "retime-"
+
 
 class Notices:
     """Posting and reading notice files (a part of Store)."""
 
-    def post_notice(self, queue: str | None = None) -> bool:
+    def post_notice(self, queue: str | None = None, retime: bool = False) -> bool:
         """Replace a notice file with a new token, after the messages it announces are flushed;
         False when it could not be written (a full disk: the messages are in place all the same).
+        retime: the token asks for every due time in delay/ to be read again (RETIME).
         """
         path = self.notice_path(queue)
         temp = self.notice_temp_path()
         try:
             if not os.path.isdir(os.path.dirname(path)):
                 self.disk.mkdir(os.path.dirname(path))  # A root older than notices/.
-            self.disk.create(temp, os.urandom(16).hex().encode())
+            self.disk.create(temp, ((RETIME if retime else "") + os.urandom(16).hex()).encode())
             self.disk.rename_over(temp, path)
             return True
         except OSError:
