@@ -1,0 +1,128 @@
+"""The root's file system goes away under a running daemon, and comes back.
+
+A FUSE file system (lazyfs, the power-cut test's) unmounted lazily, or the root hidden by an
+empty folder bind-mounted over it: the root's path then leads to an empty folder. The daemon
+must see it, refuse what needs the root with 503 and Retry-After, write nothing into that
+folder, keep publishing health.json, log root.lost, and resume by itself when the root is back
+(root.back) with every message acknowledged before still there.
+"""
+
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from support import Daemon, checked_body, poll_for
+from test_power_cut import FUSERMOUNT, LazyMount, fuse_missing
+
+
+def bind_mount_missing() -> str:
+    """Why `mount --bind` cannot be used here, or "" when it can."""
+    if os.geteuid() != 0 or not shutil.which("mount"):
+        return "mount --bind needs root and mount(8)"
+    return ""
+
+
+def health_file(daemon: Daemon) -> Path:
+    """Where the supervisor publishes health.json while the root is away."""
+    run_dir = daemon.run_dir()
+    if run_dir.is_relative_to(daemon.root):
+        # Socket folder under the root: the host's temporary folder meanwhile (docs/OPERATIONS.md).
+        return Path(os.environ.get("TMPDIR", "/tmp")) / f"mq-health-{daemon.pid}.json"
+    return run_dir / "health.json"
+
+
+def refused(resp) -> bool:
+    """The answer to an operation that needs a root that is away."""
+    return resp.status == 503 and resp.header("Retry-After") is not None
+
+
+def lose_and_regain(daemon: Daemon, bare: Path, take_away, bring_back) -> None:
+    """Add, take the root away, check every refusal and that `bare` (the folder the root's path
+    then leads to) stays empty, bring the root back, check that everything resumes."""
+    bodies = [checked_body(i, 300) for i in range(20)]
+    acknowledged = {daemon.add("kept", body): body for body in bodies}
+    daemon.request("PUT", "/other")
+    take_away()
+    lost = daemon.wait_for_events("root.lost", timeout=10)[0]
+    assert lost["root"] == str(daemon.root)
+    for method, path, body in (("POST", "/kept/messages", b"x"), ("GET", "/kept/messages", None),
+                               ("POST", "/made-now/messages", b"x"),  # auto-create
+                               ("PUT", "/made-too", None), ("GET", "/other/messages", None)):
+        resp = daemon.request(method, path, body)
+        assert refused(resp), (method, path, resp.status, resp.body)
+        assert b"is not available" in resp.body, resp.body  # The root's refusal, not another
+    health = daemon.request("GET", "/health")
+    assert health.status == 503 and "root" in health.json()["down"], health.body
+    assert b"mq_root_available 0.0" in daemon.request("GET", "/metrics").body
+    since = time.time()
+    # Still written: a stamp taken after the loss was seen, with the root's state in it.
+    poll_for(lambda: health_file(daemon).stat().st_mtime > since + 0.5, 10,
+             what="health.json rewritten while the root is away")
+    assert '"state": "lost"' in health_file(daemon).read_text()
+    assert list(bare.iterdir()) == [], "the daemon wrote into the folder that hides the root"
+    bring_back()
+    daemon.wait_for_events("root.back", timeout=10)
+    poll_for(lambda: daemon.request("POST", "/kept/messages", b"after").status == 201, 10,
+             what="adds to resume")
+    assert b"mq_root_available 1.0" in daemon.request("GET", "/metrics").body
+    assert daemon.request("GET", "/health").status == 200
+    seen = daemon.drain("kept", set(acknowledged))
+    assert all(seen[i] == body for i, body in acknowledged.items())
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(90)
+@pytest.mark.skipif(bool(fuse_missing()), reason=f"FUSE unavailable: {fuse_missing()}")
+def test_a_fuse_root_unmounted_under_the_daemon_is_refused_then_resumed(tmp_path):
+    backing, mountpoint, run = tmp_path / "backing", tmp_path / "mnt", tmp_path / "run"
+    for folder in (backing, mountpoint, run):
+        folder.mkdir()
+    lazy = LazyMount(backing, mountpoint, tmp_path / "lazyfs.log")
+    daemon = None
+    try:
+        lazy.mount()
+        # Sockets off the FUSE mount, as the power-cut test: only the root is on it.
+        daemon = Daemon(mountpoint / "root", tmp_path, args=(f"--run-dir={run}",),
+                        log_file=tmp_path / "mq.log").start().wait_ready()
+
+        def unmount_lazily():
+            subprocess.run([FUSERMOUNT, "-u", "-z", str(mountpoint)], check=True)
+            # lazyfs exits once nothing holds the detached mount (it keeps its durable image).
+            assert lazy.proc.wait(30) == 0, lazy.log.read_text()
+
+        lose_and_regain(daemon, mountpoint, unmount_lazily, lazy.mount)
+    finally:
+        if daemon:
+            daemon.cleanup()
+        lazy.cleanup()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(90)
+@pytest.mark.skipif(bool(bind_mount_missing()), reason=bind_mount_missing())
+def test_a_root_hidden_by_an_empty_bind_mount_is_refused_then_resumed(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    # The default socket folder (under the root): health.json goes to the temporary folder.
+    daemon = Daemon(tmp_path / "root", tmp_path, log_file=tmp_path / "mq.log").start().wait_ready()
+    mounted = False
+    try:
+        def hide():
+            nonlocal mounted
+            subprocess.run(["mount", "--bind", str(empty), str(daemon.root)], check=True)
+            mounted = True
+
+        def unhide():
+            nonlocal mounted
+            subprocess.run(["umount", str(daemon.root)], check=True)
+            mounted = False
+
+        lose_and_regain(daemon, empty, hide, unhide)
+    finally:
+        if mounted:
+            subprocess.run(["umount", "-l", str(daemon.root)])
+        daemon.cleanup()
