@@ -40,15 +40,16 @@ def refused(resp) -> bool:
     return resp.status == 503 and resp.header("Retry-After") is not None
 
 
-def lose_and_regain(daemon: Daemon, bare: Path, take_away, bring_back) -> None:
+def lose_and_regain(daemon: Daemon, bare: Path | None, take_away, bring_back,
+                    why: str = "FORMAT is missing") -> None:
     """Add, take the root away, check every refusal and that `bare` (the folder the root's path
-    then leads to) stays empty, bring the root back, check that everything resumes."""
+    then leads to, if any) stays empty, bring the root back, check that everything resumes."""
     bodies = [checked_body(i, 300) for i in range(20)]
     acknowledged = {daemon.add("kept", body): body for body in bodies}
     daemon.request("PUT", "/other")
     take_away()
     lost = daemon.wait_for_events("root.lost", timeout=10)[0]
-    assert lost["root"] == str(daemon.root)
+    assert lost["root"] == str(daemon.root) and why in lost["error"], lost
     for method, path, body in (("POST", "/kept/messages", b"x"), ("GET", "/kept/messages", None),
                                ("POST", "/made-now/messages", b"x"),  # auto-create
                                ("PUT", "/made-too", None), ("GET", "/other/messages", None)):
@@ -63,7 +64,8 @@ def lose_and_regain(daemon: Daemon, bare: Path, take_away, bring_back) -> None:
     poll_for(lambda: health_file(daemon).stat().st_mtime > since + 0.5, 10,
              what="health.json rewritten while the root is away")
     assert '"state": "lost"' in health_file(daemon).read_text()
-    assert list(bare.iterdir()) == [], "the daemon wrote into the folder that hides the root"
+    if bare is not None:
+        assert list(bare.iterdir()) == [], "the daemon wrote into the folder that hides the root"
     bring_back()
     daemon.wait_for_events("root.back", timeout=10)
     poll_for(lambda: daemon.request("POST", "/kept/messages", b"after").status == 201, 10,
@@ -77,7 +79,10 @@ def lose_and_regain(daemon: Daemon, bare: Path, take_away, bring_back) -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(90)
 @pytest.mark.skipif(bool(fuse_missing()), reason=f"FUSE unavailable: {fuse_missing()}")
-def test_a_fuse_root_unmounted_under_the_daemon_is_refused_then_resumed(tmp_path):
+@pytest.mark.parametrize("how", ["unmounted", "killed"])
+def test_a_fuse_root_gone_under_the_daemon_is_refused_then_resumed(tmp_path, how):
+    """unmounted: lazily, the root's path then leads to the empty mount point; killed: the FUSE
+    process gets SIGKILL, every path under the mount fails with ENOTCONN until it is unmounted."""
     backing, mountpoint, run = tmp_path / "backing", tmp_path / "mnt", tmp_path / "run"
     for folder in (backing, mountpoint, run):
         folder.mkdir()
@@ -94,7 +99,19 @@ def test_a_fuse_root_unmounted_under_the_daemon_is_refused_then_resumed(tmp_path
             # lazyfs exits once nothing holds the detached mount (it keeps its durable image).
             assert lazy.proc.wait(30) == 0, lazy.log.read_text()
 
-        lose_and_regain(daemon, mountpoint, unmount_lazily, lazy.mount)
+        def kill():
+            lazy.proc.kill()
+            lazy.proc.wait(30)
+
+        def remount():
+            if how == "killed":  # "Transport endpoint is not connected" until unmounted.
+                subprocess.run([FUSERMOUNT, "-u", "-z", str(mountpoint)], check=True)
+            lazy.mount()
+
+        if how == "unmounted":
+            lose_and_regain(daemon, mountpoint, unmount_lazily, remount)
+        else:
+            lose_and_regain(daemon, None, kill, remount, why="not connected")
     finally:
         if daemon:
             daemon.cleanup()
