@@ -7,6 +7,7 @@ folder, keep publishing health.json, log root.lost, and resume by itself when th
 (root.back) with every message acknowledged before still there.
 """
 
+import json
 import os
 import shutil
 import subprocess
@@ -41,7 +42,7 @@ def refused(resp) -> bool:
 
 
 def lose_and_regain(daemon: Daemon, bare: Path | None, take_away, bring_back,
-                    why: str = "FORMAT is missing") -> None:
+                    why: str = "FORMAT is missing", kill_actor: bool = False) -> None:
     """Add, take the root away, check every refusal and that `bare` (the folder the root's path
     then leads to, if any) stays empty, bring the root back, check that everything resumes."""
     bodies = [checked_body(i, 300) for i in range(20)]
@@ -64,14 +65,30 @@ def lose_and_regain(daemon: Daemon, bare: Path | None, take_away, bring_back,
     poll_for(lambda: health_file(daemon).stat().st_mtime > since + 0.5, 10,
              what="health.json rewritten while the root is away")
     assert '"state": "lost"' in health_file(daemon).read_text()
+    if kill_actor:
+        # A child that dies meanwhile waits for the root: its start would read it.
+        spawned = daemon.wait_for_events("supervisor.spawn", child="fetch-0")[0]
+        daemon.kill_child("fetch-0")
+        crash = daemon.wait_for_events("supervisor.crash", child="fetch-0")[0]
+        assert crash["restart_in_s"] < 1
+        seen_dead = time.time()
+        poll_for(lambda: health_file(daemon).stat().st_mtime > seen_dead + 1.5, 10,
+                 what="health.json rewritten after the restart was due")
+        rows = json.loads(health_file(daemon).read_text())["children"]
+        assert [r["alive"] for r in rows if r["name"] == "fetch-0"] == [False]
+        assert [
+            line for line in daemon.events("supervisor.spawn") if line["child"] == "fetch-0"
+        ] == [spawned], "restarted while the root was away"
     if bare is not None:
         assert list(bare.iterdir()) == [], "the daemon wrote into the folder that hides the root"
     bring_back()
     daemon.wait_for_events("root.back", timeout=10)
+    if kill_actor:
+        daemon.wait_for_events("supervisor.spawn", count=2, child="fetch-0")
     poll_for(lambda: daemon.request("POST", "/kept/messages", b"after").status == 201, 10,
              what="adds to resume")
     assert b"mq_root_available 1.0" in daemon.request("GET", "/metrics").body
-    assert daemon.request("GET", "/health").status == 200
+    poll_for(lambda: daemon.request("GET", "/health").status == 200, 10, what="/health 200")
     seen = daemon.drain("kept", set(acknowledged))
     assert all(seen[i] == body for i, body in acknowledged.items())
 
@@ -138,7 +155,7 @@ def test_a_root_hidden_by_an_empty_bind_mount_is_refused_then_resumed(tmp_path):
             subprocess.run(["umount", str(daemon.root)], check=True)
             mounted = False
 
-        lose_and_regain(daemon, empty, hide, unhide)
+        lose_and_regain(daemon, empty, hide, unhide, kill_actor=True)
     finally:
         if mounted:
             subprocess.run(["umount", "-l", str(daemon.root)])
