@@ -32,7 +32,8 @@ def read_health(run_dir: str, front: str) -> dict:
         except (OSError, orjson.JSONDecodeError):
             continue
     if health is None and lost_since:
-        health = {"children": []}  # The moment before the supervisor's next write.
+        # The moment before the supervisor's next write.
+        health = {"supervisor_pid": os.getppid(), "children": []}
     if health is None:
         raise Unavailable("health not published yet")
     down = [c["name"] for c in health["children"] if not c["alive"] and c["name"] != front]
