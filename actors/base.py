@@ -240,7 +240,9 @@ class Actor:
             if ready:
                 self.serve()
             if not self.root_lost():
-                self.tick()  # While the root is away its chores would meet an empty folder.
+                self.tick()
+            else:  # Its chores would meet an empty folder meanwhile.
+                self.root_away()
         self.log.info("actor.stop")
 
     # -- the root's file system (docs/OPERATIONS.md, "The root's file system") -------------
@@ -255,6 +257,9 @@ class Actor:
             self.send(self.mover, Rescan())
         self.root_was_lost = lost
         return lost
+
+    def root_away(self) -> None:
+        """Instead of tick() while the root is away (the fetch actor answers its long polls)."""
 
     def root_refusal(self) -> Unavailable:
         """The answer to an op that needs the root while it is away."""

@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -48,6 +49,11 @@ def lose_and_regain(daemon: Daemon, bare: Path | None, take_away, bring_back,
     bodies = [checked_body(i, 300) for i in range(20)]
     acknowledged = {daemon.add("kept", body): body for body in bodies}
     daemon.request("PUT", "/other")
+    long_poll: dict = {}
+    waiting = threading.Thread(target=lambda: long_poll.update(
+        resp=daemon.request("GET", "/other/messages?wait=15", timeout=60)))
+    waiting.start()
+    daemon.wait_for_events("fetch.wait", queue="other")  # Parked (a debug line).
     take_away()
     lost = daemon.wait_for_events("root.lost", timeout=10)[0]
     assert lost["root"] == str(daemon.root) and why in lost["error"], lost
@@ -57,6 +63,8 @@ def lose_and_regain(daemon: Daemon, bare: Path | None, take_away, bring_back,
         resp = daemon.request(method, path, body)
         assert refused(resp), (method, path, resp.status, resp.body)
         assert b"is not available" in resp.body, resp.body  # The root's refusal, not another
+    waiting.join(10)  # A long poll parked before the loss is refused too, not left waiting.
+    assert refused(long_poll["resp"]), long_poll
     health = daemon.request("GET", "/health")
     assert health.status == 503 and "root" in health.json()["down"], health.body
     assert b"mq_root_available 0.0" in daemon.request("GET", "/metrics").body
@@ -108,7 +116,7 @@ def test_a_fuse_root_gone_under_the_daemon_is_refused_then_resumed(tmp_path, how
     try:
         lazy.mount()
         # Sockets off the FUSE mount, as the power-cut test: only the root is on it.
-        daemon = Daemon(mountpoint / "root", tmp_path, args=(f"--run-dir={run}",),
+        daemon = Daemon(mountpoint / "root", tmp_path, args=(f"--run-dir={run}", "--log-level=debug"),
                         log_file=tmp_path / "mq.log").start().wait_ready()
 
         def unmount_lazily():
@@ -142,7 +150,8 @@ def test_a_root_hidden_by_an_empty_bind_mount_is_refused_then_resumed(tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
     # The default socket folder (under the root): health.json goes to the temporary folder.
-    daemon = Daemon(tmp_path / "root", tmp_path, log_file=tmp_path / "mq.log").start().wait_ready()
+    daemon = Daemon(tmp_path / "root", tmp_path, args=("--log-level=debug",),
+                    log_file=tmp_path / "mq.log").start().wait_ready()
     mounted = False
     try:
         def hide():
