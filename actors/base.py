@@ -14,17 +14,22 @@ import zmq
 
 from mq import logs, protocol
 from mq.actors.batch import DEFERRED, Batch, Request
-from mq.errors import Invalid, MqError, from_os_error
+from mq.errors import Invalid, MqError, Unavailable, from_os_error
 from mq.operations import Delayed, Operation, Ready, Relist, Rescan, Settled
 from mq.store import Store
 from mq.store.group_flush import GroupFlush, flush_file
-from mq.store.root import actor_endpoint, mover_endpoint, socket_path
+from mq.store.root import RootWatch, actor_endpoint, mover_endpoint, socket_path
 from mq.supervisor import heartbeat
 
 #: Most requests taken from the socket into one batch (one flush serves them all).
 MAX_BATCH = 256
 #: Send high-water mark of the actors' own DEALER sockets (notifications to other actors).
 NOTE_HWM = 100_000
+#: Ops served while the root is away: they read the actor's memory only.
+ROOT_FREE_OPS = frozenset({"stats", "cancel"})
+#: Error kinds a vanished root produces in the moment before the supervisor sees it (a queue
+#: "not found" in the empty mount point, ENOENT on new/): checked against the root then.
+ROOT_SUSPECT_KINDS = frozenset({"not_found", "internal", "storage", "unavailable"})
 
 
 def _field(request: Request, name: str):
@@ -55,6 +60,8 @@ class Actor:
         self.sock = self.mover = None
         self.fetchers: list = []
         self.stopping = False
+        self.root_watch = RootWatch(options.root)
+        self.root_was_lost = False
 
     # -- sockets --------------------------------------------------------------------------
 
@@ -232,8 +239,41 @@ class Actor:
                 continue
             if ready:
                 self.serve()
-            self.tick()
+            if not self.root_lost():
+                self.tick()
+            else:  # Its chores would meet an empty folder meanwhile.
+                self.root_away()
         self.log.info("actor.stop")
+
+    # -- the root's file system (docs/OPERATIONS.md, "The root's file system") -------------
+
+    def root_lost(self) -> bool:
+        """Whether the supervisor says the root is away (a load from shared memory); on the
+        way back, re-list and rescan as at a start: notifications were dropped meanwhile."""
+        lost = bool(heartbeat.root_lost_since())
+        if self.root_was_lost and not lost:
+            for sock in self.fetchers:
+                self.send(sock, Relist())
+            self.send(self.mover, Rescan())
+        self.root_was_lost = lost
+        return lost
+
+    def root_away(self) -> None:
+        """Instead of tick() while the root is away (the fetch actor answers its long polls)."""
+
+    def root_refusal(self) -> Unavailable:
+        """The answer to an op that needs the root while it is away."""
+        return Unavailable(f"the root {self.store.root} is not available (its file system is "
+                           "not mounted); retry later")
+
+    def recheck_root(self, results: list) -> None:
+        """Replace errors the root's loss may have caused, in the moment before the supervisor
+        saw it, by the refusal: checked on the file system itself, on errors only."""
+        if any(isinstance(r, MqError) and r.kind in ROOT_SUSPECT_KINDS for r in results):
+            if self.root_watch.check():
+                for pos, result in enumerate(results):
+                    if isinstance(result, MqError) and result.kind in ROOT_SUSPECT_KINDS:
+                        results[pos] = self.root_refusal()
 
     def reply(self, peer: bytes, rid: bytes, result) -> None:
         """Send one reply (a result dict or an MqError)."""
@@ -258,8 +298,19 @@ class Actor:
                     self.reply(frames[0], frames[1], Invalid(f"bad request frame: {err}"))
         if not requests:
             return
+        if self.root_lost():
+            # Nothing touches the root meanwhile: notifications are dropped (re-listed when it
+            # is back), requests refused unless they read memory only.
+            requests = [r for r in requests if r.rid]
+            for request in requests:
+                if request.op not in ROOT_FREE_OPS:
+                    self.reply(request.peer, request.rid, self.root_refusal())
+            requests = [r for r in requests if r.op in ROOT_FREE_OPS]
+            if not requests:
+                return
         started = time.monotonic()
         batch = self.handle(requests)
+        self.recheck_root(batch.results)
         for request, result in zip(requests, batch.results):
             if request.rid and result is not DEFERRED:
                 self.reply(request.peer, request.rid, result)

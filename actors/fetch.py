@@ -278,6 +278,13 @@ class FetchActor(Actor):
             self.log.warning("fetch.notice_failed", error=str(err))
         self.serve_waiters()
 
+    def root_away(self) -> None:
+        """While the root is away, answer every parked long poll with the refusal (503)."""
+        batch = self.batch_class([])
+        self.waiters.feed(batch, lambda queue, limit: self.root_refusal())
+        for (peer, rid), result in zip(batch.answered, batch.results):
+            self.reply(peer, rid, result)
+
     def poll_timeout_ms(self) -> int:
         """Wake for the nearest long-poll deadline, or to re-list queues someone waits on."""
         deadlines = [d for d in (self.waiters.nearest_deadline(), self.watches.nearest_deadline())

@@ -15,6 +15,7 @@ from mq.actors import accumulation
 from mq.actors.base import Actor
 from mq.actors.counters import Counters
 from mq.store import Changes, Disk
+from mq.store.notices import RETIME
 from mq.store.root import mover_endpoint
 
 #: With --peers, seconds between full scans of delay/ that pick up what other daemons on the
@@ -208,8 +209,9 @@ class MoverActor(Actor):
             self.noticed_at = time.monotonic()
             token = self.store.notices.read()
             if token is not None and token != self.notice:
-                self.log.debug("mover.noticed")
-                self.rescan(only_new=True)
+                retime = token.startswith(RETIME)
+                self.log.debug("mover.noticed", retime=retime)
+                self.rescan(only_new=not retime)
         moved = move_due(self.store, self.timers, time.time(), self.props, self.counters)
         for queue, ids in moved.items():
             self.tell_ready(queue, ids)

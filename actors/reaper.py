@@ -45,6 +45,9 @@ def reap_forever(reap, interval: float, stopping: list, chores=()) -> None:
     last = [float("-inf")] * len(chores)
     while not stopping:
         heartbeat.beat()  # Once a pass: the supervisor restarts a reaper stuck in one.
+        if heartbeat.root_lost_since():  # Its path leads to an empty mount point meanwhile.
+            time.sleep(interval)
+            continue
         try:
             recycled, unlinked = reap()
             if recycled or unlinked:

@@ -12,6 +12,7 @@ from mq.errors import MqError
 from mq.http import access, responses, stats
 from mq.http.health import read_health
 from mq.http.queues import QueueHandler
+from mq.supervisor import heartbeat
 
 #: (stats key, metric name, help) of the gauges per queue.
 QUEUE_GAUGES = (
@@ -72,6 +73,11 @@ class Snapshot:
         for code, n in responses.snapshot().items():
             codes.add_metric([self.front, str(code)], n)
         yield codes
+        root = GaugeMetricFamily("mq_root_available", "1 while the root's file system is there "
+                                 "(mounted, its FORMAT found); 0 while it is away and what needs "
+                                 "it is refused with 503.")
+        root.add_metric([], 0 if heartbeat.root_lost_since() else 1)
+        yield root
         yield from self.process_families()
 
     def process_families(self):

@@ -11,6 +11,11 @@ if it had died.
 
 CLOCK_MONOTONIC is one clock for every process of the host, so stamps and the supervisor's
 `now` compare directly.
+
+The same mapping carries one more slot, written by the supervisor alone: the root's state
+(docs/OPERATIONS.md, "The root's file system"). 0.0 while the root is there, else the Unix time
+it was found gone. The supervisor checks the root a few times a second; every child reads the
+verdict with a load from memory, so the hot path of a request pays no system call for it.
 """
 
 import asyncio
@@ -45,7 +50,9 @@ class Heartbeats:
 
     def __init__(self, slots: int):
         # Anonymous and MAP_SHARED (mmap's default): forked children share these pages.
-        self.memory = mmap.mmap(-1, SLOT.size * max(1, slots))
+        # One slot more than children: the root's state, last.
+        self.memory = mmap.mmap(-1, SLOT.size * (max(1, slots) + 1))
+        self.root_state = Slot(self.memory, SLOT.size * max(1, slots))
 
     def slot(self, index: int) -> Slot:
         """The slot of the child at this position in the tree."""
@@ -54,6 +61,26 @@ class Heartbeats:
 
 #: This process's slot; None outside a forked child (a child run by hand beats for no one).
 _mine: Slot | None = None
+#: The root's state slot; set in the supervisor before it forks, so every child inherits it.
+_root: Slot | None = None
+
+
+def share_root_state(slot: Slot | None) -> None:
+    """In the supervisor, before the first fork: the slot that tells children the root's state."""
+    global _root
+    _root = slot
+
+
+def set_root_lost(since: float) -> None:
+    """Publish the root's state: the Unix time it was found gone, or 0.0 when it is there."""
+    if _root is not None:
+        _root.stamp(since)
+
+
+def root_lost_since() -> float:
+    """The Unix time the supervisor found the root gone, or 0.0 while it is there (or outside
+    a supervised tree, where no one watches)."""
+    return _root.read() if _root is not None else 0.0
 
 
 def attach(slot: Slot | None) -> None:

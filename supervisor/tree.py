@@ -19,12 +19,15 @@ from mq.store.root import (
     actor_endpoint,
     health_path,
     ipc_dir_of,
+    is_under,
     mover_endpoint,
     point_to_ipc_dir,
     socket_path,
+    standby_health_path,
 )
 from mq.supervisor.forking import ForkedChild, fork_child, preload
 from mq.supervisor.heartbeat import Heartbeats, Slot
+from mq.supervisor.root_state import RootState
 
 #: First wait before restarting a dead process, in seconds; doubled per quick crash.
 MIN_BACKOFF_SECONDS = 0.1
@@ -160,6 +163,10 @@ class Tree:
         self.heartbeats = Heartbeats(len(self.children))
         for position, child in enumerate(self.children):
             child.slot = self.heartbeats.slot(position)
+        self.root_state = RootState(options.root, self.heartbeats.root_state)
+        # While the root is away: health.json only where it is not under the root, or (none
+        # left) in the host's temporary folder, where the front looks then (http/health.py).
+        self.standby_health = standby_health_path(os.getpid())
 
     def spawn(self, child: Child) -> None:
         """Fork a child process running mq.supervisor.child.run (supervisor/forking.py)."""
@@ -242,14 +249,27 @@ class Tree:
             rows.append(row)
         return rows
 
+    def health_paths(self) -> list[str]:
+        """Where health.json goes now: never into a root that is away (its empty mount point)."""
+        paths = [health_path(folder) for folder in self.health_dirs]
+        if self.root_state.lost:
+            paths = [p for p in paths if not is_under(p, self.options.root)] or [self.standby_health]
+        return paths
+
+    def may_start(self, child: Child) -> bool:
+        """Whether a dead child may be restarted now: not while the root is away, unless it is
+        a front whose socket folder is not under the root (an actor's start reads the root, and
+        a socket bound there would go into the empty mount point)."""
+        return not self.root_state.lost or (
+            child.kind == "front" and not is_under(self.run_dir, self.options.root))
+
     def write_health(self) -> None:
         """Publish health.json (written whole, then renamed)."""
         text = json.dumps({"supervisor_pid": os.getpid(), "started": self.started,
-                           "root": self.options.root,
+                           "root": self.options.root, "root_state": self.root_state.health(),
                            "children": self.health()})
         try:
-            for folder in self.health_dirs:
-                path = health_path(folder)
+            for path in self.health_paths():
                 with open(path + ".tmp", "w") as f:
                     f.write(text)
                 os.replace(path + ".tmp", path)
@@ -278,19 +298,32 @@ class Tree:
             if now - last_turn > SUPERVISOR_GAP_SECONDS:
                 self.excuse_gap(now)
             last_turn = now
+            if self.root_state.poll(now):
+                if not self.root_state.lost:
+                    self.discard_standby_health()
+                last_health = 0.0  # Published at once, where it goes now.
             for child in self.children:
                 self.check_answering(child, now)
                 if not self.check(child, now):
                     self.stopping, code = True, 1
                     break
-                if child.proc is None and child.restart_at is not None and now >= child.restart_at:
+                if (child.proc is None and child.restart_at is not None
+                        and now >= child.restart_at and self.may_start(child)):
                     self.spawn(child)
             if now - last_health > 1.0:
                 self.write_health()
                 last_health = now
             time.sleep(0.05)
         self.shutdown()
+        self.discard_standby_health()
         return code
+
+    def discard_standby_health(self) -> None:
+        """Remove the health.json written outside the root while it was away."""
+        try:
+            os.unlink(self.standby_health)
+        except FileNotFoundError:
+            pass
 
     def wait_for_actors(self, timeout: float) -> None:
         """Wait until every actor has bound its socket, so the front's first requests find them."""

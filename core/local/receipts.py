@@ -60,7 +60,9 @@ def extend(store, props, message, seconds=None) -> float:
     if not store.extend(message.queue, message.id, number, due, changes):
         raise stale(store, message.queue, message.id, number)
     store.flush(changes)
-    store.notices.post()  # A daemon's mover that missed the claim times it from here on.
+    # A daemon's mover that missed the claim times it from here on; one that timed it reads its
+    # due time again, which may now be earlier.
+    store.notices.post(retime=True)
     message.receipt = f"{message.id}.{number}"
     return due
 

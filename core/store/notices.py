@@ -9,6 +9,10 @@ import time
 from mq.store.disk import Disk
 from mq.store.root import Root
 
+#: A token of notices/delay that starts so asks the mover to read again the due time of every
+#: message in delay/, not only of those it has not timed: a writer moved a known one earlier.
+RETIME = "retime-"
+
 
 class Notices:
     """Posting and reading notice files: a member of Store (store.notices), given the root's
@@ -18,16 +22,17 @@ class Notices:
         self.paths = paths
         self.disk = disk
 
-    def post(self, queue: str | None = None) -> bool:
+    def post(self, queue: str | None = None, retime: bool = False) -> bool:
         """Replace a notice file with a new token, after the messages it announces are flushed;
         False when it could not be written (a full disk: the messages are in place all the same).
+        retime: the token asks for every due time in delay/ to be read again (RETIME).
         """
         path = self.paths.notice_path(queue)
         temp = self.paths.notice_temp_path()
         try:
             if not os.path.isdir(os.path.dirname(path)):
                 self.disk.mkdir(os.path.dirname(path))  # A root older than notices/.
-            self.disk.create(temp, os.urandom(16).hex().encode())
+            self.disk.create(temp, ((RETIME if retime else "") + os.urandom(16).hex()).encode())
             self.disk.rename_over(temp, path)
             return True
         except OSError:

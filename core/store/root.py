@@ -4,6 +4,7 @@ Nothing else in mq joins a path under a root or builds an ipc:// address (docs/F
 """
 
 import os
+import tempfile
 
 from mq.errors import Invalid, Unavailable
 from mq.ids import new_id
@@ -188,6 +189,47 @@ class Root:
                               "them all); point --root at a folder that holds them")
 
 
+class RootWatch:
+    """Whether a root's path still leads to the root: its file system mounted, not an empty
+    mount point or another folder put in its place (docs/OPERATIONS.md, "The root's file
+    system").
+
+    The root's identity is its FORMAT file, written once at creation: a FUSE mount killed
+    fails the stat (ENOTCONN), an unmounted one or a bind mount over it leaves a folder where
+    FORMAT is missing. The device number is only a shortcut: while it is the one last seen a
+    stat of FORMAT is enough; a new one (the same root mounted again, a new FUSE connection)
+    has FORMAT read and checked once, then is adopted. Two stats a check.
+    """
+
+    def __init__(self, root: str):
+        self.root = Root(root)
+        self.device: int | None = None
+
+    def check(self) -> str:
+        """"" while the root is there; else why not, in words for a log line."""
+        try:
+            device = os.stat(self.root.root).st_dev
+            if device == self.device:
+                os.stat(self.root.format_path())
+                return ""
+            with open(self.root.format_path()) as f:
+                found = f.read().split()
+        except FileNotFoundError:
+            return "FORMAT is missing: the root's file system is not mounted there"
+        except OSError as err:
+            return os.strerror(err.errno) if err.errno else str(err)
+        if found[:1] != ["mq-format"]:
+            return "FORMAT does not name an mq root"
+        self.device = device
+        return ""
+
+
+def is_under(path: str, root: str) -> bool:
+    """Whether path is the root or inside it (by name: the root may be away)."""
+    path, root = os.path.abspath(path), os.path.abspath(root)
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
 def actor_endpoint(ipc_dir: str, kind: str, index: int) -> str:
     """The ipc:// address actor `kind` number `index` binds."""
     return f"ipc://{ipc_dir}/{kind}-{index}.sock"
@@ -206,6 +248,12 @@ def socket_path(endpoint: str) -> str:
 def health_path(daemon_dir: str) -> str:
     """The health.json the supervisor publishes in its daemon folder."""
     return os.path.join(daemon_dir, "health.json")
+
+
+def standby_health_path(supervisor_pid: int) -> str:
+    """Where a supervisor whose socket folder is inside the root publishes health.json while
+    the root is away (a file of the host's temporary folder, removed when the root is back)."""
+    return os.path.join(tempfile.gettempdir(), f"mq-health-{supervisor_pid}.json")
 
 
 def ipc_dir_of(daemon_dir: str) -> str:

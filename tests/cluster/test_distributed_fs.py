@@ -28,7 +28,7 @@ from workload import call  # noqa: E402
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("distributed-fs")  # One glusterd per host: one test at a time.
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(420)
 @pytest.mark.parametrize("kind", sorted(VOLUMES))
 def test_three_daemons_on_three_mounts_hand_each_message_to_one_consumer_at_a_time(tmp_path, kind):
     volume_class = VOLUMES[kind]
@@ -37,7 +37,7 @@ def test_three_daemons_on_three_mounts_hand_each_message_to_one_consumer_at_a_ti
     with volume_class(str(tmp_path)) as volume:
         counts = run(volume, seconds=30, workdir=str(tmp_path), timeout=3.0, fault_interval=3.0,
                      faults=("kill actor", "kill daemon", "kill server"), adds_per_second=20,
-                     say=lambda line: None)
+                     say=lambda line: None, min_faults=3)
     faults, statuses = counts.pop("faults"), counts.pop("statuses")
     counts.pop("client errors")
     errors = "\n".join(counts.pop("error lines"))

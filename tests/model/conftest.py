@@ -1,0 +1,60 @@
+"""A real daemon per module for the model's state machines, and how long they run.
+
+MQ_MODEL_EXAMPLES and MQ_MODEL_STEPS set the examples per machine and the steps per example
+(bench/model_soak.py raises them); the defaults keep each machine near a minute in make test.
+"""
+
+import os
+import socket
+
+import pytest
+from hypothesis import HealthCheck, Phase, Verbosity, settings
+
+from support import Daemon, free_port, poll_for
+
+#: Seconds a delivery stays hidden unless a rule shortens it (machine.LONG, as --timeout).
+TIMEOUT = 600
+
+
+def machine_settings() -> settings:
+    """The hypothesis settings of every machine: few examples in make test, more in a soak."""
+    return settings(max_examples=int(os.environ.get("MQ_MODEL_EXAMPLES", "8")),
+                    stateful_step_count=int(os.environ.get("MQ_MODEL_STEPS", "30")),
+                    deadline=None, database=None,
+                    verbosity=Verbosity.verbose if os.environ.get("MQ_MODEL_VERBOSE") else Verbosity.normal,
+                    # Shrinking replays steps on a live daemon for minutes: a soak asks for it.
+                    phases=[Phase.explicit, Phase.reuse, Phase.generate]
+                    + ([Phase.shrink] if os.environ.get("MQ_MODEL_SHRINK") else []),
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+def machine_timeout() -> int:
+    """pytest-timeout's limit for one machine: MQ_MODEL_TIMEOUT, else room for its examples."""
+    default = 120 + 40 * int(os.environ.get("MQ_MODEL_EXAMPLES", "8"))
+    return int(os.environ.get("MQ_MODEL_TIMEOUT", default))
+
+
+def start_daemon(workdir, *args) -> Daemon:
+    """A ready daemon on workdir/root with the RPC server on a free port; its rpc_port set."""
+    rpc_port = free_port()
+    daemon = Daemon(workdir / "root", workdir, workers=2, timeout=TIMEOUT,
+                    args=("--no-access-log", f"--rpc-port={rpc_port}", *args))
+    daemon.rpc_port = rpc_port
+    try:
+        daemon.start()
+        daemon.wait_ready()
+        poll_for(lambda: socket.create_connection(("127.0.0.1", rpc_port)).close() or True,
+                 10, what="the RPC port to accept", ignore=(OSError,))
+    except BaseException:
+        daemon.cleanup()
+        raise
+    return daemon
+
+
+@pytest.fixture(autouse=True, scope="session")
+def no_aws_environment():
+    """boto3 must not pick up a developer's AWS settings or real endpoints."""
+    for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_SQS"):
+        os.environ.pop(name, None)
+    os.environ["AWS_CONFIG_FILE"] = os.devnull
+    os.environ["AWS_SHARED_CREDENTIALS_FILE"] = os.devnull

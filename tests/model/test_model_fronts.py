@@ -1,0 +1,29 @@
+"""Every front end against the model, on one daemon alone on its root (--peers=0: strict
+FIFO): mq's REST API one by one and in batches, MessagePack-RPC, the SQS API through boto3,
+and mq.local on the daemon's root."""
+
+import pytest
+from hypothesis.stateful import run_state_machine_as_test
+
+from conftest import machine_settings, machine_timeout, start_daemon
+from fronts import RestBatch, RestSingle, Rpc
+from fronts_more import Local, Sqs
+from machines import machine_for
+
+FRONTS = {"rest": RestSingle, "rest_batch": RestBatch, "rpc": Rpc, "sqs": Sqs, "local": Local}
+
+
+@pytest.fixture(scope="module")
+def daemon(tmp_path_factory):
+    """The module's daemon."""
+    daemon = start_daemon(tmp_path_factory.mktemp("model"))
+    yield daemon
+    daemon.cleanup()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(machine_timeout())
+@pytest.mark.parametrize("front", list(FRONTS))
+def test_front_answers_as_the_model_says(daemon, front):
+    """Every answer of the front, and every file of the root after each step, is the model's."""
+    run_state_machine_as_test(machine_for(daemon, FRONTS[front]), settings=machine_settings())
