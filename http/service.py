@@ -124,6 +124,8 @@ class QueueService:
             lambda rid: on_sent(functools.partial(link.cancel, rid)))
         return link.call(request, timeout=request.wait + link.timeout, on_sent=sent)
 
+    fetch_batch = fetch
+
     def call(self, token: Token | None, request: Operation) -> Awaitable[dict]:
         """Any other operation on one queue (ack, ack_batch, nack, extend, delete, peek, purge,
         queue_get/put/delete, props_*, redrive) or on the rules, sent to the fetch actor that
