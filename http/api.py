@@ -1,5 +1,5 @@
 """ApiHandler: what every route shares (JSON errors through the status table of the error
-kinds, the access log's fields, the actor pool, the access check and the URL limit)."""
+kinds, the access log's fields, the queue service, the access check and the URL limit)."""
 
 import functools
 import time
@@ -13,7 +13,6 @@ from mq import logs
 from mq import store as fmt
 from mq.errors import TABLE, Invalid, MqError, TooLong
 from mq.http import access
-from mq.http.actor_links import ActorPool
 
 #: Error kind -> HTTP status, from the one table of kinds (mq.errors.TABLE).
 STATUS = {kind.name: kind.status for kind in TABLE}
@@ -35,8 +34,8 @@ def http_date(now: float) -> str:
 
 
 class ApiHandler(tornado.web.RequestHandler):
-    """Shared by every route: JSON error bodies, the access log fields, the actor pool, the
-    access check (http/access.py) and the URL limit."""
+    """Shared by every route: JSON error bodies, the access log fields, the queue service
+    (http/service.py, the one way to the actors), the access check (http/access.py) and the URL limit."""
 
     #: What each HTTP method of the route needs: "read", "write", "admin" or access.OPEN; a
     #: method not named here needs "admin".
@@ -48,9 +47,9 @@ class ApiHandler(tornado.web.RequestHandler):
     #: The request's token once checked (None while access control is off).
     token = None
 
-    def initialize(self, pool: ActorPool, options) -> None:
-        """Take the pool of actor links and the daemon's options."""
-        self.pool = pool
+    def initialize(self, service, options) -> None:
+        """Take the queue service (http/service.py) and the daemon's options."""
+        self.service = service
         # Not self.options: that is the handler of the HTTP method OPTIONS.
         self.config = options
         self.log_fields: dict = {}

@@ -31,6 +31,7 @@ from mq.http.queues import (
 )
 from mq.http.routed import RoutedMessagesHandler
 from mq.http.rpc_server import RpcServer
+from mq.http.service import QueueService
 from mq.http.stats import StatsHandler
 from mq.http.statsd import StatsdSender
 
@@ -41,9 +42,9 @@ class HealthHandler(ApiHandler):
     # Open: a load balancer probes it without a token, and it holds no message or queue name.
     scope = {"GET": access.OPEN}
 
-    def initialize(self, pool: ActorPool, options, run_dir: str = "") -> None:
+    def initialize(self, service: QueueService, options, run_dir: str = "") -> None:
         """Also take the run folder, where the supervisor publishes health.json."""
-        super().initialize(pool, options)
+        super().initialize(service, options)
         self.run_dir = run_dir
 
     def get(self) -> None:
@@ -91,15 +92,15 @@ def log_request(handler: tornado.web.RequestHandler) -> None:
         "ms": round(request.request_time() * 1000, 2), **getattr(handler, "log_fields", {})})
 
 
-def make_app(pool: ActorPool, options, run_dir: str = "",
+def make_app(service: QueueService, options, run_dir: str = "",
              index: int = 0) -> tornado.web.Application:
     """The Tornado application with every route, for front number index."""
-    args = {"pool": pool, "options": options}
+    args = {"service": service, "options": options}
     name = r"([^/]+)"
     app = tornado.web.Application(
         [
             # The SQS API on the main port (--sqs-port 0): only requests meant for it match.
-            *(sqs.routes(pool, options) if not options.sqs_port else []),
+            *(sqs.routes(service, options) if not options.sqs_port else []),
             # Adds and fetches first: Tornado tries the routes in order, a regex each.
             (r"/_mq/messages", RoutedMessagesHandler, args),
             (rf"/{name}/messages", MessagesHandler, args),
@@ -137,10 +138,10 @@ def http_server(app: tornado.web.Application, options) -> tornado.httpserver.HTT
         ssl_options=options.server_tls())
 
 
-def sqs_application(pool: ActorPool, options, tokens) -> tornado.web.Application:
+def sqs_application(service: QueueService, options, tokens) -> tornado.web.Application:
     """The SQS API alone, for --sqs-port: its routes, and a JSON 404 for any other request."""
-    args = {"pool": pool, "options": options}
-    app = tornado.web.Application(sqs.routes(pool, options), default_handler_class=NotFoundHandler,
+    args = {"service": service, "options": options}
+    app = tornado.web.Application(sqs.routes(service, options), default_handler_class=NotFoundHandler,
                                   default_handler_args=args,
                                   log_function=responses.counting(
                                       log_request if options.access_log else None))
@@ -153,7 +154,8 @@ async def serve(options, run_dir: str, drain_seconds: float = 10.0, index: int =
     """Run front number index until SIGTERM, then stop accepting, finish what is in flight and
     return."""
     pool = ActorPool(options, run_dir, front=index)
-    app = make_app(pool, options, run_dir, index)
+    service = QueueService(pool, options)
+    app = make_app(service, options, run_dir, index)
     # With several fronts each has its own listening socket on a port (SO_REUSEPORT), so the
     # kernel spreads new connections over them and no front wakes for another's.
     reuse = options.fronts > 1
@@ -161,10 +163,10 @@ async def serve(options, run_dir: str, drain_seconds: float = 10.0, index: int =
     servers[0].listen(options.port, options.host, reuse_port=reuse)
     apps = [app]
     if options.sqs_port:
-        apps.append(sqs_application(pool, options, app.tokens))
+        apps.append(sqs_application(service, options, app.tokens))
         servers.append(http_server(apps[1], options))
         servers[1].listen(options.sqs_port, options.host, reuse_port=reuse)
-    rpc = RpcServer(pool, options, app.tokens) if options.rpc_port else None
+    rpc = RpcServer(service, options, app.tokens) if options.rpc_port else None
     if rpc is not None:
         await rpc.start()
     stop = asyncio.Event()
@@ -178,7 +180,7 @@ async def serve(options, run_dir: str, drain_seconds: float = 10.0, index: int =
     if app.tokens is None and access.exposed(options.host):
         logs.get().warning("front.open_access", host=options.host)
     # One front sends StatsD lines for the daemon: the statistics come from the shared actors.
-    statsd = StatsdSender.start(pool, options) if index == 0 else None
+    statsd = StatsdSender.start(service, options) if index == 0 else None
     await stop.wait()
     if statsd is not None:
         statsd.stop()

@@ -122,7 +122,7 @@ class MessagesHandler(ApiHandler):
                         dedup_id, now)
         context = trace.parse(self.request.headers.get("traceparent"),
                               self.request.headers.get("tracestate"))
-        result: Added = await self.pool.saver().call(Add(
+        result: Added = await self.service.add(self.token, Add(
             queue=add.queue, body=add.body, content_type=add.content_type, due=add.due,
             dedup_id=add.dedup_id or None, attributes=context or None))
         message_id = result["id"]
@@ -186,13 +186,12 @@ class MessagesHandler(ApiHandler):
     async def poll_fetch(self, request: Fetch | FetchBatch) -> dict:
         """Send a fetch to the queue's actor and wait for it, cancelling it when the client of
         a long poll hangs up."""
-        fetcher = self.pool.fetcher(request.queue)
         self.poll = None
         wait = request.wait
         watch = asyncio.ensure_future(self.watch_client(wait)) if wait > 0 else None
         try:
-            return await fetcher.call(request, timeout=wait + self.config.actor_timeout,
-                                      on_sent=lambda rid: setattr(self, "poll", (fetcher, rid)))
+            return await self.service.fetch(self.token, request,
+                                            on_sent=lambda cancel: setattr(self, "poll", cancel))
         finally:
             if watch is not None:
                 watch.cancel()
@@ -206,7 +205,7 @@ class MessagesHandler(ApiHandler):
         while time.monotonic() < deadline:
             await asyncio.sleep(CLIENT_CHECK_SECONDS)
             if connection_closed(sock) and self.poll is not None:
-                self.poll[0].cancel(self.poll[1])
+                self.poll()
                 return
 
 
@@ -223,8 +222,8 @@ class MessageHandler(ApiHandler):
         self.log_fields["id"] = message_id
         fmt.validate_id(message_id)
         receipt = self.param("receipt", "X-Receipt")
-        await self.pool.fetcher(queue).call(
-            Ack(queue=queue, id=message_id, receipt=receipt) if receipt else
+        await self.service.ack(
+            self.token, Ack(queue=queue, id=message_id, receipt=receipt) if receipt else
             Delete(queue=queue, id=message_id))
         self.set_status(204)
         self.finish()
@@ -241,7 +240,7 @@ class MessageHandler(ApiHandler):
         fields = {"queue": queue, "id": message_id, "receipt": self.param("receipt", "X-Receipt")}
         if self.REPLIES[reply] is Extend:
             fields["seconds"] = seconds
-        result = await self.pool.fetcher(queue).call(self.REPLIES[reply](**fields))
+        result = await self.service.call(self.token, self.REPLIES[reply](**fields))
         if reply in ("ext", "extend"):
             self.set_header("X-Receipt", result["receipt"])
             self.write_json(200, {"id": message_id, "due": result["due"]})

@@ -9,7 +9,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from mq.errors import MqError
-from mq.http import access, responses, stats
+from mq.http import access, responses
 from mq.http.health import read_health
 from mq.http.queues import QueueHandler
 from mq.supervisor import heartbeat
@@ -121,7 +121,7 @@ class MetricsHandler(QueueHandler):
 
     async def get(self, *_) -> None:
         """200 with every metric (docs/OPERATIONS.md lists them)."""
-        figures = await stats.gather(self.pool)
+        figures = await self.service.stats(self.token)
         try:
             health = read_health(self.run_dir, self.application.front_name)
         except MqError:
@@ -129,9 +129,9 @@ class MetricsHandler(QueueHandler):
         self.set_header("Content-Type", CONTENT_TYPE_LATEST)
         self.finish(generate_latest(Snapshot(figures, health, self.application.front_name)))
 
-    def initialize(self, pool, options, run_dir: str = "") -> None:
+    def initialize(self, service, options, run_dir: str = "") -> None:
         """Also take the run folder, where the supervisor publishes health.json."""
-        super().initialize(pool, options)
+        super().initialize(service, options)
         self.run_dir = run_dir
 
 
@@ -143,9 +143,9 @@ class HealthCheckHandler(QueueHandler):
     # Open, like /_mq/health: a load balancer probes it without a token.
     scope = {**QueueHandler.scope, "GET": access.OPEN}
 
-    def initialize(self, pool, options, run_dir: str = "") -> None:
+    def initialize(self, service, options, run_dir: str = "") -> None:
         """Also take the run folder, where the supervisor publishes health.json."""
-        super().initialize(pool, options)
+        super().initialize(service, options)
         self.run_dir = run_dir
 
     async def get(self, *_) -> None:
@@ -156,8 +156,7 @@ class HealthCheckHandler(QueueHandler):
         """
         self.set_header("Cache-Control", "no-store")
         down = read_health(self.run_dir, self.application.front_name)["down"]
-        down += [name for name, link in stats.actor_links(self.pool)
-                 if not link.connected and name not in down]
+        down += [name for name in self.service.unreachable() if name not in down]
         if down:
             self.set_header("Retry-After", "1")
         self.write_json(503 if down else 200, {"status": "degraded" if down else "ok", "down": down})

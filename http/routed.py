@@ -1,13 +1,13 @@
 """POST and GET /_mq/messages?qre=REGEX: fan-out (add one message to every queue whose name
-matches) and pull-any (fetch one message from whichever of them has the oldest), over
-http/routing.py, which MessagePack-RPC shares."""
+matches) and pull-any (fetch one message from whichever of them has the oldest), through
+QueueService (http/service.py), which MessagePack-RPC shares."""
 
 import time
 
 import tornado.web
 
 from mq.errors import Invalid
-from mq.http import access, compound, routing, trace
+from mq.http import access, compound, trace
 from mq.http.messages import MessagesHandler, connection_closed
 from mq.numbers import parse_number
 from mq.schedule import due_time
@@ -39,9 +39,8 @@ class RoutedMessagesHandler(MessagesHandler):
         due = due_time(self.param("delay", "X-Delay"), self.param("at", "X-At"), time.time())
         context = trace.parse(self.request.headers.get("traceparent"),
                               self.request.headers.get("tracestate"))
-        messages = await routing.fan_out(self.pool, self.config.root, pattern, body,
-                                         self.request.headers.get("Content-Type"), due, context,
-                                         token=self.token)
+        messages = await self.service.fan_out(self.token, pattern, body,
+                                              self.request.headers.get("Content-Type"), due, context)
         self.log_fields["queues"] = len(messages)
         if context:
             self.log_fields["traceparent"] = context["tp"]
@@ -56,8 +55,8 @@ class RoutedMessagesHandler(MessagesHandler):
         wait = parse_number("wait", self.param("wait", "X-Wait"), 0.0)
         cf = compound.compound_format(self.param("cf", "X-Compound-Format"))
         sock = self.request.connection.stream.socket
-        result = await routing.pull_any(self.pool, self.config.root, pattern, wait,
-                                        gone=lambda: connection_closed(sock), token=self.token)
+        result = await self.service.pull_any(self.token, pattern, wait,
+                                             gone=lambda: connection_closed(sock))
         if result is None:
             self.set_status(204)
             self.finish()

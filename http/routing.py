@@ -1,6 +1,6 @@
-"""Routing by a pattern of queue names, shared by the HTTP routes and MessagePack-RPC: which
-queues match, fan-out (one add to every matching queue) and pull-any (one fetch from the
-matching queue whose ready message is oldest).
+"""Routing by a pattern of queue names, for QueueService (http/service.py), which the HTTP
+routes and MessagePack-RPC call: which queues match, and pull-any across fetch actors (one
+fetch from the matching queue whose ready message is oldest).
 
 Patterns are RE2 regular expressions matched against the whole name: RE2 runs in time linear
 in the name, so no pattern can stall the front (Python's re can backtrack exponentially).
@@ -15,8 +15,8 @@ import re2
 
 from mq.errors import Invalid, MqError, NotFound
 from mq.http import access
-from mq.http.actor_links import ActorLink, ActorPool
-from mq.operations import MAX_FANOUT_QUEUES, AddFanout, FetchAny, Watch, check_wait
+from mq.http.actor_links import ActorLink
+from mq.operations import FetchAny, Watch
 from mq.store import Store
 from mq.tokens import Token
 
@@ -59,46 +59,15 @@ def matching_queues(root: str, pattern, token: Token | None = None) -> list[str]
     return queues
 
 
-async def fan_out(pool: ActorPool, root: str, pattern, body: bytes, content_type: str | None,
-                  due: float | None, attributes: dict | None = None,
-                  token: Token | None = None) -> list[dict]:
-    """Add the message to every matching queue the token may use, durably and together; each
-    copy's queue and id (attributes: what every copy keeps in its header's `a` map, such as
-    its trace context).
-
-    One save actor writes every copy in one batch and flushes once before it answers, so
-    after a crash either the answer was sent and every copy is stored, or it was not.
-    """
-    queues = matching_queues(root, pattern, token)
-    if len(queues) > MAX_FANOUT_QUEUES:
-        raise Invalid(f"{len(queues)} queues match {pattern!r}; a fan-out may add to at most "
-                      f"{MAX_FANOUT_QUEUES}")
-    result = await pool.saver().call(AddFanout(queues=queues, body=body,
-                                               content_type=content_type or "", due=due,
-                                               attributes=attributes or None))
-    return result["messages"]
-
-
-def _groups(pool: ActorPool, queues: list[str]) -> dict[ActorLink, list[str]]:
-    """The queues grouped by the fetch actor that owns them."""
-    groups: dict[ActorLink, list[str]] = {}
-    for queue in queues:
-        groups.setdefault(pool.fetcher(queue), []).append(queue)
-    return groups
-
-
-async def pull_any(pool: ActorPool, root: str, pattern, wait: float,
-                   gone: Callable[[], bool] = lambda: False,
-                   token: Token | None = None) -> dict | None:
-    """Claim the oldest ready message among the matching queues the token may use, waiting up
-    to `wait` seconds for one; None when none came (or the client, asked through gone(), went
-    away).
+async def pull_any(groups: dict[ActorLink, list[str]], wait: float,
+                   gone: Callable[[], bool] = lambda: False) -> dict | None:
+    """Claim the oldest ready message among the queues, grouped by the fetch actor that owns
+    them (QueueService.pull_any checked them), waiting up to `wait` seconds for one; None when
+    none came (or the client, asked through gone(), went away).
 
     The result is the fetch result with "queue" added. Nothing is claimed once gone() is true:
     the waiting itself claims nothing (docs/DELIVERY.md, "Pull-any").
     """
-    check_wait(wait)
-    groups = _groups(pool, matching_queues(root, pattern, token))
     deadline = time.monotonic() + wait
     while not gone():
         result = await claim_oldest(groups, gone)

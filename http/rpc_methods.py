@@ -1,6 +1,6 @@
-"""The methods of the MessagePack-RPC server, each mapped onto the actor calls the HTTP
-routes make: push and pull as POST and GET /{queue}/messages, push_all and pull_any through
-http/routing.py as /_mq/messages?qre=, done/retain/release as reply=ack/ext/nack, delete as
+"""The methods of the MessagePack-RPC server, each mapped onto the QueueService calls
+(http/service.py) the HTTP routes make: push and pull as POST and GET /{queue}/messages,
+push_all and pull_any as /_mq/messages?qre=, done/retain/release as reply=ack/ext/nack, delete as
 DELETE /{queue}, the properties as /{queue}/properties and /_mq/properties.
 
 A content goes in as given: bytes are stored as they are (application/octet-stream), a string
@@ -19,7 +19,7 @@ import msgpack
 from mq import store as fmt
 from mq.adds import check_add
 from mq.errors import Invalid, Unauthorized
-from mq.http import access, routing, trace
+from mq.http import access, trace
 from mq.operations import (
     Ack,
     Add,
@@ -42,12 +42,12 @@ PUSH_OPTIONS = ("delay", "dedup_id", "content_type", "traceparent", "tracestate"
 
 
 class Caller:
-    """What a method needs of its connection: the actor pool, the options, the token it
+    """What a method needs of its connection: the queue service, the options, the token it
     authenticated with, and the long polls to withdraw when the client hangs up (so that no
     message is claimed for nobody)."""
 
-    def __init__(self, pool, options, tokens: TokenFile | None = None):
-        self.pool = pool
+    def __init__(self, service, options, tokens: TokenFile | None = None):
+        self.service = service
         self.options = options
         self.tokens = tokens
         # The SHA-256 of the token given to auth(), never the token: the file in force is
@@ -56,7 +56,7 @@ class Caller:
         #: The name of the token last found for the connection, for the access log.
         self.token_name: str | None = None
         self.gone = False
-        self.polls: set[tuple] = set()
+        self.polls: set = set()  # The cancel() of each waiting poll (QueueService.fetch).
 
     def token(self) -> Token | None:
         """The connection's token now (None: access control is off); Unauthorized when it has
@@ -80,8 +80,8 @@ class Caller:
     def hang_up(self) -> None:
         """The client went away: withdraw its waiting polls; claim nothing more for it."""
         self.gone = True
-        for link, rid in list(self.polls):
-            link.cancel(rid)
+        for cancel in list(self.polls):
+            cancel()
         self.polls.clear()
 
 
@@ -159,13 +159,13 @@ async def push(caller: Caller, params: list):
     if not 0 <= delay < float("inf"):
         raise Invalid("delay must be a finite number of seconds, 0 or more")
     queue = queue_name(name)
-    caller.check("write", [queue])
+    token = caller.check("write", [queue])
     add = check_add(queue, body, options.get("content_type") or content_type,
                     now + delay if delay else None, options.get("dedup_id"), now)
     context = trace.parse(options.get("traceparent"), options.get("tracestate"))
-    await caller.pool.saver().call(Add(queue=add.queue, body=add.body,
-                                       content_type=add.content_type, due=add.due,
-                                       dedup_id=add.dedup_id or None, attributes=context or None))
+    await caller.service.add(token, Add(queue=add.queue, body=add.body,
+                                        content_type=add.content_type, due=add.due,
+                                        dedup_id=add.dedup_id or None, attributes=context or None))
     return "ok"
 
 
@@ -173,19 +173,17 @@ async def pull(caller: Caller, params: list):
     """pull(name[, timeout]) -> message | "empty": claim the oldest ready message."""
     name, timeout = arguments("pull", params, ("name", "timeout"), 1)
     queue, wait = queue_name(name), seconds(timeout)
-    caller.check("write", [queue])
-    link = caller.pool.fetcher(queue)
+    token = caller.check("write", [queue])
     sent = []
 
-    def on_sent(rid):
-        sent.append((link, rid))
-        caller.polls.add((link, rid))
+    def on_sent(cancel):
+        sent.append(cancel)
+        caller.polls.add(cancel)
 
     if caller.gone:
         return "empty"
     try:
-        result = await link.call(Fetch(queue=queue, wait=wait),
-                                 timeout=wait + caller.options.actor_timeout, on_sent=on_sent)
+        result = await caller.service.fetch(token, Fetch(queue=queue, wait=wait), on_sent=on_sent)
     finally:
         caller.polls.difference_update(sent)
     return "empty" if result.get("empty") else message(result, queue)
@@ -196,8 +194,8 @@ async def pull_any(caller: Caller, params: list):
     whose names match."""
     pattern, timeout = arguments("pull_any", params, ("regexp", "timeout"), 1)
     token = caller.check("write", [])
-    result = await routing.pull_any(caller.pool, caller.options.root, pattern, seconds(timeout),
-                                    gone=lambda: caller.gone, token=token)
+    result = await caller.service.pull_any(token, pattern, seconds(timeout),
+                                           gone=lambda: caller.gone)
     return "empty" if result is None else message(result, result["queue"])
 
 
@@ -206,8 +204,7 @@ async def push_all(caller: Caller, params: list):
     pattern, content = arguments("push_all", params, ("regexp", "content"), 2)
     token = caller.check("write", [])
     body, content_type = encode_content(content)
-    await routing.fan_out(caller.pool, caller.options.root, pattern, body, content_type, None,
-                          token=token)
+    await caller.service.fan_out(token, pattern, body, content_type, None)
     return "ok"
 
 
@@ -215,11 +212,11 @@ async def reply(caller: Caller, params: list, method: str, op: type[Ack | Extend
     """done, retain and release: ack, extend or nack a delivery (by its receipt, if given)."""
     name, message_id, receipt = arguments(method, params, ("name", "id", "receipt"), 2)
     queue = queue_name(name)
-    caller.check("write", [queue])
+    token = caller.check("write", [queue])
     fmt.validate_id(message_id)
     if receipt is not None and not isinstance(receipt, str):
         raise Invalid("receipt must be a string")
-    await caller.pool.fetcher(queue).call(op(queue=queue, id=message_id, receipt=receipt))
+    await caller.service.call(token, op(queue=queue, id=message_id, receipt=receipt))
     return "ok"
 
 
@@ -242,8 +239,7 @@ async def delete(caller: Caller, params: list):
     """delete(name) -> "ok": delete the queue and all its messages."""
     (name,) = arguments("delete", params, ("name",), 1)
     queue = queue_name(name)
-    caller.check("admin", [queue])
-    await caller.pool.fetcher(queue).call(QueueDelete(queue=queue))
+    await caller.service.call(caller.check("admin", [queue]), QueueDelete(queue=queue))
     return "ok"
 
 
@@ -252,29 +248,26 @@ async def update_props(caller: Caller, params: list):
     properties to exactly these (none given: back to the defaults)."""
     name, props = arguments("update_props", params, ("name", "property"), 1)
     queue = queue_name(name)
-    caller.check("admin", [queue, *access.named_queues(props)])
-    link = caller.pool.fetcher(queue)
-    await link.call(QueuePut(queue=queue))
+    token = caller.check("admin", [queue, *access.named_queues(props)])
+    await caller.service.call(token, QueuePut(queue=queue))
     if props is None:
-        await link.call(PropsDelete(queue=queue))
+        await caller.service.properties(token, PropsDelete(queue=queue))
     else:
-        await link.call(PropsPut(queue=queue, properties=props))
+        await caller.service.properties(token, PropsPut(queue=queue, properties=props))
     return "ok"
 
 
 async def set_default_props(caller: Caller, params: list):
     """set_default_props(props_list) -> "ok": replace the default rules [[regexp, property]]."""
     (rules,) = arguments("set_default_props", params, ("props_list",), 1)
-    caller.check("admin", None)
-    await caller.pool.fetchers[0].call(RulesPut(rules=rules))
+    await caller.service.rules(caller.check("admin", None), RulesPut(rules=rules))
     return "ok"
 
 
 async def get_default_props(caller: Caller, params: list):
     """get_default_props() -> props_list: the default rules."""
     arguments("get_default_props", params, (), 0)
-    caller.check("read", None)
-    return (await caller.pool.fetchers[0].call(RulesGet()))["rules"]
+    return (await caller.service.rules(caller.check("read", None), RulesGet()))["rules"]
 
 
 async def auth(caller: Caller, params: list):

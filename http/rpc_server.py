@@ -68,7 +68,7 @@ class Connection:
         self.reader = reader
         self.writer = writer
         self.tasks: set[asyncio.Task] = set()
-        self.caller = Caller(server.pool, server.options, server.tokens)
+        self.caller = Caller(server.service, server.options, server.tokens)
         self.log = logs.get().bind(peer=str(writer.get_extra_info("peername")))
 
     async def run(self) -> None:
@@ -156,8 +156,8 @@ class Connection:
 class RpcServer:
     """The listening socket and its connections."""
 
-    def __init__(self, pool, options, tokens=None):
-        self.pool = pool
+    def __init__(self, service, options, tokens=None):
+        self.service = service
         self.options = options
         self.tokens = tokens  # The front's TokenFile; None: access control is off.
         # A frame holds at most one body, plus a little for the method and params.

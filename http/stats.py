@@ -1,4 +1,5 @@
-"""Statistics: every actor is asked for its counters at once and the answers merged per queue.
+"""Statistics: every actor is asked for its counters at once (QueueService.stats) and the
+answers merged per queue here.
 
 Nothing here lists a folder: the save actors count adds, the fetch actors hold the ready
 indexes and count fetches, acks, nacks, redeliveries and dead letters, and the mover knows
@@ -6,12 +7,8 @@ which entries of delay/ are delayed and which are in flight (docs/OPERATIONS.md,
 Each of them also times its own flushes (mq.flush_times), served per actor.
 """
 
-import asyncio
-import time
-
 from mq.errors import MqError
 from mq.http.api import ApiHandler
-from mq.operations import Stats
 
 #: The events every queue is counted for, in the order the stats show them.
 EVENTS = ("adds", "fetches", "acks", "nacks", "redeliveries", "dead_letters")
@@ -24,21 +21,6 @@ def blank_queue() -> dict:
     return {**{depth: 0 for depth in DEPTHS}, "oldest_ready_age_s": None,
             "dead_letter_queue": None,
             "totals": {event: 0 for event in EVENTS}, "rates": {event: 0.0 for event in EVENTS}}
-
-
-def actor_links(pool) -> list[tuple[str, object]]:
-    """(process name, link) of every actor that keeps statistics."""
-    return ([(f"save-{i}", link) for i, link in enumerate(pool.savers)]
-            + [(f"fetch-{i}", link) for i, link in enumerate(pool.fetchers)]
-            + [("mover-0", pool.mover)])
-
-
-async def gather(pool) -> dict:
-    """Ask every actor for its statistics concurrently and merge the answers."""
-    links = actor_links(pool)
-    answers = await asyncio.gather(*(link.call(Stats()) for _, link in links),
-                                   return_exceptions=True)
-    return merge([name for name, _ in links], answers, time.time())
 
 
 def merge(names: list[str], answers: list, now: float) -> dict:
@@ -86,7 +68,7 @@ class StatsHandler(ApiHandler):
     async def get(self) -> None:
         """200 with the statistics; "complete" is false when an actor did not answer."""
         self.set_header("Cache-Control", "no-store")
-        figures = await gather(self.pool)
+        figures = await self.service.stats(self.token)
         # Flush times are for /metrics' histogram; the JSON keeps to the queues' figures.
         figures.pop("flush")
         self.write_json(200, figures)

@@ -64,15 +64,15 @@ class StatsdSender:
     """The front's task that sends the statistics to a StatsD server."""
 
     @classmethod
-    def start(cls, pool, options) -> "StatsdSender | None":
+    def start(cls, service, options) -> "StatsdSender | None":
         """A running sender when --statsd is set, else None."""
         if not options.statsd:
             return None
-        return cls(pool, parse_address(options.statsd), options.statsd_interval,
+        return cls(service, parse_address(options.statsd), options.statsd_interval,
                    options.statsd_prefix)
 
-    def __init__(self, pool, address: tuple[str, int], interval: float, prefix: str):
-        self.pool = pool
+    def __init__(self, service, address: tuple[str, int], interval: float, prefix: str):
+        self.service = service
         self.interval = interval
         self.prefix = prefix
         family, _, _, _, self.address = socket.getaddrinfo(*address, type=socket.SOCK_DGRAM)[0]
@@ -87,7 +87,7 @@ class StatsdSender:
         first = True
         while True:
             try:
-                lines = statsd_lines(await stats.gather(self.pool), self.prefix, self.previous)
+                lines = statsd_lines(await self.service.stats(None), self.prefix, self.previous)
                 if first:  # Totals from before this front started are not news.
                     lines = [line for line in lines if not line.endswith("|c")]
                 first = False

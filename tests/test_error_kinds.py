@@ -152,7 +152,7 @@ def raising_front():
 
     async def serve():
         app = tornado.web.Application([(r"/([a-z_]+)", Raising, {
-            "pool": None, "options": SimpleNamespace(max_url_bytes=8192)})])
+            "service": None, "options": SimpleNamespace(max_url_bytes=8192)})])
         app.in_flight, app.tokens = 0, None
         sockets = tornado.netutil.bind_sockets(0, "127.0.0.1")
         server = tornado.httpserver.HTTPServer(app)

@@ -15,10 +15,10 @@ from mq.http.sqs.service import SqsService
 from mq.http.sqs.signatures import SignatureCheck
 
 
-def routes(pool, options) -> list:
+def routes(service, options) -> list:
     """The SQS routes, to put before mq's own: POST / and the queue URLs /{account}/{queue},
     matched only for requests meant for SQS."""
-    args = {"pool": pool, "options": options, "service": SqsService(pool, options),
+    args = {"service": service, "options": options, "sqs": SqsService(service, options),
             "signatures": SignatureCheck(options.sqs_credentials) if options.sqs_credentials else None}
     return [tornado.routing.Rule(SqsRequests(path), SqsHandler, args)
             for path in (r"/", r"/(\d{12})/([^/]+)")]

@@ -87,10 +87,10 @@ class SqsHandler(ApiHandler):
     # (http/sqs/authorization.py); with --token-file alone, serve() refuses every call.
     scope = {"GET": access.OPEN, "POST": access.OPEN}
 
-    def initialize(self, pool, options, service, signatures=None) -> None:
-        """Take the service the operations use and the signature check, if any."""
-        super().initialize(pool, options)
-        self.service = service
+    def initialize(self, service, options, sqs, signatures=None) -> None:
+        """Take the SQS service the operations use and the signature check, if any."""
+        super().initialize(service, options)
+        self.sqs = sqs
         self.signatures = signatures
 
     def prepare(self) -> None:
@@ -164,7 +164,7 @@ class SqsHandler(ApiHandler):
             if caller.token is not None:
                 self.log_fields["token"] = caller.token.name
             authorization.authorize(caller.token, call.operation, call.params)
-            result = await operation(self.service, caller, call.params)
+            result = await operation(self.sqs.acting(caller.token), caller, call.params)
         except SqsError as err:
             return self.answer_error(kind, err, request_id)
         except MqError as err:

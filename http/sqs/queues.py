@@ -133,7 +133,9 @@ async def delete_queue(service, caller: Caller, params: dict) -> None:
     await service.call(QueueDelete(queue=name))
     service.purges.pop(name, None)
     now = time.monotonic()
-    service.deleted = {q: t for q, t in service.deleted.items() if now - t < DELETED_SECONDS}
+    # In place: the dict is shared by every request's SqsService (acting).
+    for gone in [q for q, t in service.deleted.items() if now - t >= DELETED_SECONDS]:
+        del service.deleted[gone]
     service.deleted[name] = now
 
 

@@ -93,17 +93,15 @@ async def receive_message(service, caller: Caller, params: dict) -> dict:
     props = (await service.queue(queue))["properties"]
     if wait is None:
         wait = int((props.get("attributes") or {}).get("ReceiveMessageWaitTimeSeconds", 0))
-    fetcher = service.pool.fetcher(queue)
     fetched, holder = [], None
     while len(fetched) < count:
         seconds = 0 if fetched else wait
         watch = []
         try:
-            result = await fetcher.call(
-                Fetch(queue=queue, wait=seconds, holder=holder),
-                timeout=seconds + service.options.actor_timeout,
-                on_sent=lambda rid, watch=watch, seconds=seconds: watch.append(asyncio.ensure_future(
-                    watch_client(caller.connection, seconds, lambda: fetcher.cancel(rid))))
+            result = await service.queues.fetch(
+                service.token, Fetch(queue=queue, wait=seconds, holder=holder),
+                on_sent=lambda cancel, watch=watch, seconds=seconds: watch.append(
+                    asyncio.ensure_future(watch_client(caller.connection, seconds, cancel)))
                 if seconds and caller.connection is not None else None)
         except NotFound:
             raise queue_missing() from None
@@ -145,12 +143,11 @@ async def watch_client(connection, wait: float, cancel) -> None:
 
 async def set_visibility(service, queue: str, message_id: str, receipt: str, seconds: int) -> None:
     """Hide an in-flight delivery for `seconds` from now; 0 makes it visible at once."""
-    fetcher = service.pool.fetcher(queue)
     if seconds == 0:
-        await fetcher.call(Nack(queue=queue, id=message_id, receipt=receipt))
+        await service.queues.nack(service.token, Nack(queue=queue, id=message_id, receipt=receipt))
     else:
-        await fetcher.call(Extend(queue=queue, id=message_id, receipt=receipt,
-                                  seconds=float(max(seconds, MIN_TIMEOUT))))
+        await service.queues.extend(service.token, Extend(
+            queue=queue, id=message_id, receipt=receipt, seconds=float(max(seconds, MIN_TIMEOUT))))
 
 
 def expired(error: Conflict, receipt: str) -> bool:
@@ -164,7 +161,7 @@ async def delete_one(service, queue: str, handle) -> None:
     queue a receipt whose visibility timeout ran out is refused, as in SQS."""
     message_id, receipt = receipt_of(handle)
     try:
-        await service.pool.fetcher(queue).call(Ack(queue=queue, id=message_id, receipt=receipt))
+        await service.queues.ack(service.token, Ack(queue=queue, id=message_id, receipt=receipt))
     except Conflict as err:
         if expired(err, receipt) and is_fifo(queue, (await service.queue(queue))["properties"]):
             raise invalid(f"Value {handle} for parameter ReceiptHandle is invalid. Reason: The "

@@ -107,7 +107,7 @@ async def add(service, queue: str, message: Outgoing, fifo: bool) -> dict:
     # without the queue's delay; only an absent one (None) lets the save actor apply it.
     due = None if message.delay is None else time.time() + message.delay
     try:
-        result = await service.pool.saver().call(Add(
+        result = await service.queues.add(service.token, Add(
             queue=queue, body=message.body.encode("utf-8"), content_type=CONTENT_TYPE,
             due=due, dedup_id=message.dedup_key, group=message.group, attributes=stored or None))
     except NotFound:

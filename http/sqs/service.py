@@ -1,19 +1,25 @@
-"""SqsService: what every SQS operation uses: the front's actor pool (the same actors as mq's
-own routes), a read-only view of the root for listings, and the calls every operation makes."""
+"""SqsService: what every SQS operation uses: the front's queue service (http/service.py, the
+same operations and access checks as mq's own routes), a read-only view of the root for
+listings, and the calls every operation makes, as the caller's token (acting)."""
+
+import copy
 
 from mq import properties
 from mq.errors import MqError, NotFound
-from mq.http.actor_links import ActorPool
+from mq.http.service import QueueService
 from mq.http.sqs.errors import from_mq, queue_missing
 from mq.operations import Operation, PropsGet, PropsPatch, QueueGet
 from mq.store import Store
+from mq.tokens import Token
 
 
 class SqsService:
     """The daemon as the SQS operations see it."""
 
-    def __init__(self, pool: ActorPool, options):
-        self.pool = pool
+    def __init__(self, queues: QueueService, options):
+        #: The operations, each checked against `token` (None: access control is off).
+        self.queues = queues
+        self.token: Token | None = None
         self.options = options
         # Only read: listing queues and their properties, for ListQueues and the sources of a
         # dead-letter queue. Every change goes through the actors.
@@ -24,11 +30,18 @@ class SqsService:
         self.purges: dict[str, float] = {}  # queue -> monotonic time of its last purge
         self.deleted: dict[str, float] = {}  # queue -> monotonic time of its DeleteQueue
 
+    def acting(self, token: Token | None) -> "SqsService":
+        """This service for one request, whose every call is checked against its token; the
+        state (move tasks, purge and delete times) stays shared."""
+        bound = copy.copy(self)
+        bound.token = token
+        return bound
+
     async def call(self, request: Operation) -> dict:
-        """An op (mq.operations) naming a queue, sent to the queue's fetch actor; a missing
-        queue is QueueDoesNotExist."""
+        """An op (mq.operations) naming a queue, through the queue service as this request's
+        token; a missing queue is QueueDoesNotExist."""
         try:
-            return await self.pool.fetcher(request.queue).call(request)
+            return await self.queues.call(self.token, request)
         except NotFound:
             raise queue_missing() from None
         except MqError as err:

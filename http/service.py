@@ -1,0 +1,186 @@
+"""QueueService: the one way every front end (the HTTP routes, MessagePack-RPC, the SQS API,
+the statistics) reaches the actors. Its methods are the operations; each one checks the
+caller's token on every queue the operation touches (http/access.py), applies the front's
+limits, picks the actor that serves it, and returns the actor's answer. A front end only
+translates its wire format to and from these calls (docs/ARCHITECTURE.md, "The front").
+
+Only this module and the actor-side helpers it uses (routing.py) hold the actor pool; an
+import-linter contract keeps the front ends off http/actor_links.py (tests/test_layers.py).
+"""
+
+import asyncio
+import functools
+import time
+from collections.abc import Awaitable, Callable
+
+from mq.errors import Invalid
+from mq.http import access, routing
+from mq.http.actor_links import ActorPool
+from mq.http.stats import merge
+from mq.operations import (
+    MAX_FANOUT_QUEUES,
+    Add,
+    AddBatch,
+    AddFanout,
+    FetchAny,
+    Operation,
+    PropsGet,
+    PropsPatch,
+    PropsPut,
+    QueueGet,
+    Redrive,
+    RulesDelete,
+    RulesGet,
+    RulesPut,
+    Stats,
+    Watch,
+    check_wait,
+)
+from mq.tokens import Token
+
+READ, WRITE, ADMIN = "read", "write", "admin"
+
+#: The scope each operation needs; one not named here needs admin (queue, properties and
+#: rules changes, purge, redrive). The HTTP routes, the RPC methods and the SQS operations ask
+#: at least as much for the work they do with it (http/sqs/authorization.py's SCOPES).
+SCOPES: dict[str, str] = {
+    "add": WRITE, "add_batch": WRITE, "add_fanout": WRITE,
+    "fetch": WRITE, "fetch_batch": WRITE, "fetch_any": WRITE, "watch": WRITE,
+    "ack": WRITE, "ack_batch": WRITE, "nack": WRITE, "extend": WRITE, "delete": WRITE,
+    "queue_get": READ, "peek": READ, "props_get": READ, "rules_get": READ, "stats": READ,
+}
+#: Operations about every queue: a token limited to some queues may not use them.
+EVERY_QUEUE = (RulesGet, RulesPut, RulesDelete, Stats)
+
+
+def touched(request: Operation) -> list[str] | None:
+    """The queues an operation touches, for its access check; None: every queue."""
+    if isinstance(request, EVERY_QUEUE):
+        return None
+    if isinstance(request, (AddFanout, FetchAny, Watch)):
+        return list(request.queues)
+    if isinstance(request, Redrive):
+        return [request.queue] + ([request.source] if request.source else [])
+    if isinstance(request, (PropsPut, PropsPatch)):
+        # Its dead-letter queue will be written by the actors and read by a redrive.
+        return [request.queue, *access.named_queues(request.properties)]
+    return [request.queue]
+
+
+def check(token: Token | None, request: Operation) -> None:
+    """Forbidden unless the token may run this operation on every queue it touches."""
+    if token is not None:
+        access.check(token, SCOPES.get(request.op, ADMIN), touched(request))
+
+
+class QueueService:
+    """The operations of the daemon as every front end calls them."""
+
+    def __init__(self, pool: ActorPool, options):
+        self._pool = pool
+        self.root = options.root
+        self.actor_timeout = options.actor_timeout
+
+    # Adds: to the save actor with room (ActorPool.saver), which refuses when overloaded.
+
+    def add(self, token: Token | None, request: Add) -> Awaitable[dict]:
+        """Add one message (its Added answer); a plain function returning the awaitable, so
+        the hot path pays no coroutine of its own."""
+        if token is not None:
+            access.check(token, WRITE, (request.queue,))
+        return self._pool.saver().call(request)
+
+    def add_batch(self, token: Token | None, request: AddBatch) -> Awaitable[dict]:
+        """Add every message of a batch, all or none (its messages' ids in order)."""
+        check(token, request)
+        return self._pool.saver().call(request, weight=len(request.messages))
+
+    async def fan_out(self, token: Token | None, pattern, body: bytes, content_type: str | None,
+                      due: float | None, attributes: dict | None = None) -> list[dict]:
+        """Add the message to every existing queue the pattern matches and the token may use,
+        durably and together (one save actor's batch and flush); each copy's queue and id.
+        NotFound when no queue matches."""
+        queues = routing.matching_queues(self.root, pattern, token)
+        if len(queues) > MAX_FANOUT_QUEUES:
+            raise Invalid(f"{len(queues)} queues match {pattern!r}; a fan-out may add to at most "
+                          f"{MAX_FANOUT_QUEUES}")
+        request = AddFanout(queues=queues, body=body, content_type=content_type or "", due=due,
+                            attributes=attributes or None)
+        check(token, request)
+        return (await self._pool.saver().call(request))["messages"]
+
+    # Everything naming a queue: to the queue's fetch actor.
+
+    def fetch(self, token: Token | None, request: Operation,
+              on_sent: Callable[[Callable[[], None]], None] | None = None) -> Awaitable[dict]:
+        """Fetch (or FetchBatch): claim the oldest ready message(s), waiting up to its wait.
+
+        on_sent(cancel) is called once a request is on its way: cancel() withdraws it (its
+        client went away), and the await ends with {"empty": True, "cancelled": True}.
+        """
+        check(token, request)
+        link = self._pool.fetcher(request.queue)
+        sent = None if on_sent is None else (
+            lambda rid: on_sent(functools.partial(link.cancel, rid)))
+        return link.call(request, timeout=request.wait + link.timeout, on_sent=sent)
+
+    fetch_batch = fetch
+
+    def call(self, token: Token | None, request: Operation) -> Awaitable[dict]:
+        """Any other operation on one queue (ack, ack_batch, nack, extend, delete, peek, purge,
+        queue_get/put/delete, props_*, redrive) or on the rules, sent to the fetch actor that
+        owns it; the actor's answer."""
+        check(token, request)
+        queue = getattr(request, "queue", None)
+        link = self._pool.fetchers[0] if queue is None else self._pool.fetcher(queue)
+        return link.call(request)
+
+    # The operations that need no more than their routing and check.
+    ack = ack_batch = nack = extend = delete = peek = purge = properties = rules = call
+
+    async def redrive(self, token: Token | None, queue: str, source: str | None = None) -> dict:
+        """Move the dead letters of `source` (default: the queue's dead-letter queue) back into
+        the queue; how many moved. The actor is told the very queue checked, so a property
+        changed meanwhile moves nothing unchecked."""
+        if source is None:
+            props = await self.call(token, PropsGet(queue=queue))
+            source = props["effective"]["dead_letter_queue"]
+        return await self.call(token, Redrive(queue=queue, source=source))
+
+    async def queue_info(self, token: Token | None, queue: str, hidden: bool = False) -> dict:
+        """The queue's effective properties and counts; NotFound."""
+        return await self.call(token, QueueGet(queue=queue, hidden=hidden))
+
+    async def pull_any(self, token: Token | None, pattern, wait: float,
+                       gone: Callable[[], bool] = lambda: False) -> dict | None:
+        """Claim the oldest ready message among the matching queues the token may use, waiting
+        up to `wait` seconds; None when none came (or gone() turned true). The fetch result,
+        with "queue" added; NotFound when no queue matches (docs/DELIVERY.md, "Pull-any")."""
+        check_wait(wait)
+        queues = routing.matching_queues(self.root, pattern, token)
+        if token is not None:
+            access.check(token, WRITE, queues)
+        groups: dict = {}
+        for queue in queues:
+            groups.setdefault(self._pool.fetcher(queue), []).append(queue)
+        return await routing.pull_any(groups, wait, gone)
+
+    # Statistics: every actor at once.
+
+    def _links(self) -> list[tuple[str, object]]:
+        pool = self._pool
+        return ([(f"save-{i}", link) for i, link in enumerate(pool.savers)]
+                + [(f"fetch-{i}", link) for i, link in enumerate(pool.fetchers)]
+                + [("mover-0", pool.mover)])
+
+    async def stats(self, token: Token | None) -> dict:
+        """Every actor's statistics, asked concurrently and merged per queue (http/stats.py)."""
+        check(token, Stats())
+        links = self._links()
+        answers = await asyncio.gather(*(link.call(Stats()) for _, link in links),
+                                       return_exceptions=True)
+        return merge([name for name, _ in links], answers, time.time())
+
+    def unreachable(self) -> list[str]:
+        """The actors (process names) the front has no connection to right now."""
+        return [name for name, link in self._links() if not link.connected]
