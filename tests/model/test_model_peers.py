@@ -5,7 +5,6 @@ takes one of the two oldest ready messages rather than the oldest."""
 import pytest
 from hypothesis.stateful import run_state_machine_as_test
 
-import known_bugs
 from conftest import machine_settings, machine_timeout, start_daemon
 from fronts_more import Sqs
 from machines import machine_for
@@ -30,8 +29,6 @@ def test_front_answers_as_the_model_says_beside_peers(peer_daemon, front):
                               settings=machine_settings())
 
 
-@pytest.mark.xfail(known_bugs.FIFO_GROUPS_BREAK_WITH_PEERS, strict=False,
-                   reason="known_bugs.FIFO_GROUPS_BREAK_WITH_PEERS")
 def test_a_group_is_served_in_order_beside_peers(peer_daemon):
     """A fifo queue's group, fetched and acked one message at a time with --peers=1, comes in
     the order it was sent (the fetch's spread must not pass over the group's oldest)."""
