@@ -1,7 +1,8 @@
 """A real daemon per module for the model's state machines, and how long they run.
 
 MQ_MODEL_EXAMPLES and MQ_MODEL_STEPS set the examples per machine and the steps per example
-(bench/model_soak.py raises them); the defaults keep each machine near a minute in make test.
+(bench/model_soak.py raises them); without them each machine runs the examples its test gives
+(test_model_fronts.EXAMPLES), about 20 s a machine on a quiet machine in make test.
 """
 
 import os
@@ -16,10 +17,19 @@ from support import Daemon, free_port, poll_for
 TIMEOUT = 600
 
 
-def machine_settings() -> settings:
-    """The hypothesis settings of every machine: few examples in make test, more in a soak."""
-    return settings(max_examples=int(os.environ.get("MQ_MODEL_EXAMPLES", "8")),
-                    stateful_step_count=int(os.environ.get("MQ_MODEL_STEPS", "30")),
+#: Most steps of one example unless MQ_MODEL_STEPS says.
+STEPS = 30
+
+
+def examples(default: int) -> int:
+    """Examples per machine: MQ_MODEL_EXAMPLES (a soak), else the machine's own default."""
+    return int(os.environ.get("MQ_MODEL_EXAMPLES", default))
+
+
+def machine_settings(default_examples: int) -> settings:
+    """The hypothesis settings of a machine: few examples in make test, more in a soak."""
+    return settings(max_examples=examples(default_examples),
+                    stateful_step_count=int(os.environ.get("MQ_MODEL_STEPS", STEPS)),
                     deadline=None, database=None,
                     verbosity=Verbosity.verbose if os.environ.get("MQ_MODEL_VERBOSE") else Verbosity.normal,
                     # Shrinking replays steps on a live daemon for minutes: a soak asks for it.
@@ -28,9 +38,9 @@ def machine_settings() -> settings:
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
-def machine_timeout() -> int:
+def machine_timeout(default_examples: int) -> int:
     """pytest-timeout's limit for one machine: MQ_MODEL_TIMEOUT, else room for its examples."""
-    default = 120 + 40 * int(os.environ.get("MQ_MODEL_EXAMPLES", "8"))
+    default = 120 + 40 * examples(default_examples)
     return int(os.environ.get("MQ_MODEL_TIMEOUT", default))
 
 

@@ -6,6 +6,8 @@ own where it differs (`expected` translates the model's outcome into them); any 
 """
 
 import base64
+import email.parser
+import email.policy
 import itertools
 import json
 import socket
@@ -19,8 +21,6 @@ from support import Response
 
 STATUS = {204: OK, 409: CONFLICT, 404: NOT_FOUND}
 TEXT = "text/plain"
-#: The content type of a compound in its stored form (docs/DELIVERY.md, "Accumulation").
-COMPOUND_TYPE = "application/msgpack"
 
 
 @dataclass
@@ -49,6 +49,17 @@ class Got:
 def compound_parts(body: bytes) -> list[str]:
     """The part bodies of a compound in its stored form (msgpack [[type, body], ...])."""
     return [bytes(part[1]).decode() for part in msgpack.unpackb(body, raw=False)]
+
+
+def multipart_parts(content_type: str, body: bytes) -> list[str]:
+    """The part bodies of a compound served as multipart/mixed (the default `cf`), parsed by
+    Python's email package, each part's type text/plain as the machines add them."""
+    document = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
+        b"Content-Type: " + content_type.encode() + b"\r\n\r\n" + body)
+    assert document.get_content_type() == "multipart/mixed", content_type
+    parts = list(document.iter_parts())
+    assert all(part.get_content_type() == TEXT for part in parts), content_type
+    return [part.get_payload(decode=True).decode() for part in parts]
 
 
 class Front:
@@ -193,7 +204,7 @@ class RestBatch(RestSingle):
         return self.add_many(queue, [(body, delay, dedup)])[0]
 
     def fetch(self, queue: str, n: int = 1) -> list[Got]:
-        """GET /{queue}/messages?max=n as JSON."""
+        """GET /{queue}/messages?max=n as JSON (a compound as multipart/mixed, the default)."""
         resp = self.http("GET", f"/{queue}/messages?max={n}", headers={"Accept": "application/json"})
         if resp.status == 204:
             return []
@@ -202,10 +213,10 @@ class RestBatch(RestSingle):
         assert int(resp.header("X-Count")) == len(records)
         out = []
         for r in records:
-            got = Got(r["id"], r["body"], r["receipt"], r["attempts"], r.get("kind"))
-            if r["content_type"] == COMPOUND_TYPE:
+            got = Got(r["id"], r["body"], r["receipt"], r["attempts"], r["kind"])
+            if r["kind"] == "compound":
                 body = base64.b64decode(r["body"]) if r.get("encoding") == "base64" else r["body"].encode()
-                got.parts, got.body = compound_parts(body), ""
+                got.parts, got.body = multipart_parts(r["content_type"], body), ""
             out.append(got)
         return out
 

@@ -3,7 +3,6 @@ interface of fronts.py."""
 
 from botocore.exceptions import ClientError as BotoError
 
-import known_bugs
 from fronts import Added, Front, Got, compound_parts
 from queue_model import CONFLICT, DEAD, NOT_FOUND, OK, READY
 
@@ -216,8 +215,6 @@ class Local(Front):
         return self.client.purge(queue)
 
     def extend_soon(self, queue: str, got: Got, seconds: float) -> str:
-        """extend(seconds); through mq's API while a daemon's mover misses a shorter timer
-        set by mq.local (known_bugs.LOCAL_SHORTER_EXTEND_UNSEEN_BY_MOVER)."""
-        if known_bugs.LOCAL_SHORTER_EXTEND_UNSEEN_BY_MOVER:
-            return Front.extend_soon(self, queue, got, seconds)
+        """extend(seconds) by mq.local itself: its `retime-` notice makes a daemon's mover
+        read the shorter due time (docs/FORMAT.md)."""
         return self.reply(queue, got.id, got.receipt, "extend", seconds)

@@ -99,6 +99,11 @@ class FrontMachine(RuleBasedStateMachine):
         """until_root_agrees, then until each queue's fetch actor knows its ready messages:
         the mover renames a message back before it tells the fetch actor, and a fetch in
         between does not see it yet."""
+        # Waiting here also hides a narrow race, seen once: when the mover returns a fifo
+        # message whose timer ran out, its group is free from the rename (the in-flight name
+        # is gone), but the fetch actor learns the message is ready only from the mover's
+        # notice after its flush. A fetch in between hands out the group's next, younger
+        # message, and the older one can then be handed out while the younger is in flight.
         self.until_root_agrees(what, *queues)
         for queue in queues:
             ready = {m.id for m in self.model.messages(queue, READY)}
@@ -193,13 +198,14 @@ class FrontMachine(RuleBasedStateMachine):
         expected = self.model.expected_fetch(queue, n, holder)
         now = time.time()
         if self.loose_order:
-            # Each claim takes one of the two oldest ready messages left (docs/DELIVERY.md,
-            # "How FIFO holds"), so n claims take n of the n + 1 oldest.
-            fetchable = {m.id: m for m in self.model.fetchable(queue)[:len(got) + 1]}
+            # Each claim takes one of the two oldest ready messages left that no group holds
+            # back (docs/DELIVERY.md, "How FIFO holds").
             assert len(got) == len(expected), (got, expected)
             assert len({g.id for g in got}) == len(got)
-            assert all(g.id in fetchable for g in got), (got, list(fetchable))
-            claimed = [fetchable[g.id] for g in got]
+            taken = self.model.loose_fetch(queue, [g.id for g in got], holder)
+            assert taken is not None, (got, self.model.fetchable(queue))
+            by_id = {m.id: m for m in taken}
+            claimed = [by_id[g.id] for g in got]
         else:
             assert [g.id for g in got] == [m.id for m in expected], (got, expected)
             claimed = expected
@@ -234,8 +240,8 @@ class FrontMachine(RuleBasedStateMachine):
     @precondition(lambda self: hasattr(self.front, "pull_any"))
     @rule()
     def pull_any(self):
-        """Pull-any over the main and dead-letter queues (no fifo queue among them:
-        known_bugs.PULL_ANY_SPINS_ON_FIFO): the oldest ready message of both."""
+        """Pull-any over the main and dead-letter queues: the oldest ready message of both
+        (pull-any over a fifo queue whose groups are held: test_model_regressions.py)."""
         pattern = f"{self.run}-[md]"
         got = self.front.pull_any(pattern)
         ready = sorted(self.model.fetchable(self.main) + self.model.fetchable(self.dead),

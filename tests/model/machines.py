@@ -7,7 +7,6 @@ import time
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, precondition, rule
 
-import known_bugs
 import root_view
 from fronts_more import Sqs
 from machine import LONG, FrontMachine
@@ -109,10 +108,7 @@ class FeatureMachine(FrontMachine):
     @precondition(lambda self: self.front.name == "rest-batch")
     @rule(n=st.sampled_from([0, 101, 10 ** 30]))
     def batch_fetch_out_of_range(self, n):
-        """?max= outside 1 to 100 is 400 and claims nothing (a huge one is not checked while
-        known_bugs.HUGE_MAX_IS_500)."""
-        if n > 10 ** 6 and known_bugs.HUGE_MAX_IS_500:
-            return
+        """?max= outside 1 to 100 is 400 and claims nothing."""
         resp = self.front.http("GET", f"/{self.main}/messages?max={n}")
         assert resp.status == 400, (resp.status, resp.body)
 
@@ -122,9 +118,6 @@ class FeatureMachine(FrontMachine):
     def create_fifo_queue(self):
         """A fifo queue made through the SQS API (the only front that sets groups); the
         front under test fetches and answers its messages."""
-        if (self.front.name == "local" and known_bugs.LOCAL_IGNORES_FIFO_GROUPS) or \
-                (self.loose_order and known_bugs.FIFO_GROUPS_BREAK_WITH_PEERS):
-            return
         self.sqs = self.front if isinstance(self.front, Sqs) else Sqs(self.daemon)
         self.sqs.create_queue(self.fifo, {"timeout": LONG, "retry": -1})
         self.model.create(self.fifo, timeout=LONG, retry=-1, fifo=True)

@@ -188,6 +188,31 @@ class Model:
                 held.add(id(free[0]))
         return taken
 
+    def loose_fetch(self, queue: str, ids: list[str], holder: bool = False) -> list[Msg] | None:
+        """The messages a fetch under --peers claimed (ids, in any order), or None when no
+        order of them has each claim take one of the two oldest messages a strict claim could
+        take next (docs/DELIVERY.md, "How FIFO holds"); a group one request holds gives its next."""
+        taken: list[Msg] = []
+        held: set = set()
+        left = set(ids)
+        while left:
+            ready = [m for m in self.messages(queue, READY) if m not in taken]
+            fifo = self.queues[queue].props.fifo
+            groups = {m.group for m in taken if m.group}
+            mine = [m for m in ready if m.group in groups] if holder and fifo else []
+            # A group's younger message is never a candidate: the spread must not pass over it.
+            heads = [m for m in ready if not (fifo and m.group and any(
+                o.group == m.group and o.seq < m.seq for o in ready))]
+            candidates = mine[:1] or [m for m in heads if not self.blocked(m, held, tuple(taken))][:2]
+            m = next((m for m in candidates if m.id in left), None)
+            if m is None:
+                return None
+            taken.append(m)
+            left.discard(m.id)
+            if holder:
+                held.add(id(m))
+        return taken
+
     def fetchable(self, queue: str) -> list[Msg]:
         """The ready messages no group holds back, oldest first."""
         return [m for m in self.messages(queue, READY) if not self.blocked(m, set())]

@@ -5,11 +5,10 @@ takes one of the two oldest ready messages rather than the oldest."""
 import pytest
 from hypothesis.stateful import run_state_machine_as_test
 
-import known_bugs
 from conftest import machine_settings, machine_timeout, start_daemon
 from fronts_more import Sqs
 from machines import machine_for
-from test_model_fronts import FRONTS
+from test_model_fronts import EXAMPLES, FRONTS
 
 
 @pytest.fixture(scope="module")
@@ -21,17 +20,15 @@ def peer_daemon(tmp_path_factory):
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(machine_timeout())
-@pytest.mark.parametrize("front", list(FRONTS))
+@pytest.mark.parametrize("front", [pytest.param(name, marks=pytest.mark.timeout(machine_timeout(n)))
+                                   for name, n in EXAMPLES.items()])
 def test_front_answers_as_the_model_says_beside_peers(peer_daemon, front):
     """Every answer of the front, and every file of the root after each step, is the model's
     (fetch order loosened as --peers loosens it)."""
     run_state_machine_as_test(machine_for(peer_daemon, FRONTS[front], loose_order=True),
-                              settings=machine_settings())
+                              settings=machine_settings(EXAMPLES[front]))
 
 
-@pytest.mark.xfail(known_bugs.FIFO_GROUPS_BREAK_WITH_PEERS, strict=False,
-                   reason="known_bugs.FIFO_GROUPS_BREAK_WITH_PEERS")
 def test_a_group_is_served_in_order_beside_peers(peer_daemon):
     """A fifo queue's group, fetched and acked one message at a time with --peers=1, comes in
     the order it was sent (the fetch's spread must not pass over the group's oldest)."""

@@ -1,6 +1,6 @@
-"""One focused test per disagreement named in known_bugs.py, expected to fail while its flag
-is set (the state machines skip that check meanwhile). When a fix is merged the test passes
-(XPASS): set the flag to False and the machines check the rule again."""
+"""Focused tests of rules the model's state machines once found the daemon or mq.local
+breaking: each holds one such rule in a few steps, so that it stays fixed even in a run whose
+machines do not happen to reach it."""
 
 import json
 import time
@@ -8,22 +8,16 @@ import urllib.parse
 
 import pytest
 
-import known_bugs
 import root_view
 from conftest import start_daemon
 from fronts_more import Sqs
 from support import poll_for
 
 
-def xfail_while(flag: str):
-    """Expected to fail while known_bugs.<flag> is set."""
-    return pytest.mark.xfail(getattr(known_bugs, flag), reason=f"known_bugs.{flag}", strict=False)
-
-
 @pytest.fixture(scope="module")
 def daemon(tmp_path_factory):
     """The module's daemon (--peers=0)."""
-    daemon = start_daemon(tmp_path_factory.mktemp("known"))
+    daemon = start_daemon(tmp_path_factory.mktemp("regressions"))
     yield daemon
     daemon.cleanup()
 
@@ -51,7 +45,6 @@ def accumulating_queue(daemon, name: str, limit: int | None = None) -> None:
     assert daemon.request("PUT", f"/{name}/properties", json.dumps(props).encode()).status == 200
 
 
-@xfail_while("LOCAL_IGNORES_RETENTION")
 def test_local_get_never_hands_out_a_message_past_retention(tmp_path):
     """mq.local alone on a root: a message older than its queue's retention is not handed out."""
     from mq.local import LocalClient
@@ -63,7 +56,6 @@ def test_local_get_never_hands_out_a_message_past_retention(tmp_path):
     assert client.get("old") is None
 
 
-@xfail_while("LOCAL_IGNORES_FIFO_GROUPS")
 def test_local_get_holds_back_a_group_in_flight(daemon):
     """mq.local on a fifo queue: the group's second message waits while the first is out."""
     from mq.local import LocalClient
@@ -73,7 +65,6 @@ def test_local_get_holds_back_a_group_in_flight(daemon):
     assert client.get("local-groups.fifo") is None
 
 
-@xfail_while("BATCH_FETCH_LACKS_COMPOUND_HEADERS")
 def test_batch_fetch_says_a_compound_is_one(daemon):
     """A batch fetch's part for a compound says X-Message-Kind: compound, as a fetch does."""
     accumulating_queue(daemon, "batch-compound")
@@ -86,9 +77,7 @@ def test_batch_fetch_says_a_compound_is_one(daemon):
 
 def test_a_refused_batch_add_leaves_no_part(daemon):
     """A batch add to an accumulating queue refused for one body over the queue's limit
-    leaves nothing in the window (it is refused before anything is written; the parts a
-    batch failing on the disk leaves, known_bugs.FAILED_BATCH_ADD_LEAVES_PARTS, need a
-    failing disk)."""
+    leaves nothing in the window (it is refused before anything is written)."""
     accumulating_queue(daemon, "batch-parts", limit=64)
     lines = b'{"body": "fits"}\n{"body": "%s"}' % (b"x" * 65)
     resp = daemon.request("POST", "/batch-parts/messages", lines,
@@ -97,7 +86,6 @@ def test_a_refused_batch_add_leaves_no_part(daemon):
     assert root_view.files(daemon.root, "batch-parts") == {}
 
 
-@xfail_while("HUGE_MAX_IS_500")
 def test_a_huge_batch_fetch_max_is_400(daemon):
     """?max= far past 100 is refused with 400, like 101."""
     assert daemon.request("PUT", "/huge-max").status == 201
@@ -105,7 +93,6 @@ def test_a_huge_batch_fetch_max_is_400(daemon):
     assert resp.status == 400, (resp.status, resp.body)
 
 
-@xfail_while("LOCAL_SHORTER_EXTEND_UNSEEN_BY_MOVER")
 def test_a_daemon_returns_a_message_whose_timer_mq_local_shortened(daemon):
     """A claim by mq.local that the daemon's mover already times, then extended by mq.local
     to 0.3 s: the daemon returns the message after 0.3 s, not after the first timer."""
@@ -127,10 +114,9 @@ def test_a_daemon_returns_a_message_whose_timer_mq_local_shortened(daemon):
              what="the message back in its queue")
 
 
-@xfail_while("PULL_ANY_SPINS_ON_FIFO")
 def test_pull_any_answers_204_when_every_group_is_held(daemon):
-    """Pull-any over a fifo queue whose only ready message is held back answers 204 at once.
-    (Last of the module: while the bug lasts, the spinning request slows the daemon.)"""
+    """Pull-any over a fifo queue whose only ready message is held back answers 204 at once
+    (it once spun instead)."""
     fifo_queue_with_one_group(daemon, "pull-any-groups.fifo")
     assert daemon.request("GET", "/pull-any-groups.fifo/messages").status == 200
     started = time.monotonic()
