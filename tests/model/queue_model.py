@@ -263,7 +263,10 @@ class Model:
             return OK
         dead = self.dead_letter_queue(m.queue)
         self.create(dead)
-        m.queue, m.state, m.deliveries = dead, READY, 0
+        # A dead-letter queue that never dead-letters keeps the count (as SQS counts receives
+        # across queues); one with retries of its own starts the count again.
+        kept = m.deliveries if self.queues[dead].props.retry == -1 else 0
+        m.queue, m.state, m.deliveries = dead, READY, kept
         return DEAD
 
     def expire(self, m: Msg) -> str:
