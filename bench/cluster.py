@@ -159,8 +159,8 @@ class Nemesis(threading.Thread):
             fault = self.rng.choice(self.FAULTS)
             try:
                 done = getattr(self, fault.replace(" ", "_"))()
-            except (psutil.Error, OSError, RuntimeError) as err:
-                self.say(f"  nemesis: {fault} failed: {err}")
+            except Exception as err:  # A failed fault is told, and the next one tried.
+                self.say(f"  nemesis: {fault} failed: {type(err).__name__}: {err}")
                 done = None
             if done:
                 self.counts[fault] = self.counts.get(fault, 0) + 1
