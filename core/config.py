@@ -16,6 +16,7 @@ import tomllib
 from dataclasses import asdict, dataclass, fields
 
 from mq.errors import Invalid
+from mq.sizing import AUTO, auto_fronts, auto_workers, count, usable_cores
 
 #: Shortest --hang-timeout: an idle process turns its loop every half second.
 MIN_HANG_TIMEOUT = 2.0
@@ -32,39 +33,6 @@ def option(default, help: str, empty: str = "", auto=None):
     if auto:
         metadata["auto"] = auto
     return dataclasses.field(default=default, metadata=metadata)
-
-
-AUTO = "auto"
-
-
-def count(value) -> int | str:
-    """A whole number, or "auto" (sized from the cores this process may run on)."""
-    if isinstance(value, str) and value.strip().lower() == AUTO:
-        return AUTO
-    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-        raise ValueError(value)
-    return int(value)
-
-
-def usable_cores() -> int:
-    """The cores this process may run on (its affinity mask, e.g. under taskset or a cgroup
-    cpuset), which is what the processes mq starts may use too."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
-def auto_workers(cores: int) -> int:
-    """--workers auto: 8 pairs up to 8 cores (mq's long-standing default), then one a core
-    (at most 256, the limit of --workers)."""
-    return min(256, max(8, cores))
-
-
-def auto_fronts(cores: int) -> int:
-    """--fronts auto: one front per 4 cores, the rest left to the actors (bench/RESULTS.md,
-    "Several fronts": 4 fronts did best on 16 cores, 8 fronts took cores the actors needed)."""
-    return min(64, max(1, cores // 4))  # 64: the limit of --fronts
 
 
 @dataclass
