@@ -301,10 +301,10 @@ class Actor:
         if self.root_lost():
             # Nothing touches the root meanwhile: notifications are dropped (re-listed when it
             # is back), requests refused unless they read memory only.
-            requests = [r for r in requests if r.rid]
             for request in requests:
-                if request.op not in ROOT_FREE_OPS:
+                if request.rid and request.op not in ROOT_FREE_OPS:
                     self.reply(request.peer, request.rid, self.root_refusal())
+            # A front's cancel is a notification (no request id) that reads memory only.
             requests = [r for r in requests if r.op in ROOT_FREE_OPS]
             if not requests:
                 return

@@ -279,11 +279,13 @@ class FetchActor(Actor):
         self.serve_waiters()
 
     def root_away(self) -> None:
-        """While the root is away, answer every parked long poll with the refusal (503)."""
+        """While the root is away, answer every parked long poll and pull-any watch with the
+        refusal (503): none is left to time out, so the loop has no deadline to spin on."""
         batch = self.batch_class([])
         self.waiters.feed(batch, lambda queue, limit: self.root_refusal())
         for (peer, rid), result in zip(batch.answered, batch.results):
             self.reply(peer, rid, result)
+        self.watches.refuse_all(self, self.root_refusal())
 
     def poll_timeout_ms(self) -> int:
         """Wake for the nearest long-poll deadline, or to re-list queues someone waits on."""

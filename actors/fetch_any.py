@@ -107,6 +107,12 @@ class Watches:
                 kept.append(watcher)
         self._parked = kept
 
+    def refuse_all(self, actor, error) -> None:
+        """Answer every parked watch with the error (the root went away) and keep none."""
+        for watcher in self._parked:
+            actor.reply(watcher.peer, watcher.rid, error)
+        self._parked = []
+
     def cancel(self, peer: bytes, rid: bytes) -> None:
         """Drop the watch a front gave up on (its client went away)."""
         for watcher in self._parked:

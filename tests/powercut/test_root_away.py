@@ -54,6 +54,11 @@ def lose_and_regain(daemon: Daemon, bare: Path | None, take_away, bring_back,
         resp=daemon.request("GET", "/other/messages?wait=15", timeout=60)))
     waiting.start()
     daemon.wait_for_events("fetch.wait", queue="other")  # Parked (a debug line).
+    pull_any: dict = {}
+    watching = threading.Thread(target=lambda: pull_any.update(
+        resp=daemon.request("GET", "/_mq/messages?qre=other&wait=15", timeout=60)))
+    watching.start()
+    daemon.wait_for_events("fetch.watch", queue="other")  # A pull-any watch, parked too.
     take_away()
     lost = daemon.wait_for_events("root.lost", timeout=10)[0]
     assert lost["root"] == str(daemon.root) and why in lost["error"], lost
@@ -65,6 +70,8 @@ def lose_and_regain(daemon: Daemon, bare: Path | None, take_away, bring_back,
         assert b"is not available" in resp.body, resp.body  # The root's refusal, not another
     waiting.join(10)  # A long poll parked before the loss is refused too, not left waiting.
     assert refused(long_poll["resp"]), long_poll
+    watching.join(10)  # So is a pull-any watch: its actor keeps no deadline to spin on.
+    assert refused(pull_any["resp"]), pull_any
     health = daemon.request("GET", "/health")
     assert health.status == 503 and "root" in health.json()["down"], health.body
     assert b"mq_root_available 0.0" in daemon.request("GET", "/metrics").body
