@@ -168,8 +168,6 @@ OUTAGE_ERRNOS = frozenset({errno.ENOTCONN, errno.EIO, errno.ESTALE, errno.ETIMED
                            errno.EHOSTDOWN, errno.EHOSTUNREACH, errno.ENETDOWN,
                            errno.ENETUNREACH, errno.ENETRESET, errno.ENOLINK, errno.ECOMM,
                            errno.EREMOTEIO})
-#: errnos that mean "cannot be stored now, try later" rather than "something is broken".
-RETRYABLE_ERRNOS = frozenset(code for code, kind in ERRNO_KINDS.items() if kind == "unavailable")
 #: errnos of an open, read, rename or time change of a message file that a peer moved or
 #: removed a moment before: the race is lost, the caller takes the next message. ENOENT: the
 #: name is gone; ESTALE: a network file system's handle of a file unlinked meanwhile; EEXIST:

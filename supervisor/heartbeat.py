@@ -71,12 +71,6 @@ def share_root_state(slot: Slot | None) -> None:
     _root = slot
 
 
-def set_root_lost(since: float) -> None:
-    """Publish the root's state: the Unix time it was found gone, or 0.0 when it is there."""
-    if _root is not None:
-        _root.stamp(since)
-
-
 def root_lost_since() -> float:
     """The Unix time the supervisor found the root gone, or 0.0 while it is there (or outside
     a supervised tree, where no one watches)."""

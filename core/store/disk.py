@@ -55,8 +55,8 @@ class Disk:
 
     sync="fs" falls back to "file" on a libc without syncfs(2), since the per-file recipe
     is durable everywhere; `fell_back` records that it did. Renames never replace a name
-    (renameat2 RENAME_NOREPLACE); `exclusive` turns False the first time the file system
-    refuses the flag, and renames are then checked ones (renames.checked_rename).
+    (renameat2 RENAME_NOREPLACE); where the file system refuses the flag, renames are checked
+    ones (renames.checked_rename).
     """
 
     def __init__(self, sync: str = "fs", libc=None):
@@ -67,7 +67,6 @@ class Disk:
         self.sync = "file" if self.fell_back else sync
         #: A GroupFlush shared with the daemon's other actors (share_flushes), or None.
         self.group = None
-        self.exclusive = True
 
     # -- changes --------------------------------------------------------------------------
 
@@ -184,7 +183,6 @@ class Disk:
         # clients from both "winning" (renames.py). A refusal costs no round trip to a FUSE
         # daemon after the first (the kernel remembers that it lacks the call).
         checked_rename(source, target)
-        self.exclusive = False
 
     def rename_over(self, source: str, target: str) -> None:
         """Rename one entry over whatever has the target name (a small file replaced whole)."""
