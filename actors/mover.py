@@ -233,10 +233,8 @@ def move_due(store, timers: DueHeap, now: float, props=None, counters=None) -> d
     for queue, message_id, attempts in timers.pop_due(now):
         dead, dead_count = None, 0
         if props is not None and attempts:
-            effective = props.effective(queue)
-            if properties.exhausted(effective, attempts):
-                dead = effective["dead_letter_queue"]
-                dead_count = properties.dead_letter_count(props.effective(dead), attempts)
+            dead, dead_count = properties.dead_letter(props.effective(queue), attempts,
+                                                      props.effective)
         try:
             outcome, due = store.release(queue, message_id, now, attempts, dead,
                                          dead_count=dead_count, changes=changes)

@@ -77,8 +77,7 @@ def nack(actor, batch, request: Nack, sender) -> dict:
     queue, message_id = request.queue, request.id
     delivery = delivery_of(actor, request)
     props = actor.props.effective(queue)
-    dead = props["dead_letter_queue"] if properties.exhausted(props, delivery) else None
-    dead_count = properties.dead_letter_count(actor.props.effective(dead), delivery) if dead else 0
+    dead, dead_count = properties.dead_letter(props, delivery, actor.props.effective)
     outcome, _ = actor.store.release(queue, message_id, time.time(), delivery, dead, force=True,
                                      dead_count=dead_count, changes=batch.changes)
     if outcome not in ("ready", "dead"):

@@ -110,6 +110,16 @@ def dead_letter_count(dead_props: dict, deliveries: int) -> int:
     return deliveries if dead_props["retry"] == UNLIMITED_RETRY else 0
 
 
+def dead_letter(props: dict, deliveries: int, effective) -> tuple[str | None, int]:
+    """Where a delivery that ended unacked goes, from its queue's properties `props`: (None, 0)
+    to be ready again, else (the dead-letter queue, the count it keeps there); `effective`
+    gives a queue's properties by name."""
+    if not exhausted(props, deliveries):
+        return None, 0
+    dead = props["dead_letter_queue"]
+    return dead, dead_letter_count(effective(dead), deliveries)
+
+
 def exhausted(props: dict, deliveries: int) -> bool:
     """Whether a message delivered `deliveries` times has had every redelivery its queue's
     `retry` allows (never, with UNLIMITED_RETRY)."""

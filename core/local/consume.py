@@ -67,8 +67,9 @@ class Taker:
     def take_first(self, queue: str, props: dict, candidates, changes: Changes) -> Message | None:
         """Claim the first of the (id, deliveries, group) candidates the rules let out; its
         claim and the removals of expired messages on the way are recorded on `changes`."""
+        cutoff = rules.expiry_cutoff_ms(props["retention"], time.time())
         for message_id, attempts, group in candidates:
-            if rules.expired(message_id, rules.expiry_cutoff_ms(props["retention"], time.time())):
+            if rules.expired(message_id, cutoff):
                 self.store.remove(queue, message_id, known=("ready", attempts), changes=changes)
                 continue
             due = time.time() + props["timeout"]
@@ -188,8 +189,7 @@ def release_due(store, props, queue: str) -> float:
         if due > now:
             later = min(later, due)
             continue
-        dead = effective["dead_letter_queue"] if properties.exhausted(effective, attempts) else None
-        dead_count = properties.dead_letter_count(props.effective(dead), attempts) if dead else 0
+        dead, dead_count = properties.dead_letter(effective, attempts, props.effective)
         outcome, due = store.release(queue, message_id, now, attempts, dead, dead_count=dead_count,
                                      changes=changes)
         if outcome in ("ready", "dead"):

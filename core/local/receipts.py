@@ -36,9 +36,8 @@ def ack(store, message) -> None:
 def nack(store, props, message) -> None:
     """Make the delivery ready again now, or a dead letter once it used up the queue's retries."""
     number = delivery(store, message)
-    effective = props.effective(message.queue)
-    dead = effective["dead_letter_queue"] if properties.exhausted(effective, number) else None
-    dead_count = properties.dead_letter_count(props.effective(dead), number) if dead else 0
+    dead, dead_count = properties.dead_letter(props.effective(message.queue), number,
+                                              props.effective)
     changes = Changes()
     outcome, _ = store.release(message.queue, message.id, time.time(), number, dead, force=True,
                                dead_count=dead_count, changes=changes)

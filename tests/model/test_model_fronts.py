@@ -5,13 +5,13 @@ and mq.local on the daemon's root."""
 import pytest
 from hypothesis.stateful import run_state_machine_as_test
 
-from conftest import machine_settings, machine_timeout, start_daemon
+from model_runs import machine_settings, machine_timeout, start_daemon
 from fronts import RestBatch, RestSingle, Rpc
 from fronts_more import Local, Sqs
 from machines import machine_for
 
 FRONTS = {"rest": RestSingle, "rest_batch": RestBatch, "rpc": Rpc, "sqs": Sqs, "local": Local}
-#: Examples per front in make test, each of up to conftest.STEPS steps: about 20 s a machine
+#: Examples per front in make test, each of up to model_runs.STEPS steps: about 20 s a machine
 #: on a quiet machine, and every rule the front has runs in each run. An RPC or mq.local step
 #: costs more than a REST one; SQS's timers are whole seconds (three times the others' 0.3 s),
 #: so its examples spend most of their time waiting. bench/model_soak.py runs many more.

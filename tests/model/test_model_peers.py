@@ -5,7 +5,7 @@ takes one of the two oldest ready messages rather than the oldest."""
 import pytest
 from hypothesis.stateful import run_state_machine_as_test
 
-from conftest import machine_settings, machine_timeout, start_daemon
+from model_runs import machine_settings, machine_timeout, start_daemon
 from fronts_more import Sqs
 from machines import machine_for
 from test_model_fronts import EXAMPLES, FRONTS

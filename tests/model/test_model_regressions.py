@@ -9,7 +9,7 @@ import urllib.parse
 import pytest
 
 import root_view
-from conftest import start_daemon
+from model_runs import start_daemon
 from fronts_more import Sqs
 from support import poll_for
 
