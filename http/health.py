@@ -20,9 +20,10 @@ def read_health(run_dir: str, front: str) -> dict:
     lost_since = heartbeat.root_lost_since()
     paths = [health_path(run_dir)]
     if lost_since:
-        # With its socket folder under the root, the supervisor writes it there meanwhile; a
-        # forked front's parent is the supervisor.
-        paths.append(standby_health_path(os.getppid()))
+        # With its socket folder under the root, the supervisor writes it there meanwhile (a
+        # forked front's parent is the supervisor): read first, so that a root that hangs
+        # rather than fails is not opened while the stand-in is there.
+        paths.insert(0, standby_health_path(os.getppid()))
     health = None
     for path in paths:
         try:
