@@ -22,11 +22,8 @@ if HERE not in sys.path:
 
 from cluster import Nemesis, Node, become_subreaper, reap_zombies  # noqa: E402
 from harness import code_under_test, loadavg, machine_line  # noqa: E402
-from total_queue import History, check, passed, table  # noqa: E402
-from workload import Traffic, drain  # noqa: E402
-
-#: With --peers, the movers list delay/ again every 5 s (actors/mover.py RESCAN_SECONDS).
-MOVER_RESCAN_SECONDS = 5.0
+from total_queue import History, passed, table  # noqa: E402
+from workload import Traffic, stop_and_check  # noqa: E402
 
 
 def run(seconds: float, workdir: str, daemons: int = 3, timeout: float = 3.0,
@@ -52,14 +49,8 @@ def run(seconds: float, workdir: str, daemons: int = 3, timeout: float = 3.0,
         time.sleep(seconds)
         say("  faults stop; every daemon resumed or restarted")
         nemesis.stop()
-        traffic.stop()
-        # Long enough for any timer set during the run to pass and a mover to rescan delay/.
-        drained = drain(traffic, quiet_seconds=timeout + MOVER_RESCAN_SECONDS + 2,
-                        timeout=120 + timeout, say=say)
-        counts = check(history)
-        counts["drained"] = drained
+        counts = stop_and_check(traffic, history, timeout, say)
         counts["faults"] = dict(nemesis.counts)
-        counts["client errors"] = dict(traffic.counts)
         return counts
     finally:
         if traffic:

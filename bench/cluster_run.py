@@ -26,11 +26,9 @@ if HERE not in sys.path:
 from cluster import Nemesis, Node, become_subreaper, reap_zombies  # noqa: E402
 from cluster_fs import VOLUMES  # noqa: E402
 from harness import code_under_test, loadavg, machine_line  # noqa: E402
-from total_queue import History, check, passed, table  # noqa: E402
-from workload import Traffic, drain  # noqa: E402
+from total_queue import History, passed, table  # noqa: E402
+from workload import Traffic, stop_and_check  # noqa: E402
 
-#: With --peers, the movers list delay/ again every 5 s (actors/mover.py RESCAN_SECONDS).
-MOVER_RESCAN_SECONDS = 5.0
 #: The faults of a run: kill -9 of one process of a daemon, and of a whole daemon; "kill
 #: server" (a GlusterFS brick, JuiceFS's Redis) is one more.
 FAULTS = ("kill actor", "kill daemon")
@@ -87,13 +85,8 @@ def run(volume, seconds: float, workdir: str, timeout: float = 3.0, fault_interv
         say("  faults stop; every daemon resumed or restarted")
         nemesis.stop()
         volume.restart_servers()
-        traffic.stop()
-        drained = drain(traffic, quiet_seconds=timeout + MOVER_RESCAN_SECONDS + 2,
-                        timeout=120 + timeout, say=say)
-        counts = check(history)
-        counts["drained"] = drained
+        counts = stop_and_check(traffic, history, timeout, say)
         counts["faults"] = dict(nemesis.counts)
-        counts["client errors"] = dict(traffic.counts)
         counts["statuses"] = dict(traffic.statuses)
         counts["error lines"] = error_lines(nodes)
         return counts

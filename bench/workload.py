@@ -11,7 +11,7 @@ import threading
 import time
 from collections import Counter
 
-from total_queue import History, make_body
+from total_queue import History, check, make_body
 
 #: Seconds a client waits for one answer; a paused daemon holds requests this long at most.
 REQUEST_SECONDS = 10.0
@@ -145,3 +145,20 @@ def drain(traffic: Traffic, quiet_seconds: float, timeout: float, say=print) -> 
         time.sleep(0.2)
     say(f"  drain timed out after {timeout:g} s ({taken} taken)")
     return False
+
+
+#: With --peers, the movers list delay/ again every 5 s (actors/mover.py RESCAN_SECONDS).
+MOVER_RESCAN_SECONDS = 5.0
+
+
+def stop_and_check(traffic: Traffic, history: History, timeout: float, say=print) -> dict:
+    """Stop the traffic, drain every queue (long enough for any timer set during the run to
+    pass and a mover to rescan delay/), and return total_queue.check's counts with "drained"
+    and "client errors"."""
+    traffic.stop()
+    drained = drain(traffic, quiet_seconds=timeout + MOVER_RESCAN_SECONDS + 2,
+                    timeout=120 + timeout, say=say)
+    counts = check(history)
+    counts["drained"] = drained
+    counts["client errors"] = dict(traffic.counts)
+    return counts
