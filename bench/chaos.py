@@ -20,7 +20,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
-from cluster import Nemesis, Node, become_subreaper, reap_zombies  # noqa: E402
+from cluster import Nemesis, Node, become_subreaper, create_root, reap_zombies  # noqa: E402
 from harness import code_under_test, loadavg, machine_line  # noqa: E402
 from total_queue import History, passed, table  # noqa: E402
 from workload import Traffic, stop_and_check  # noqa: E402
@@ -34,6 +34,7 @@ def run(seconds: float, workdir: str, daemons: int = 3, timeout: float = 3.0,
     rng = random.Random(rng_state)
     become_subreaper()
     root = os.path.join(workdir, "root")
+    create_root(root)
     nodes = [Node(f"daemon-{n}", root, workdir, peers=daemons - 1, timeout=timeout)
              for n in range(daemons)]
     history = History()

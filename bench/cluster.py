@@ -43,6 +43,15 @@ def mq_command() -> str:
     return path if os.path.exists(path) else ""
 
 
+def create_root(root: str) -> str:
+    """Make a shared root before its daemons start, as an operator does (a daemon with --peers
+    never makes one: docs/CLUSTER.md); return its ID. A root already there is kept."""
+    script = mq_command()
+    argv = ([script] if script else [sys.executable, "-m", "mq.supervisor.main"]) + [
+        f"--root={root}", "--create-root"]
+    return subprocess.run(argv, check=True, capture_output=True, text=True).stdout.strip()
+
+
 def process_name(cmdline: list[str]) -> str:
     """"fetch actor 0", "front"...: from the process title, or, for a child that has not set
     it yet, from its command line (python -m mq.supervisor.child fetch 0 ...)."""

@@ -23,7 +23,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
-from cluster import Nemesis, Node, become_subreaper, reap_zombies  # noqa: E402
+from cluster import Nemesis, Node, become_subreaper, create_root, reap_zombies  # noqa: E402
 from cluster_fs import VOLUMES  # noqa: E402
 from harness import code_under_test, loadavg, machine_line  # noqa: E402
 from total_queue import History, passed, table  # noqa: E402
@@ -62,6 +62,7 @@ def run(volume, seconds: float, workdir: str, timeout: float = 3.0, fault_interv
     rng = random.Random(rng_state)
     become_subreaper()
     root_of = [os.path.join(mount, "mq") for mount in volume.mounts]
+    create_root(root_of[0])  # One volume: made through one mount, seen through every one.
     nodes = []
     for n, root in enumerate(root_of):
         rundir = os.path.join(workdir, f"run-{n}")  # ZeroMQ sockets on a local disk.

@@ -21,7 +21,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
-from cluster import Node, become_subreaper, reap_zombies  # noqa: E402
+from cluster import Node, become_subreaper, create_root, reap_zombies  # noqa: E402
 from cluster_fs import VOLUMES  # noqa: E402
 from harness import code_under_test, loadavg, machine_line  # noqa: E402
 
@@ -95,6 +95,7 @@ def main() -> int:
         with volume_class(workdir) as volume:
             for count in (int(n) for n in args.daemons.split(",")):
                 nodes = []
+                create_root(os.path.join(volume.mounts[0], "mq"))
                 for n in range(count):
                     rundir = os.path.join(workdir, f"run-{count}-{n}")
                     os.makedirs(rundir)

@@ -72,6 +72,8 @@ class Options:
                                "check finds that the root's file system cannot rename without "
                                "replacing (renameat2 RENAME_NOREPLACE), so that two daemons "
                                "could hand out one message at once: refuse (exit 2) or warn")
+    root_id: str = option("", "the root's ID (mq --create-root prints it): at a path whose root "
+                          "has another, mq waits, answering 503", empty="any mq root")
     spare_files: int = option(65_536, "files of removed messages the reaper keeps to write new "
                               "messages into, sparing the file system an inode and a block per "
                               "message (with sync fs; each one 4 KiB block at most, so 256 MiB "
@@ -302,6 +304,9 @@ def build_parser(prog: str = "mq") -> argparse.ArgumentParser:
     parser.add_argument("--print-config", action="store_true",
                         help="print the options these flags, MQ_* variables and --config give, "
                         "as a TOML file with every option explained, and exit")
+    parser.add_argument("--create-root", action="store_true",
+                        help="create the root (or check an existing one), print its ID and "
+                        "exit: how a root shared by daemons with --peers is made the first time")
     for field in fields(Options):
         if field_kind(field) is bool:
             parser.add_argument(flag_name(field), dest=field.name, default=None,
@@ -358,8 +363,9 @@ def sample_config(options: Options | None = None) -> str:
 
 
 def read_command_line(argv: list[str] | None = None,
-                      environ: dict | None = None) -> tuple[Options, bool]:
-    """Options from flags, environment and config file, and whether --print-config was given."""
+                      environ: dict | None = None) -> tuple[Options, str]:
+    """Options from flags, environment and config file, and what to do instead of serving:
+    "print-config", "create-root" or ""."""
     environ = os.environ if environ is None else environ
     args = build_parser().parse_args(argv)
     values: dict = {}
@@ -383,7 +389,8 @@ def read_command_line(argv: list[str] | None = None,
         flag_value = getattr(args, field.name)
         if flag_value is not None:
             values[field.name] = flag_value
-    return Options(**values).check(), args.print_config
+    return Options(**values).check(), ("print-config" if args.print_config else
+                                       "create-root" if args.create_root else "")
 
 
 def load_options(argv: list[str] | None = None, environ: dict | None = None) -> Options:

@@ -11,6 +11,7 @@ from mq import logs, protocol
 from mq.errors import MqError, Unavailable
 from mq.operations import Cancel, Operation
 from mq.store.root import actor_endpoint, mover_endpoint
+from mq.supervisor import heartbeat
 
 POLLIN = int(zmq.POLLIN)  # A plain int: bit tests on zmq's enum flags cost microseconds.
 
@@ -68,6 +69,9 @@ class ActorLink:
             self._send(protocol.encode_request(rid, request))
         except zmq.Again:
             self.pending.pop(rid, None)
+            if heartbeat.root_lost_since():  # No actor runs while a daemon waits for its root.
+                raise Unavailable("the root is not available (its file system is not mounted, "
+                                  "or it is no mq root yet); retry later") from None
             raise Unavailable(f"{self.name} is not running; it is being restarted") from None
         if on_sent is not None:
             on_sent(rid)

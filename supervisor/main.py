@@ -15,7 +15,9 @@ from mq.errors import OUTAGE_ERRNOS, Invalid, MqError
 from mq.store import Store
 from mq.store.disk import filesystem_type
 from mq.store.renames import check_exclusive
-from mq.supervisor.tree import Tree, choose_run_dir, clean_stale_run_dirs, live_daemons
+from mq.store.root import Root, RootMissing
+from mq.supervisor.run_dirs import choose_run_dir, clean_stale_run_dirs, live_daemons, socket_dir
+from mq.supervisor.tree import Tree
 from mq.tokens import load as load_tokens
 
 #: With peers, files in new/ younger than this (seconds) may be another daemon's work in progress.
@@ -66,14 +68,23 @@ def log_rename_check(checked: tuple[str, str], options) -> None:
                            if options.peers else "none while this daemon is alone on the root")
 
 
-def prepare(options, chosen_by: str):
+def prepare(options, chosen_by: str, ipc_dir: str = ""):
     """Create or check the root, clean what crashes left, choose the socket folders; return
-    (store, rename check, files cleaned from new/, daemon folder, socket folder)."""
+    (store, rename check, files cleaned from new/, daemon folder, socket folder).
+
+    A daemon sharing the root (--peers), or told its ID (--root-id), never makes a root: where
+    the path has none (the shared file system not mounted: an empty mount point) or another,
+    RootMissing, before anything is written or even the file system's type read.
+    """
+    if options.peers or options.root_id:
+        Root(options.root).require_format()
     if chosen_by == "auto":
         filesystem_type(options.root)  # Raises while the file system is away.
     store = Store(options.root, chosen_by, options.auto_create)
     options.sync = store.sync  # Children are given the mode chosen, not "auto".
-    store.init()
+    # Children are given the id too: their root checks expect this root and no other.
+    options.root_id = store.init(make=not (options.peers or options.root_id),
+                                 expect_id=options.root_id)
     clean_stale_run_dirs(store.root)
     others = live_daemons(store.root)
     if others and not options.peers:
@@ -86,8 +97,35 @@ def prepare(options, chosen_by: str):
     if options.fronts > 1:
         check_port_free(options.host, options.port)
     cleaned = store.clean_new(PEER_NEW_GRACE_SECONDS if options.peers else 0.0)
-    daemon_dir, run_dir = choose_run_dir(options)
+    daemon_dir, run_dir = choose_run_dir(options, ipc_dir)
     return store, exclusive, cleaned, daemon_dir, run_dir
+
+
+def log_start(options, chosen_by: str, prepared) -> str:
+    """Log what prepare() found (the start, the rename check, the sync mode); return the
+    daemon folder."""
+    store, exclusive, cleaned, daemon_dir, run_dir = prepared
+    logs.get().info("supervisor.start", root=store.root, workers=options.workers, peers=options.peers,
+                    cleaned_new=cleaned, run_dir=run_dir, daemon_dir=daemon_dir,
+                    root_id=options.root_id)
+    log_rename_check(exclusive, options)
+    if chosen_by == "auto":
+        logs.get().info("supervisor.sync_chosen", sync=store.sync, filesystem=store.filesystem,
+                        why="per-file fsync: syncfs may not reach stable storage here"
+                        if store.sync == "file" else "syncfs reaches stable storage here")
+    return daemon_dir
+
+
+def create_root(options) -> int:
+    """mq --create-root: make the root (or check the one there), print its ID; exit 0.
+
+    Never lays a root out where a typo points: the folder must be missing, empty or a root."""
+    root = Root(options.root)
+    if os.path.isdir(root.root) and os.listdir(root.root) and not os.path.exists(root.format_path()):
+        raise Invalid(f"{root.root} is neither empty nor an mq root (no FORMAT file)")
+    root_id = Store(options.root, options.sync, options.auto_create).init(expect_id=options.root_id)
+    print(root_id)
+    return 0
 
 
 def prepare_while_unavailable(options):
@@ -109,16 +147,25 @@ def prepare_while_unavailable(options):
 
 def main(argv: list[str] | None = None) -> int:
     """Run mq until SIGTERM; exit 0 after a drain, 1 when the front keeps crashing, 2 on bad options."""
+    missing = None
     try:
-        options, print_config = read_command_line(argv)
-        if print_config:
+        options, action = read_command_line(argv)
+        if action == "print-config":
             sys.stdout.write(sample_config(options))
             return 0
         if options.token_file:
             load_tokens(options.token_file)  # A bad token file stops mq here, with status 2.
         logs.configure("supervisor", options.log_level, options.log_file)
+        if action == "create-root":
+            return create_root(options)
         chosen_by = options.sync
-        store, exclusive, cleaned, daemon_dir, run_dir = prepare_while_unavailable(options)
+        try:
+            prepared = prepare_while_unavailable(options)
+            run_dir = prepared[4]
+        except RootMissing as err:
+            # Not a root (yet): serve 503 from fronts whose sockets are outside the path, and
+            # start the rest once a root is there (Tree.finish_start).
+            missing, run_dir = err, socket_dir(options)
     except MqError as err:
         print(f"mq: {err.message}", file=sys.stderr)
         return 2
@@ -126,18 +173,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mq: {options.root}: {err.strerror}", file=sys.stderr)
         return 2
     setproctitle.setproctitle(f"mq: supervisor [{options.root}] {options.host}:{options.port}")
-    logs.get().info("supervisor.start", root=store.root, workers=options.workers, peers=options.peers,
-                    cleaned_new=cleaned, run_dir=run_dir, daemon_dir=daemon_dir)
-    log_rename_check(exclusive, options)
-    if chosen_by == "auto":
-        logs.get().info("supervisor.sync_chosen", sync=store.sync, filesystem=store.filesystem,
-                        why="per-file fsync: syncfs may not reach stable storage here"
-                        if store.sync == "file" else "syncfs reaches stable storage here")
+    if missing is None:
+        tree = Tree(options, run_dir, log_start(options, chosen_by, prepared))
+    else:
+        tree = Tree(options, run_dir, missing=missing.message, finish_start=lambda: log_start(
+            options, chosen_by, prepare(options, chosen_by, run_dir)))
     try:
-        return Tree(options, run_dir, daemon_dir).run()
+        return tree.run()
     finally:
         # A folder given with --run-dir is the operator's: only the ones mq made are removed.
-        shutil.rmtree(daemon_dir, ignore_errors=True)
+        if tree.daemon_dir:
+            shutil.rmtree(tree.daemon_dir, ignore_errors=True)
         if not options.run_dir:
             shutil.rmtree(run_dir, ignore_errors=True)
 

@@ -26,9 +26,11 @@ ROOT_CHECK_SECONDS = 0.2
 class RootState:
     """Whether the root is there, as the supervisor last saw it; published to the children."""
 
-    def __init__(self, root: str, slot: Slot):
+    def __init__(self, root: str, slot: Slot, root_id: str = "", missing: str = ""):
+        """root_id: the root's ID, when known (a root with another is away); missing: why the
+        path is no root at start (it is then away from the start)."""
         self.root = root
-        self.watch = RootWatch(root)
+        self.watch = RootWatch(root, root_id)
         self.slot = slot
         self.lost_since = 0.0  # Unix time the root was found gone; 0.0 while it is there
         self.error = ""
@@ -36,6 +38,16 @@ class RootState:
         slot.stamp(0.0)
         # Set before the first fork: every child inherits the module's reference to the slot.
         share_root_state(slot)
+        if missing:
+            self.set_missing(missing)
+
+    def set_missing(self, error: str) -> None:
+        """The path is no root (yet): away until a check finds one, a second from now at the
+        earliest (the start's preparation that found it unusable is not tried again at once)."""
+        self.lost_since = self.lost_since or time.time()
+        self.error = error
+        self.slot.stamp(self.lost_since)
+        self.last_check = time.monotonic() + 1.0 - ROOT_CHECK_SECONDS
 
     @property
     def lost(self) -> bool:

@@ -2,32 +2,27 @@
 
 import json
 import os
-import shutil
 import signal
-import socket
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass, field
 
 import psutil
 
 from mq import logs
-from mq.liveness import supervisor_running_here
+from mq.errors import OUTAGE_ERRNOS, MqError
 from mq.store.root import (
-    Root,
+    RootMissing,
     actor_endpoint,
     health_path,
-    ipc_dir_of,
     is_under,
     mover_endpoint,
-    point_to_ipc_dir,
     socket_path,
     standby_health_path,
 )
 from mq.supervisor.forking import ForkedChild, fork_child, preload
 from mq.supervisor.heartbeat import Heartbeats, Slot
-from mq.supervisor.root_state import RootState
+from mq.supervisor.root_state import ROOT_CHECK_SECONDS, RootState
 
 #: First wait before restarting a dead process, in seconds; doubled per quick crash.
 MIN_BACKOFF_SECONDS = 0.1
@@ -42,10 +37,6 @@ FRONT_WINDOW_SECONDS = 60.0
 DRAIN_SECONDS = 10.0
 #: Longest wait at start for the actors to bind before the front starts anyway, in seconds.
 ACTORS_READY_SECONDS = 10.0
-#: A daemon on another host whose health.json is younger than this many seconds is running.
-LIVE_HEALTH_SECONDS = 10.0
-#: Longest ipc:// socket path the kernel accepts, less room for the socket's own name.
-MAX_RUN_DIR = 90
 
 #: A turn of the supervisor's own loop this late (seconds) means it was stopped or starved
 #: itself: every child gets a whole --hang-timeout again rather than being judged on a gap
@@ -55,8 +46,9 @@ SUPERVISOR_GAP_SECONDS = 1.0
 #: Most doublings of --hang-timeout for a child that hangs again and again (16 times it).
 MAX_HANG_DOUBLINGS = 4
 
-#: Prefix of the socket folders mq makes under $TMPDIR when the root's path is too long.
-TEMP_RUN_PREFIX = "mq-run-"
+#: Seconds between two log lines saying the path is no root yet.
+ROOT_MISSING_LOG_SECONDS = 10.0
+
 
 @dataclass
 class Child:
@@ -82,73 +74,19 @@ class Child:
         return f"{self.kind}-{self.index}"
 
 
-def choose_run_dir(options) -> tuple[str, str]:
-    """(daemon folder, socket folder) of this daemon.
-
-    The daemon folder is always {root}/run/{host}-{pid}, so every daemon on a root is seen
-    there (the shared-root check, the pipeline's notifications). The sockets go there too,
-    unless --run-dir names another folder or the path is too long for ipc://; then a file in
-    the daemon folder points at them.
-    """
-    daemon_dir = Root(options.root).daemon_dir(socket.gethostname(), os.getpid())
-    os.makedirs(daemon_dir, exist_ok=True)
-    if options.run_dir:
-        os.makedirs(options.run_dir, exist_ok=True)
-        ipc_dir = options.run_dir
-    elif len(daemon_dir) > MAX_RUN_DIR:
-        ipc_dir = tempfile.mkdtemp(prefix=TEMP_RUN_PREFIX)
-    else:
-        return daemon_dir, daemon_dir
-    point_to_ipc_dir(daemon_dir, ipc_dir)
-    return daemon_dir, ipc_dir
-
-
-def clean_stale_run_dirs(root: str) -> None:
-    """Remove run folders of daemons on this host whose supervisor is gone (killed by -9, or
-    before a reboot)."""
-    host = socket.gethostname()
-    for folder in Root(root).daemon_dirs():
-        owner, _, pid = os.path.basename(folder).rpartition("-")
-        if owner == host and pid.isdigit() and not supervisor_running_here(int(pid)):
-            sockets = ipc_dir_of(folder)
-            # A socket folder mq made itself under $TMPDIR goes too; --run-dir's is the operator's.
-            if sockets != folder and os.path.basename(sockets).startswith(TEMP_RUN_PREFIX):
-                shutil.rmtree(sockets, ignore_errors=True)
-            shutil.rmtree(folder, ignore_errors=True)
-
-
-def live_daemons(root: str) -> list[str]:
-    """Names of the run folders of other daemons using this root now.
-
-    On this host a daemon is running when its supervisor's pid is; on another host, when its
-    health.json (rewritten every second) is fresh.
-    """
-    host = socket.gethostname()
-    live = []
-    for folder in Root(root).daemon_dirs():
-        name = os.path.basename(folder)
-        owner, _, pid = name.rpartition("-")
-        if not pid.isdigit():
-            continue
-        if owner == host:
-            running = int(pid) != os.getpid() and supervisor_running_here(int(pid))
-        else:
-            try:
-                age = time.time() - os.stat(health_path(folder)).st_mtime
-            except OSError:
-                continue
-            running = age < LIVE_HEALTH_SECONDS
-        if running:
-            live.append(name)
-    return live
-
-
 class Tree:
     """The supervised process tree of one daemon."""
 
-    def __init__(self, options, run_dir: str, daemon_dir: str = ""):
+    def __init__(self, options, run_dir: str, daemon_dir: str = "", missing: str = "",
+                 finish_start=None):
+        """missing: why the path is no root yet (then only the fronts start, answering 503,
+        and finish_start() prepares the root once the root watch finds it; it returns the
+        daemon folder)."""
         self.options = options
         self.run_dir = run_dir
+        self.daemon_dir = daemon_dir
+        self.finish_start = finish_start if missing else None
+        self.missing_logged = float("-inf")
         # health.json goes to the socket folder (the front reads it there) and, when that is
         # elsewhere, to the daemon folder under the root too (other hosts' shared-root check).
         self.health_dirs = sorted({run_dir, daemon_dir or run_dir})
@@ -163,7 +101,8 @@ class Tree:
         self.heartbeats = Heartbeats(len(self.children))
         for position, child in enumerate(self.children):
             child.slot = self.heartbeats.slot(position)
-        self.root_state = RootState(options.root, self.heartbeats.root_state)
+        self.root_state = RootState(options.root, self.heartbeats.root_state, options.root_id,
+                                    missing)
         # While the root is away: health.json only where it is not under the root, or (none
         # left) in the host's temporary folder, where the front looks then (http/health.py).
         self.standby_health = standby_health_path(os.getpid())
@@ -283,10 +222,8 @@ class Tree:
         signal.signal(signal.SIGINT, self._stop)
         signal.signal(signal.SIGHUP, self._forward_hup)
         preload()
-        for child in self.children:
-            if not child.critical:
-                self.spawn(child)
-        self.wait_for_actors(ACTORS_READY_SECONDS)
+        if self.finish_start is None:
+            self.start_actors()
         for child in self.children:
             if child.critical:
                 self.spawn(child)
@@ -302,6 +239,8 @@ class Tree:
                 if not self.root_state.lost:
                     self.discard_standby_health()
                 last_health = 0.0  # Published at once, where it goes now.
+            if self.finish_start is not None and not self.wait_for_root(now):
+                self.stopping, code = True, 2
             for child in self.children:
                 self.check_answering(child, now)
                 if not self.check(child, now):
@@ -317,6 +256,42 @@ class Tree:
         self.shutdown()
         self.discard_standby_health()
         return code
+
+    def start_actors(self) -> None:
+        """Start every actor, and wait for them to bind (so the front's first requests find them)."""
+        for child in self.children:
+            if not child.critical:
+                self.spawn(child)
+        self.wait_for_actors(ACTORS_READY_SECONDS)
+
+    def wait_for_root(self, now: float) -> bool:
+        """While the path is no root yet (only the fronts run, answering 503): say so now and
+        then; once the root watch finds a root, prepare it and start the actors. False when
+        the root found must be refused (a bad FORMAT, the rename check...): exit status 2."""
+        if self.root_state.lost:
+            if now - self.missing_logged >= ROOT_MISSING_LOG_SECONDS:
+                self.missing_logged = now
+                self.log.warning("supervisor.root_missing", root=self.options.root,
+                                 error=self.root_state.error, retry_in=ROOT_CHECK_SECONDS,
+                                 action="answering 503 until a root is there: made by another "
+                                 "daemon or by mq --create-root (docs/CLUSTER.md)")
+            return True
+        try:
+            self.daemon_dir = self.finish_start()
+        except (MqError, OSError) as err:
+            cause = err if isinstance(err, OSError) else err.__cause__
+            if not (isinstance(err, RootMissing) or (isinstance(cause, OSError)
+                                                      and cause.errno in OUTAGE_ERRNOS)):
+                self.log.error("supervisor.refused", root=self.options.root,
+                               error=err.message if isinstance(err, MqError) else str(err))
+                return False
+            self.root_state.set_missing(err.message if isinstance(err, MqError) else str(err))
+            return True
+        self.finish_start = None
+        self.health_dirs = sorted({self.run_dir, self.daemon_dir})
+        self.root_state.watch.expect(self.options.root_id)
+        self.start_actors()
+        return True
 
     def discard_standby_health(self) -> None:
         """Remove the health.json written outside the root while it was away."""

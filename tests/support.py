@@ -182,13 +182,22 @@ def alive(proc: psutil.Process) -> bool:
         return False
 
 
+def create_root(root: Path, *args: str) -> subprocess.CompletedProcess:
+    """mq --create-root on root; the completed process (its stdout: the root's ID)."""
+    return subprocess.run([command("mq"), f"--root={root}", "--create-root", *args],
+                          capture_output=True, text=True, timeout=60)
+
+
 class Daemon:
     """One real `mq` process tree on its own root, port and log files."""
 
     def __init__(self, root: Path, workdir: Path, port: int | None = None, workers: int = 2,
                  timeout: float = 30, args: tuple = (), env: dict | None = None,
-                 log_file: Path | None = None):
+                 log_file: Path | None = None, make_root: bool = True):
+        """make_root: with --peers, make the root first when there is none (mq --create-root,
+        as an operator does: a daemon sharing a root never makes one)."""
         self.root = Path(root)
+        self.make_root = make_root
         self.workdir = Path(workdir)
         self.port = port or free_port()
         self.workers = workers
@@ -218,6 +227,9 @@ class Daemon:
 
     def start(self) -> "Daemon":
         """Start the supervisor in its own process group (so the whole tree can be killed)."""
+        shared = any(a.startswith("--peers=") and a != "--peers=0" for a in self.args)
+        if shared and self.make_root and not (self.root / "FORMAT").exists():
+            create_root(self.root)
         self.log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         with open(self.stdout_path, "ab") as out, open(self.stderr_path, "ab") as err:
             self.proc = subprocess.Popen(self.argv(), stdout=out, stderr=err, env=self.env,

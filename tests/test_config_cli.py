@@ -71,7 +71,7 @@ def test_help_shows_each_options_default_as_the_dataclass_has_it():
     assert "--config" in result.stdout and "--print-config" in result.stdout
     assert "MQ_" in result.stdout
     entries = help_entries(result.stdout)
-    assert set(entries) == {"-h", "--config", "--print-config"} | {
+    assert set(entries) == {"-h", "--config", "--print-config", "--create-root"} | {
         flag(f.name) for f in fields(Options)}
     for field in fields(Options):
         value = shown_default(field, entries[flag(field.name)])
@@ -261,6 +261,7 @@ def test_every_option_can_come_from_the_environment(tmp_path):
         "sync": ("file", "file"),
         "spare_files": ("0", 0),
         "rename_check": ("warn", "warn"),
+        "root_id": ("01a2076a-c3ab-7000-914c-3d6642fc8a55", "01a2076a-c3ab-7000-914c-3d6642fc8a55"),
         "auto_create": ("false", False),
         "max_body_bytes": ("123", 123),
         "max_batch_bytes": ("456", 456),

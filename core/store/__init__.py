@@ -78,9 +78,10 @@ class Store(Root, MessageStates, Queues, Recovery, Staging, Streams, Accumulatio
         #: Removed messages' files kept in spare/, taken by write_new, refilled by the reaper.
         self.spares = Spares(self, self.disk, self.flush)
 
-    def init(self) -> None:
-        """Create the folders and the FORMAT file, or check the version of an existing root."""
-        self.create(self.disk)
+    def init(self, make: bool = True, expect_id: str = "") -> str:
+        """Create the folders, ID and FORMAT, or check an existing root; return its id
+        (Root.create: make False never makes a root where there is none)."""
+        return self.create(self.disk, make, expect_id)
 
     def post_notice(self, queue: str | None = None) -> bool:
         """store.notices.post, for the pipeline's stream (docs/ARCHITECTURE.md, "The store's

@@ -13,6 +13,8 @@ from mq.store.names import entry_name, queued_name
 
 #: Version of the layout and file format; stored in {root}/FORMAT.
 FORMAT_VERSION = 1
+#: The file holding the root's identity, "mq-root {uuid}", written once when the root is made.
+ID_FILE = "ID"
 #: The folders every root has, created at every start if missing.
 FOLDERS = ("new", "queues", "delay", "remove", "run", "dedup", "props", "notices", "corrupt",
            "accum", "spare")
@@ -20,6 +22,11 @@ FOLDERS = ("new", "queues", "delay", "remove", "run", "dedup", "props", "notices
 DEFAULT_RULES = "_defaults"
 #: The file in a daemon's run folder naming its socket folder, when that is elsewhere.
 IPC_POINTER = "ipc"
+
+
+class RootMissing(Unavailable):
+    """The path does not lead to the root a daemon sharing it may use: no FORMAT there (the
+    shared file system not mounted yet: an empty mount point), or another root's ID."""
 
 
 class Root:
@@ -37,6 +44,22 @@ class Root:
     def format_path(self) -> str:
         """The FORMAT file."""
         return os.path.join(self.root, "FORMAT")
+
+    def id_path(self) -> str:
+        """The ID file: the root's identity."""
+        return os.path.join(self.root, ID_FILE)
+
+    def read_identity(self) -> tuple[list[str], str]:
+        """(the words of FORMAT, the root's id or "" when ID is missing); OSError when FORMAT
+        cannot be read."""
+        with open(self.format_path()) as f:
+            found = f.read().split()
+        try:
+            with open(self.id_path()) as f:
+                words = f.read().split()
+        except FileNotFoundError:
+            return found, ""
+        return found, words[1] if len(words) == 2 and words[0] == "mq-root" else ""
 
     # -- messages -------------------------------------------------------------------------
 
@@ -148,12 +171,22 @@ class Root:
 
     # -- creation -------------------------------------------------------------------------
 
-    def create(self, disk: Disk) -> None:
-        """Create the folders and FORMAT (each name made durable), or check an existing root.
+    def create(self, disk: Disk, make: bool = True, expect_id: str = "") -> str:
+        """Create the folders, ID and FORMAT (each name made durable), or check an existing
+        root; return the root's id.
 
-        Refuses a root whose folders are symbolic links or mount points: syncfs of the root
-        would flush another file system than the one holding them.
+        make False (a daemon sharing the root, --peers): a path without FORMAT is not made a
+        root but refused with RootMissing, before anything is written: it may be the empty
+        mount point of the shared file system, and a root made there would be a second one.
+        expect_id: refuse (RootMissing) a root whose ID is another. Refuses a root whose
+        folders are symbolic links or mount points: syncfs of the root would flush another
+        file system than the one holding them.
         """
+        if not make or expect_id:
+            self.require_format()
+        if expect_id and (found_id := self.read_identity()[1]) != expect_id:
+            raise RootMissing(f"{self.root} is another root (ID {found_id or 'missing'}, not "
+                              f"{expect_id}, --root-id)")
         try:
             missing, path = [], self.root
             while not os.path.isdir(path) and path != os.path.dirname(path):
@@ -167,15 +200,45 @@ class Root:
         except OSError as err:
             raise Unavailable(f"cannot create root {self.root}: {err.strerror}") from err
         self.check_one_file_system()
+        # ID before FORMAT: a root whose FORMAT is there has its ID (but for one made by a
+        # release before ID, which gets one here, by whichever process links it first).
+        root_id = self.publish_id(disk)
         try:
             # Linked into place whole: processes opening a new root at once never read it empty.
             disk.publish(self.format_path(), f"mq-format {FORMAT_VERSION}\n".encode())
             disk.flush(self.root, {self.root})
         except FileExistsError:
-            with open(self.format_path()) as f:
-                found = f.read().split()
+            found, _ = self.read_identity()
             if found != ["mq-format", str(FORMAT_VERSION)]:
                 raise Invalid(f"{self.format_path()}: unsupported format {' '.join(found)!r}") from None
+        return root_id
+
+    def require_format(self) -> None:
+        """Raise RootMissing when the path has no FORMAT (an OSError when it cannot tell)."""
+        try:
+            os.stat(self.format_path())
+        except (FileNotFoundError, NotADirectoryError):
+            raise RootMissing(f"{self.root} is not an mq root (no FORMAT file): the shared file "
+                              "system is not mounted there, or the root was never created (mq "
+                              "--create-root)") from None
+
+    def publish_id(self, disk: Disk) -> str:
+        """The root's id, from its ID file, made (durably) when missing."""
+        try:
+            with open(self.id_path()) as f:
+                words = f.read().split()
+            if len(words) == 2 and words[0] == "mq-root":
+                return words[1]
+            raise Invalid(f"{self.id_path()}: not an mq root id: {' '.join(words)!r}")
+        except FileNotFoundError:
+            pass
+        root_id = new_id()
+        try:
+            disk.publish(self.id_path(), f"mq-root {root_id}\n".encode())
+            disk.flush(self.root, {self.root})
+        except FileExistsError:
+            return self.publish_id(disk)  # Another process made it first: its id is the root's.
+        return root_id
 
     def check_one_file_system(self) -> None:
         """Raise Invalid when a top-level folder is a symlink or on another file system."""
@@ -194,33 +257,42 @@ class RootWatch:
     mount point or another folder put in its place (docs/OPERATIONS.md, "The root's file
     system").
 
-    The root's identity is its FORMAT file, written once at creation: a FUSE mount killed
-    fails the stat (ENOTCONN), an unmounted one or a bind mount over it leaves a folder where
-    FORMAT is missing. The device number is only a shortcut: while it is the one last seen a
-    stat of FORMAT is enough; a new one (the same root mounted again, a new FUSE connection)
-    has FORMAT read and checked once, then is adopted. Two stats a check.
+    The root's identity is its FORMAT file and its ID: a FUSE mount killed fails the stat
+    (ENOTCONN), an unmounted one or a bind mount over it leaves a folder where FORMAT is
+    missing, another root put there (a root made on the empty mount point, a folder renamed
+    into its place) has another ID. FORMAT's device and inode numbers are a shortcut: while
+    they are the ones last seen one stat is enough; new ones (the same root mounted again, a
+    new FUSE connection) have FORMAT and ID read and checked once, then are adopted.
     """
 
-    def __init__(self, root: str):
+    def __init__(self, root: str, expect_id: str = ""):
         self.root = Root(root)
-        self.device: int | None = None
+        #: The root's id; "" until one is known (then the first root seen is adopted).
+        self.expect_id = expect_id
+        self.seen: tuple[int, int] | None = None
+
+    def expect(self, root_id: str) -> None:
+        """From now on, only the root with this id is the root."""
+        if root_id != self.expect_id:
+            self.expect_id, self.seen = root_id, None
 
     def check(self) -> str:
         """"" while the root is there; else why not, in words for a log line."""
         try:
-            device = os.stat(self.root.root).st_dev
-            if device == self.device:
-                os.stat(self.root.format_path())
+            info = os.stat(self.root.format_path())
+            if (info.st_dev, info.st_ino) == self.seen:
                 return ""
-            with open(self.root.format_path()) as f:
-                found = f.read().split()
-        except FileNotFoundError:
+            found, root_id = self.root.read_identity()
+        except (FileNotFoundError, NotADirectoryError):
             return "FORMAT is missing: the root's file system is not mounted there"
         except OSError as err:
             return os.strerror(err.errno) if err.errno else str(err)
         if found[:1] != ["mq-format"]:
             return "FORMAT does not name an mq root"
-        self.device = device
+        if self.expect_id and root_id != self.expect_id:
+            return (f"another root is there (ID {root_id or 'missing'}, not {self.expect_id}): "
+                    "a root made on the empty mount point, or a folder put in the root's place")
+        self.seen = (info.st_dev, info.st_ino)
         return ""
 
 
