@@ -26,18 +26,21 @@ ROOT_CHECK_SECONDS = 0.2
 class RootState:
     """Whether the root is there, as the supervisor last saw it; published to the children."""
 
-    def __init__(self, root: str, slot: Slot, root_id: str = "", missing: str = ""):
+    def __init__(self, root: str, slot: Slot, root_id: str = "", missing: str = "",
+                 checked: Slot | None = None):
         """root_id: the root's ID, when known (a root with another is away); missing: why the
-        path is no root at start (it is then away from the start)."""
+        path is no root at start (it is then away from the start); checked: the slot where
+        the start of each check is published."""
         self.root = root
         self.watch = RootWatch(root, root_id)
         self.slot = slot
+        self.checked = checked
         self.lost_since = 0.0  # Unix time the root was found gone; 0.0 while it is there
         self.error = ""
         self.last_check = float("-inf")
         slot.stamp(0.0)
         # Set before the first fork: every child inherits the module's reference to the slot.
-        share_root_state(slot)
+        share_root_state(slot, checked)
         if missing:
             self.set_missing(missing)
 
@@ -60,22 +63,31 @@ class RootState:
         if now - self.last_check < ROOT_CHECK_SECONDS:
             return False
         self.last_check = now
+        began = time.monotonic()
         error = self.watch.check()
+        changed = False
         if error and not self.lost:
             self.lost_since, self.error = time.time(), error
             self.slot.stamp(self.lost_since)
             logs.get().error("root.lost", root=self.root, error=error,
                              action="refusing what needs the root with 503 until it is back")
-            return True
+            changed = True
         elif not error and self.lost:
             lost_s = round(time.time() - self.lost_since, 3)
             self.lost_since, self.error = 0.0, ""
             self.slot.stamp(0.0)
             logs.get().info("root.back", root=self.root, lost_s=lost_s)
-            return True
+            changed = True
         elif error:
             self.error = error
-        return False
+        self.published(began)
+        return changed
+
+    def published(self, began: float) -> None:
+        """Say the check begun at `began` (monotonic) is in the state slot: published after
+        the verdict, so a child that sees this time sees that verdict or a newer one."""
+        if self.checked is not None:
+            self.checked.stamp(began)
 
     def health(self) -> dict:
         """The "root" entry of health.json."""

@@ -5,6 +5,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import psutil
@@ -78,14 +79,14 @@ class Tree:
     """The supervised process tree of one daemon."""
 
     def __init__(self, options, run_dir: str, daemon_dir: str = "", missing: str = "",
-                 finish_start=None):
+                 finish_start: Callable[[], str] | None = None):
         """missing: why the path is no root yet (then only the fronts start, answering 503,
         and finish_start() prepares the root once the root watch finds it; it returns the
         daemon folder)."""
         self.options = options
         self.run_dir = run_dir
         self.daemon_dir = daemon_dir
-        self.finish_start = finish_start if missing else None
+        self.finish_start: Callable[[], str] | None = finish_start if missing else None
         self.missing_logged = float("-inf")
         # health.json goes to the socket folder (the front reads it there) and, when that is
         # elsewhere, to the daemon folder under the root too (other hosts' shared-root check).
@@ -102,7 +103,7 @@ class Tree:
         for position, child in enumerate(self.children):
             child.slot = self.heartbeats.slot(position)
         self.root_state = RootState(options.root, self.heartbeats.root_state, options.root_id,
-                                    missing)
+                                    missing, self.heartbeats.root_checked)
         # While the root is away: health.json only where it is not under the root, or (none
         # left) in the host's temporary folder, where the front looks then (http/health.py).
         self.standby_health = standby_health_path(os.getpid())
@@ -275,6 +276,8 @@ class Tree:
                                  error=self.root_state.error, retry_in=ROOT_CHECK_SECONDS,
                                  action="answering 503 until a root is there: made by another "
                                  "daemon or by mq --create-root (docs/CLUSTER.md)")
+            return True
+        if self.finish_start is None:
             return True
         try:
             self.daemon_dir = self.finish_start()

@@ -4,6 +4,7 @@ system not mounted yet), a daemon told the root's ID (--root-id) refuses another
 running daemon refuses another root put in its root's place."""
 
 import os
+import signal
 import subprocess
 import sys
 
@@ -129,3 +130,32 @@ def test_create_root_refuses_a_folder_that_is_neither_empty_nor_a_root(tmp_path)
     again = create_root(tmp_path / "new")
     assert first.returncode == again.returncode == 0
     assert first.stdout == again.stdout
+
+
+def test_a_queue_not_found_while_the_root_is_away_is_503_even_before_the_supervisor_saw_it(
+        tmp_path):
+    path, away = tmp_path / "root", tmp_path / "away"
+    daemon = Daemon(path, tmp_path, workers=1).start().wait_ready()
+    try:
+        assert daemon.request("GET", "/never").status == 404
+        # Right after the swap, before the supervisor's check or after it: 503, never 404.
+        path.rename(away)
+        path.mkdir()
+        assert daemon.request("GET", "/never").status == 503
+        daemon.wait_for_events("root.lost")
+        path.rmdir()
+        away.rename(path)
+        daemon.wait_for_events("root.back")
+        assert daemon.request("GET", "/never").status == 404
+        # With the supervisor stopped no check comes: the actor checks the root itself.
+        os.kill(daemon.pid, signal.SIGSTOP)
+        try:
+            path.rename(away)
+            path.mkdir()
+            resp = daemon.request("GET", "/never")
+            assert (resp.status, resp.json()["error"]) == (503, "unavailable")
+            assert files_in(path) == []
+        finally:
+            os.kill(daemon.pid, signal.SIGCONT)
+    finally:
+        daemon.cleanup()
