@@ -13,6 +13,7 @@ from mq import logs
 from mq import store as fmt
 from mq.errors import TABLE, Invalid, MqError, TooLong
 from mq.http import access
+from mq.http.disk_errors import disk_error
 
 #: Error kind -> HTTP status, from the one table of kinds (mq.errors.TABLE).
 STATUS = {kind.name: kind.status for kind in TABLE}
@@ -125,6 +126,8 @@ class ApiHandler(tornado.web.RequestHandler):
     def write_error(self, status_code: int, **kwargs) -> None:
         """Every error reply has a JSON body: {"error": kind, "message": why}."""
         error = kwargs.get("exc_info", (None, None, None))[1]
+        if isinstance(error, OSError):  # A read of the root the front made itself.
+            error = disk_error(error, "cannot read the root", self.config.root)
         if isinstance(error, MqError):
             status_code = STATUS.get(error.kind, 500)
             if error.retry_after is not None or status_code == 503:
@@ -144,6 +147,6 @@ class ApiHandler(tornado.web.RequestHandler):
 
     def log_exception(self, typ, value, tb) -> None:
         """Expected errors are answers, not crashes: only log what was not an MqError."""
-        if isinstance(value, (MqError, tornado.web.HTTPError)):
-            return
+        if isinstance(value, (MqError, tornado.web.HTTPError, OSError)):
+            return  # An OSError is logged as front.disk_error by its answer (write_error).
         logs.get().error("front.error", path=self.request.path, exc_info=(typ, value, tb))

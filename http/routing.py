@@ -16,6 +16,7 @@ import re2
 from mq.errors import Invalid, MqError, NotFound
 from mq.http import access
 from mq.http.actor_links import ActorLink
+from mq.http.disk_errors import disk_error
 from mq.operations import FetchAny, Watch
 from mq.store import Store
 from mq.tokens import Token
@@ -52,8 +53,11 @@ def matching_queues(root: str, pattern, token: Token | None = None) -> list[str]
     """The existing queues whose whole name matches the pattern and the token may use, in name
     order; NotFound when there is none (a queue the token may not use is not revealed)."""
     regex = compile_pattern(pattern)
-    queues = access.allowed(token, [queue for queue in _store(root).list_queues()
-                                    if regex.fullmatch(queue)])
+    try:
+        names = _store(root).list_queues()
+    except OSError as err:
+        raise disk_error(err, "cannot list the queues", root) from None
+    queues = access.allowed(token, [queue for queue in names if regex.fullmatch(queue)])
     if not queues:
         raise NotFound(f"no queue matches {pattern!r}")
     return queues

@@ -15,6 +15,7 @@ import msgpack
 
 from mq import logs
 from mq.errors import Invalid, MqError
+from mq.http.disk_errors import disk_error
 from mq.http.rpc_methods import Caller, call_method, traceparent_of
 
 REQUEST, RESPONSE, NOTIFICATION = 0, 1, 2
@@ -118,6 +119,8 @@ class Connection:
                 result, error = await call_method(self.caller, method, params), None
             except MqError as err:
                 result, error = None, err
+            except OSError as err:  # A read of the root (the queue list of pull_any) that failed.
+                result, error = None, disk_error(err, f"cannot {method}", self.server.options.root)
             except Exception:
                 self.log.exception("rpc.error", method=method)
                 result, error = None, MqError("internal error")

@@ -11,6 +11,7 @@ from mq import logs
 from mq.errors import MqError
 from mq.http import access
 from mq.http.api import ApiHandler
+from mq.http.disk_errors import disk_error
 from mq.http.messages import UNLIMITED_CHUNKED_BODY
 from mq.http.sqs import attributes, authorization, permissions, protocol, queues, receiving, sending
 from mq.http.sqs.errors import SqsError, from_mq
@@ -169,6 +170,9 @@ class SqsHandler(ApiHandler):
             return self.answer_error(kind, err, request_id)
         except MqError as err:
             return self.answer_error(kind, from_mq(err), request_id)
+        except OSError as err:  # A read of the root (the queue list, properties) that failed.
+            error = disk_error(err, f"cannot {self.log_fields.get('sqs', 'answer')}", self.config.root)
+            return self.answer_error(kind, from_mq(error), request_id)
         except Exception:
             logs.get().exception("sqs.error", path=request.path)
             return self.answer_error(kind, SqsError("InternalFailure", "internal error"), request_id)

@@ -8,7 +8,9 @@ FUSE mount never reaches the file system (there is no FUSE operation for it), wh
 point of the exercise. Unmounting is the power cut: the backing folder is rewritten to hold
 the durable image only, so the next mount sees what a restarted machine would.
 
-    python tests/powercut/lazyfs.py BACKING MOUNTPOINT      (unmount with fusermount3 -u)
+    python tests/powercut/lazyfs.py BACKING MOUNTPOINT [--faults FILE]   (unmount with fusermount3 -u)
+
+With --faults, chosen operations fail with a chosen errno (FaultyLazyFS).
 
 Test infrastructure (tests/powercut/), built on mfusepy (PyPI) and /dev/fuse.
 """
@@ -218,10 +220,58 @@ class LazyFS(mfusepy.Operations):
                                                    "f_flag", "f_namemax")}
 
 
+class FaultyLazyFS(LazyFS):
+    """LazyFS that fails chosen operations on chosen paths with a chosen errno, as a network
+    file system does while its server or metadata engine is away (EIO, ENOTCONN...).
+
+    The faults file holds lines "OP PATH ERRNO" (e.g. "readdir /root/queues 5"); it is read
+    again whenever it changed, so a test arms and clears faults by writing it."""
+
+    def __init__(self, backing: str, faults: str):
+        super().__init__(backing)
+        self.faults_path = faults
+        self.faults_seen: tuple = ()
+        self.faults: dict[tuple[str, str], int] = {}
+
+    def fault(self, op: str, path: str) -> None:
+        """Raise the errno armed for op on path, if any."""
+        try:
+            info = os.stat(self.faults_path)
+            seen = (info.st_mtime_ns, info.st_size)
+        except FileNotFoundError:
+            seen = ()
+        if seen != self.faults_seen:
+            self.faults_seen, self.faults = seen, {}
+            if seen:
+                with open(self.faults_path) as f:
+                    for line in f:
+                        if line.split():
+                            name, where, code = line.split()
+                            self.faults[(name, where)] = int(code)
+        code = self.faults.get((op, path))
+        if code:
+            raise mfusepy.FuseOSError(code)
+
+
+def _failing(op: str):
+    """A FaultyLazyFS operation: the armed fault, else LazyFS's."""
+    def operation(self, path, *args, **kwargs):
+        self.fault(op, path)
+        return getattr(LazyFS, op)(self, path, *args, **kwargs)
+    operation.__name__ = op
+    return operation
+
+
+for _op in ("getattr", "readdir", "open", "create", "read", "write", "mkdir", "rename", "unlink",
+            "fsync", "fsyncdir", "link", "symlink", "utimens"):
+    setattr(FaultyLazyFS, _op, _failing(_op))
+
+
 def main() -> int:
-    """Mount until unmounted, then cut the power."""
+    """Mount until unmounted, then cut the power (with --faults FILE: a FaultyLazyFS)."""
     backing, mountpoint = sys.argv[1:3]
-    fs = LazyFS(backing)
+    faults = sys.argv[4] if sys.argv[3:4] == ["--faults"] else ""
+    fs = FaultyLazyFS(backing, faults) if faults else LazyFS(backing)
     # One thread: operations are applied one at a time, so the image needs no lock.
     mfusepy.FUSE(fs, mountpoint, foreground=True, nothreads=True, fsname="lazyfs")
     fs.power_cut()

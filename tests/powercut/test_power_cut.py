@@ -45,15 +45,17 @@ pytestmark = pytest.mark.skipif(bool(fuse_missing()), reason=f"FUSE unavailable:
 class LazyMount:
     """lazyfs over a backing folder, mounted in a child process; unmount() cuts the power."""
 
-    def __init__(self, backing: Path, mountpoint: Path, log: Path):
-        self.backing, self.mountpoint, self.log = backing, mountpoint, log
+    def __init__(self, backing: Path, mountpoint: Path, log: Path, faults: Path | None = None):
+        """faults: the file of faults to inject (lazyfs.FaultyLazyFS), if any."""
+        self.backing, self.mountpoint, self.log, self.faults = backing, mountpoint, log, faults
         self.proc = None
 
     def mount(self) -> "LazyMount":
         """Mount and wait until the mount point is one."""
+        faults = ["--faults", str(self.faults)] if self.faults else []
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen([sys.executable, str(LAZYFS), str(self.backing),
-                                          str(self.mountpoint)], stdout=log, stderr=log)
+                                          str(self.mountpoint), *faults], stdout=log, stderr=log)
         poll_for(lambda: os.path.ismount(self.mountpoint), 20, what="lazyfs to be mounted")
         return self
 
