@@ -286,7 +286,8 @@ class Actor:
 
         The supervisor's verdict is reused rather than the root statted again: that check
         comes within ROOT_CHECK_SECONDS (0.2 s), and costs the actor no system call."""
-        send, suspect = [], []
+        send: list = []
+        suspect: list = []
         for reply in replies:
             error = reply[2]
             (suspect if isinstance(error, MqError) and error.kind in ROOT_SUSPECT_KINDS
