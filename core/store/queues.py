@@ -1,6 +1,7 @@
 """Queues: a folder each under queues/, with their keys, properties and notice beside them."""
 
 import os
+import stat
 
 from mq.errors import NotFound
 from mq.ids import id_time_ms
@@ -19,8 +20,13 @@ class Queues:
             return None
 
     def queue_exists(self, queue: str) -> bool:
-        """True when the queue's folder exists."""
-        return os.path.isdir(self.queue_dir(queue))
+        """True when the queue's folder exists. Any error but its absence (a network file
+        system away: ENOTCONN, EIO) is raised, to be answered 503: os.path.isdir would take
+        it for a missing queue, a 404 to the consumers of a queue that exists."""
+        try:
+            return stat.S_ISDIR(os.stat(self.queue_dir(queue)).st_mode)
+        except (FileNotFoundError, NotADirectoryError):
+            return False
 
     def create_queue(self, queue: str) -> bool:
         """Create a queue durably; False when it already existed."""
