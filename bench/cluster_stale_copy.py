@@ -71,10 +71,8 @@ def one_round(volume: GlusterVolume, files: int, kill: int, after: float) -> dic
     second = Counter(outcome(lambda n=n: RENAME(f"{b}/src/{n}", f"{b}/dst/{n}")) for n in names)
     left = sum(os.path.exists(f"{b}/src/{n}") for n in names)
     moved = sum(os.path.exists(f"{b}/dst/{n}") for n in names)
-    third = Counter(outcome(lambda n=n: RENAME(f"{a}/src/{n}", f"{a}/dst/{n}.again"))
-                    for n in names)
     return {"A (brick down)": first, "B (brick back)": second, "heal pending": pending,
-            "src names left": left, "dst names": moved, "A again, to a new name": third}
+            "src names left": left, "dst names": moved}
 
 
 def race_round(volume: GlusterVolume, files: int, kill: int, after: float) -> dict:
