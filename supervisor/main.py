@@ -94,7 +94,7 @@ def prepare(options, chosen_by: str, ipc_dir: str = ""):
                       f"({', '.join(others)}); start every daemon of a shared root with "
                       f"--peers=N, N the number of other daemons")
     exclusive = check_renames(store, options)
-    if options.fronts > 1:
+    if options.fronts > 1 and not ipc_dir:  # With ipc_dir the fronts listen already.
         check_port_free(options.host, options.port)
     cleaned = store.clean_new(PEER_NEW_GRACE_SECONDS if options.peers else 0.0)
     daemon_dir, run_dir = choose_run_dir(options, ipc_dir)
@@ -165,6 +165,8 @@ def main(argv: list[str] | None = None) -> int:
         except RootMissing as err:
             # Not a root (yet): serve 503 from fronts whose sockets are outside the path, and
             # start the rest once a root is there (Tree.finish_start).
+            if options.fronts > 1:
+                check_port_free(options.host, options.port)
             missing, run_dir = err, socket_dir(options)
     except MqError as err:
         print(f"mq: {err.message}", file=sys.stderr)

@@ -37,7 +37,9 @@ def refused(daemon: Daemon, path: str = "/orders") -> None:
 def test_a_daemon_with_peers_on_an_empty_folder_waits_with_503_and_writes_nothing(tmp_path):
     mount = tmp_path / "mount"
     mount.mkdir()
-    daemon = Daemon(mount, tmp_path, workers=1, args=("--peers=1",), make_root=False).start()
+    # Two fronts: they listen on the port while the root is missing, and it stays theirs.
+    daemon = Daemon(mount, tmp_path, workers=1, args=("--peers=1", "--fronts=2"),
+                    make_root=False).start()
     try:
         missing = daemon.wait_for_events("supervisor.root_missing", timeout=30)[0]
         assert "no FORMAT" in missing["error"]
