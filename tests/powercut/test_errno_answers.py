@@ -8,8 +8,9 @@ import errno
 
 import pytest
 
-from support import Daemon, poll_for
+from support import Daemon, free_port, poll_for
 from test_power_cut import LazyMount, fuse_missing
+from test_rpc import RpcClient
 
 #: The front's reads under test: pull-any (its queue list), SQS ListQueues (query protocol).
 READS = ("/_mq/messages?qre=ord.*", "/?Action=ListQueues")
@@ -33,8 +34,10 @@ def faulty_daemon(tmp_path):
     lazy = LazyMount(backing, mountpoint, tmp_path / "lazyfs.log", faults=faults)
     lazy.mount()
     try:
-        daemon = Daemon(mountpoint / "root", tmp_path, workers=1, args=(f"--run-dir={run}",),
+        daemon = Daemon(mountpoint / "root", tmp_path, workers=1,
+                        args=(f"--run-dir={run}", f"--rpc-port={free_port()}"),
                         log_file=tmp_path / "mq.log").start()
+        daemon.rpc_port = int(daemon.args[-1].split("=")[1])
     except BaseException:
         lazy.cleanup()
         raise
@@ -49,10 +52,14 @@ def test_a_failing_read_of_the_root_in_the_front_is_answered_by_its_errno(tmp_pa
     try:
         daemon.wait_ready()
         message_id = daemon.add("orders", b"hello")
+        rpc = RpcClient(daemon.rpc_port)
         for code in (errno.EIO, errno.ENOTCONN):
             faults.write_text(f"readdir /root/queues {code}\n")
             for status, retry_after, body in answers(daemon):
                 assert (status, retry_after) == (503, "1"), body
+            error, _ = rpc.answer(rpc.request("pull_any", "ord.*", 0))
+            assert error["error"] == "unavailable", error
+        rpc.close()
         faults.write_text(f"readdir /root/queues {errno.EACCES}\n")
         pull_any, list_queues = answers(daemon)
         assert pull_any[0] == 500 and b'"error":"storage"' in pull_any[2], pull_any
