@@ -72,6 +72,7 @@ done
 # -- the scripts, and how to run them -------------------------------------------------------
 mkdir -p "$OUT/bench"
 cp bench/*.py "$OUT/bench/"
+cp bench/many_cores.sh "$OUT/"
 cp -r bench/wrk "$OUT/bench/wrk"
 cat > "$OUT/run.sh" <<'EOF'
 #!/bin/sh
