@@ -21,7 +21,7 @@ class Kind:
 
 #: The one declaration of the error kinds: the front's statuses, the SQS API's errors, mqctl's
 #: exit statuses, and the classes here and in mq.client.errors (one per kind) all derive from
-#: it. docs/PROTOCOL.md shows it (its table of kinds); tests/test_error_kinds.py holds both.
+#: it. docs/PROTOCOL.md shows it (its table of kinds); tests/frontends/test_error_kinds.py holds both.
 TABLE = (
     #    kind            HTTP  SQS error                 mqctl exit
     Kind("invalid",      400, "InvalidParameterValue",   2),

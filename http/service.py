@@ -5,7 +5,7 @@ limits, picks the actor that serves it, and returns the actor's answer. A front 
 translates its wire format to and from these calls (docs/ARCHITECTURE.md, "The front").
 
 Only this module and the actor-side helpers it uses (routing.py) hold the actor pool; an
-import-linter contract keeps the front ends off http/actor_links.py (tests/test_layers.py).
+import-linter contract keeps the front ends off http/actor_links.py (tests/project/test_layers.py).
 """
 
 import asyncio

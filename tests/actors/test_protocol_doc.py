@@ -2,7 +2,6 @@
 command table serves, and each op's fields are exactly those of its request type."""
 
 import re
-from pathlib import Path
 
 import pytest
 
@@ -11,7 +10,9 @@ from mq.actors.mover import MoverActor
 from mq.actors.save import SaveActor
 from mq.operations import OPS
 
-PROTOCOL = Path(__file__).resolve().parent.parent / "docs" / "PROTOCOL.md"
+from repo_support import REPO
+
+PROTOCOL = REPO / "docs" / "PROTOCOL.md"
 ACTORS = [("Save actor", SaveActor), ("Fetch actor", FetchActor), ("Mover", MoverActor)]
 
 

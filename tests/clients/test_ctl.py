@@ -23,9 +23,10 @@ from pathlib import Path
 import pytest
 
 from support import Daemon, free_port
+from repo_support import REPO
 
 MQCTL = [sys.executable, "-m", "mq.ctl.main"]
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = REPO / "README.md"
 #: Bodies that JSON text alone could not carry: empty, a newline, U+2028, NUL, bytes that are
 #: not UTF-8 (and so go in base64), every byte value, random bytes.
 BODIES = [

@@ -9,7 +9,6 @@ import re
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 from opentelemetry import trace
@@ -20,11 +19,12 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from delivery_support import fresh_queue, shared_mq  # noqa: F401
 from support import request
+from repo_support import REPO
 
 from mq.client import AsyncClient, AsyncConsumer, Client, Consumer, Producer
 
 EXPORTER = InMemorySpanExporter()
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = REPO / "README.md"
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -5,7 +5,6 @@ queue unchecked."""
 import dataclasses
 import re
 import tomllib
-from pathlib import Path
 
 import pytest
 
@@ -14,9 +13,8 @@ from mq.http import service
 from mq.operations import OPS
 from mq.tokens import RANKS, Token
 
-from test_layers import lint_imports
+from repo_support import REPO, lint_imports
 
-ROOT = Path(__file__).resolve().parent.parent
 #: The modules of http/ that may hold the actor pool: the service's side, and the front's
 #: process, which builds the pool and hands the service to every front end.
 SERVICE_SIDE = {"mq.http.actor_links", "mq.http.service", "mq.http.routing", "mq.http.front"}
@@ -27,14 +25,14 @@ FRONT_OPS = [cls for cls in OPS.values()
 
 def contract(contract_id: str) -> dict:
     """One contract of pyproject.toml's [tool.importlinter]."""
-    settings = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    settings = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]
     [found] = [c for c in settings["contracts"] if c["id"] == contract_id]
     return found
 
 
 def http_modules() -> set[str]:
     """Every module of http/, by its installed name (the sqs package as one)."""
-    top = {f"mq.http.{path.stem}" for path in (ROOT / "http").glob("*.py")}
+    top = {f"mq.http.{path.stem}" for path in (REPO / "http").glob("*.py")}
     return top | {"mq.http.sqs"}
 
 

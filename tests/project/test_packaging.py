@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from repo_support import REPO
 
 
 def python(code: str, cwd: Path) -> subprocess.CompletedProcess:

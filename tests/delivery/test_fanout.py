@@ -7,7 +7,6 @@ import errno
 import re
 import subprocess
 import threading
-from pathlib import Path
 from urllib.parse import quote
 
 import pytest
@@ -17,8 +16,9 @@ from actor_support import request as actor_request
 from disks import FailingDisk
 from mq.errors import Invalid, Unavailable
 from support import body_is_whole, checked_body, files_in, poll_for, ready_daemon, request
+from repo_support import REPO
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = REPO / "README.md"
 IDS = re.compile(rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 

@@ -5,7 +5,6 @@ import re
 import subprocess
 import tomllib
 from dataclasses import fields
-from pathlib import Path
 
 import pytest
 
@@ -13,10 +12,11 @@ from mq.config import (RESOLVED, Options, auto_fronts, auto_workers, field_kind,
                        sample_config)
 from mq.errors import Invalid
 from support import command, free_port, request
+from repo_support import REPO
 
 
 #: The sample config file the repository ships.
-SAMPLE = Path(__file__).resolve().parents[1] / "etc" / "mq.toml"
+SAMPLE = REPO / "etc" / "mq.toml"
 
 
 def run_mq(*args, env=None, timeout=30) -> subprocess.CompletedProcess:

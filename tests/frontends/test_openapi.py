@@ -5,8 +5,6 @@ mq and fails on a reply whose status, headers, content type or JSON body the doc
 allow, and on any 5xx but a 503 with Retry-After (the one a client is told to retry).
 """
 
-from pathlib import Path
-
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
@@ -17,8 +15,8 @@ from schemathesis.checks import (content_type_conformance, response_headers_conf
                                  response_schema_conformance, status_code_conformance)
 
 from support import ready_daemon
+from repo_support import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 SPEC = REPO / "core" / "openapi.yaml"
 
 schema = schemathesis.openapi.from_path(SPEC)

@@ -6,15 +6,15 @@ import re
 import signal
 import socket
 import subprocess
-from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from support import command, poll_for, ready_daemon
+from repo_support import REPO
 
-OPERATIONS = Path(__file__).resolve().parent.parent / "docs" / "OPERATIONS.md"
-README = Path(__file__).resolve().parent.parent / "README.md"
+OPERATIONS = REPO / "docs" / "OPERATIONS.md"
+README = REPO / "README.md"
 
 
 @pytest.fixture(scope="module")

@@ -1,19 +1,9 @@
 """The import contracts of pyproject.toml ([tool.importlinter]) hold for the installed package:
 its layers, the clients kept apart from the daemon, and no cycles among the actors' modules."""
 
-import subprocess
-import sys
 import tomllib
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
-
-
-def lint_imports(*config: str) -> subprocess.CompletedProcess:
-    """Run lint-imports (on pyproject.toml, or on the config files given) from the repository."""
-    return subprocess.run([str(LINT_IMPORTS), "--no-cache", "--no-logo", *config], cwd=ROOT,
-                          capture_output=True, text=True, timeout=100)
+from repo_support import REPO, lint_imports
 
 
 def test_every_import_contract_is_kept():
@@ -24,7 +14,7 @@ def test_every_import_contract_is_kept():
 
 def test_the_layers_turned_upside_down_are_reported_broken(tmp_path):
     # The check must see what it guards: mq.http (a namespace portion) and mq.actors included.
-    settings = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    settings = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]
     [contract] = [c for c in settings["contracts"] if c["id"] == "layers"]
     config = tmp_path / "upside_down.ini"
     config.write_text("[importlinter]\nroot_packages =\n" + "".join(

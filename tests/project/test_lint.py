@@ -5,14 +5,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from repo_support import REPO
+
 RUFF = Path(sys.executable).with_name("ruff")
 
 
 def ruff(*args: str, source: str | None = None) -> subprocess.CompletedProcess:
     """Run ruff check from the repository root, where pyproject.toml is."""
     return subprocess.run([str(RUFF), "check", "--no-cache", "--output-format", "concise", *args],
-                          cwd=ROOT, input=source, capture_output=True, text=True, timeout=100)
+                          cwd=REPO, input=source, capture_output=True, text=True, timeout=100)
 
 
 def test_the_code_has_no_ruff_finding():

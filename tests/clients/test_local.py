@@ -8,16 +8,16 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from support import body_is_whole, checked_body, poll_for
+from repo_support import REPO, script_env
 
 from mq.client.errors import ConflictError, InvalidError, NotFoundError, TooLargeError
 from mq.local import LocalClient
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = REPO / "README.md"
 
 
 # -- worker processes: `python test_local.py ROLE ARGS...` ------------------------------------
@@ -90,9 +90,9 @@ ROLES = {f.__name__: f for f in (produce_local, produce_http, consume_local, con
 
 def worker(role: str, *args) -> subprocess.Popen:
     """Start this file as a process playing one role (it inherits PYTHONPATH, so the mq
-    under test)."""
+    under test, with tests/ added for support.py)."""
     return subprocess.Popen([sys.executable, __file__, role, *map(str, args)],
-                            stdout=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, text=True, env=script_env())
 
 
 def finished(procs: list[subprocess.Popen], timeout: float) -> None:

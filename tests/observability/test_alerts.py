@@ -6,15 +6,14 @@ import json
 import re
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from support import poll_for
+from repo_support import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 RULES = REPO / "etc" / "prometheus" / "mq-alerts.yml"
 RULE_TESTS = REPO / "tests" / "alerts" / "mq-alerts.test.yml"
 DASHBOARD = REPO / "etc" / "grafana" / "mq.json"

@@ -290,7 +290,7 @@ def mount_tmpfs(path, size: str) -> None:
                             capture_output=True, text=True)
     if result.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here ({result.stderr.strip()}); "
-                    "tests/test_actor_batches.py covers the same path on a failing disk")
+                    "tests/actors/test_actor_batches.py covers the same path on a failing disk")
 
 
 def fill(path) -> None:

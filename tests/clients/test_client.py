@@ -15,18 +15,18 @@ import time
 import uuid
 from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import httpx
 import pytest
 
 from delivery_support import fresh_queue, shared_mq  # noqa: F401
 from support import free_port, poll_for
+from repo_support import REPO
 
 from mq.client import (AsyncClient, Client, ClientError, ConflictError, InvalidError, Message,
                        NotFoundError, Producer, ServerError, TooLargeError, UnavailableError)
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = REPO / "README.md"
 
 
 class Blocking:

@@ -9,14 +9,14 @@ import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import msgpack
 import pytest
 
 from support import Daemon, free_port, poll_for
+from repo_support import REPO
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = REPO / "README.md"
 names = (f"rpc-{n}" for n in itertools.count())
 
 

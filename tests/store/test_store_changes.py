@@ -4,7 +4,7 @@ Each operation runs on a real root through a RecordingDisk (tests/crash_model.py
 the system calls the Disk really made. Every entry change the operation left unflushed must
 be in a folder its Changes names: the actor's batch and mq.local flush those folders and
 nothing else before they answer, so a folder missing here is a reply that may not survive a
-power cut (tests/test_flush_ordering.py checks whole replies; this checks each operation).
+power cut (tests/store/test_flush_ordering.py checks whole replies; this checks each operation).
 """
 
 import os

@@ -28,6 +28,7 @@ import tornado.web
 import yaml
 
 from support import Daemon, poll_for, request
+from repo_support import REPO
 
 import mq.client
 from mq.client import Client, Message
@@ -40,7 +41,6 @@ from mq.http.sqs.errors import ERRORS, from_mq
 from mq.local import LocalClient
 from mq.local.errors import client_error
 
-REPO = Path(__file__).resolve().parent.parent
 PROTOCOL = REPO / "docs" / "PROTOCOL.md"
 OPENAPI = REPO / "core" / "openapi.yaml"
 MQCTL = [sys.executable, "-m", "mq.ctl.main"]

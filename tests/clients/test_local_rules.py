@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from repo_support import script_env
 from support import poll_for
 
 from mq.client.errors import ConflictError, NotFoundError
@@ -176,7 +177,8 @@ def test_consumers_in_several_processes_never_hold_two_messages_of_a_group(tmp_p
         for group in range(GROUPS):
             stored(root, "f", f"{group} {number}".encode(), group=str(group))
     stop, log = tmp_path / "stop", tmp_path / "log"
-    procs = [subprocess.Popen([sys.executable, __file__, str(root), str(log), str(stop)])
+    procs = [subprocess.Popen([sys.executable, __file__, str(root), str(log), str(stop)],
+                              env=script_env())
              for _ in range(CONSUMERS)]
     try:
         poll_for(lambda: log.exists() and log.read_text().count("done") == GROUPS * PER_GROUP,

@@ -15,7 +15,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from email import policy
 from email.parser import BytesParser
-from pathlib import Path
 
 import msgpack
 import pytest
@@ -23,8 +22,9 @@ import pytest
 from delivery_support import add, assert_json_error, fetch, fetch_when_ready, reply, set_props
 from mq.store.message import decode_header
 from support import files_in, poll_for, ready_daemon
+from repo_support import REPO
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = REPO / "README.md"
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """Accumulation under power cuts: acknowledged parts are combined once, never lost or repeated.
 
-The crash model of tests/test_flush_ordering.py (tests/crash_model.py): parts are added to a
+The crash model of tests/store/test_flush_ordering.py (tests/crash_model.py): parts are added to a
 queue with `accum` > 0 by the in-process save actor, then the mover's close of the window runs,
 all through a RecordingDisk. For every point of that recording the root a power cut would
 leave gets the recovery a restart runs (new/ cleaned, then the mover's start: every window

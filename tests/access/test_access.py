@@ -9,11 +9,11 @@ import hmac
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from support import Daemon, poll_for, request
+from repo_support import REPO
 
 from mq import tokens
 from mq.client import AsyncClient, Client, ForbiddenError, UnauthorizedError
@@ -278,7 +278,7 @@ def test_only_loopback_addresses_count_as_closed_to_other_hosts(host, reachable)
 
 
 def test_the_token_file_of_the_operations_guide_reads_as_it_says():
-    guide = (Path(__file__).resolve().parents[1] / "docs" / "OPERATIONS.md").read_text()
+    guide = (REPO / "docs" / "OPERATIONS.md").read_text()
     example = guide.split("```toml\n[[tokens]]", 1)[1].split("```", 1)[0]
     parsed = tokens.parse("[[tokens]]" + example.replace('"..."', '"' + "b" * 64 + '"'))
     producer, ops = parsed
