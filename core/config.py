@@ -13,7 +13,9 @@ import os
 import ssl
 import textwrap
 import tomllib
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, fields
+from typing import Any
 
 from mq.errors import Invalid
 from mq.sizing import AUTO, auto_fronts, auto_workers, count, usable_cores
@@ -47,7 +49,7 @@ class Options:
                          "spreads connections over them; auto: one per 4 cores, at least 1",
                          auto=auto_fronts)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         # "auto" is resolved here, once: every user of the options sees a number, and the
         # children get the number (to_json). `auto` remembers which were sized, for
         # --print-config.
@@ -228,7 +230,11 @@ class Options:
                               "aws_secret_access_key")
 
 
-def field_kind(field) -> type:
+#: What turns a field's text into its value: the field's type, or `count`.
+Converter = Callable[[Any], Any]
+
+
+def field_kind(field) -> Converter:
     """The Python type of an Options field (`count` for a number that may be "auto")."""
     if field.metadata.get("auto"):
         return count
@@ -358,9 +364,10 @@ def sample_config(options: Options | None = None) -> str:
 
 
 def read_command_line(argv: list[str] | None = None,
-                      environ: dict | None = None) -> tuple[Options, bool]:
+                      environ: Mapping[str, str] | None = None) -> tuple[Options, bool]:
     """Options from flags, environment and config file, and whether --print-config was given."""
-    environ = os.environ if environ is None else environ
+    if environ is None:
+        environ = os.environ
     args = build_parser().parse_args(argv)
     values: dict = {}
     config_path = args.config or environ.get("MQ_CONFIG")
@@ -386,6 +393,6 @@ def read_command_line(argv: list[str] | None = None,
     return Options(**values).check(), args.print_config
 
 
-def load_options(argv: list[str] | None = None, environ: dict | None = None) -> Options:
+def load_options(argv: list[str] | None = None, environ: Mapping[str, str] | None = None) -> Options:
     """Resolve Options from flags, environment and config file, in that order of precedence."""
     return read_command_line(argv, environ)[0]

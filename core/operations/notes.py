@@ -1,6 +1,7 @@
 """Statistics and the notifications between actors (docs/PROTOCOL.md): one-way messages that
 get no reply, so a bad one is dropped with its error logged."""
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from mq.operations.fields import Operation, Queue, operation
@@ -18,7 +19,7 @@ class Ready(Operation):
     """To a fetch actor: [id, deliveries] pairs became ready in a queue."""
 
     queue: Queue
-    ids: list = ()
+    ids: Sequence[list] = ()
 
 
 @operation("relist")
@@ -76,7 +77,7 @@ class Relay(Operation):
 class Settled(Operation):
     """To the mover: [queue, id, deliveries] entries taken out of delay/ (nil: any)."""
 
-    entries: list = ()
+    entries: Sequence[list] = ()
 
 
 @operation("window")
