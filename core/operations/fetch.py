@@ -56,7 +56,7 @@ class Fetched(TypedDict, total=False):
     created_ms: int
     parts: int
     group: str
-    attributes: dict
+    attributes: dict | None
     holder: str
     queue: str  # fetch_any's answer only
 
