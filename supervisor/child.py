@@ -3,6 +3,7 @@
 
 import asyncio
 import sys
+from typing import Any
 
 import setproctitle
 
@@ -44,12 +45,14 @@ def run(kind: str, index: int, run_dir: str, options: Options) -> None:
 
         run_actor(options)
     else:
+        from mq.actors.base import Actor
         from mq.actors.fetch import FetchActor
         from mq.actors.mover import MoverActor
         from mq.actors.save import SaveActor
 
-        actor = {"save": SaveActor, "fetch": FetchActor, "mover": MoverActor}[kind]
-        actor(options, index, run_dir).run()
+        actors: dict[str, type[Actor[Any]]] = {"save": SaveActor, "fetch": FetchActor,
+                                               "mover": MoverActor}
+        actors[kind](options, index, run_dir).run()
 
 
 if __name__ == "__main__":

@@ -60,6 +60,13 @@ class Operation:
         return ()
 
 
+class OnQueue(Operation):
+    """Base of the operations about one queue, which their `queue` field names."""
+
+    __slots__ = ()
+    queue: str
+
+
 def operation(name: str):
     """Class decorator: register a request dataclass under its op name and compile its checks."""
     def register(cls):

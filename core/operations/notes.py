@@ -4,7 +4,7 @@ get no reply, so a bad one is dropped with its error logged."""
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from mq.operations.fields import Operation, Queue, operation
+from mq.operations.fields import OnQueue, Operation, Queue, operation
 
 
 @operation("stats")
@@ -15,7 +15,7 @@ class Stats(Operation):
 
 @operation("ready")
 @dataclass(slots=True, frozen=True, kw_only=True)
-class Ready(Operation):
+class Ready(OnQueue):
     """To a fetch actor: [id, deliveries] pairs became ready in a queue."""
 
     queue: Queue
@@ -65,7 +65,7 @@ class Rescan(Operation):
 
 @operation("relay")
 @dataclass(slots=True, frozen=True, kw_only=True)
-class Relay(Operation):
+class Relay(OnQueue):
     """To the mover: pass ready [id, deliveries] pairs on to their queue's fetch actor."""
 
     queue: Queue
@@ -82,7 +82,7 @@ class Settled(Operation):
 
 @operation("window")
 @dataclass(slots=True, frozen=True, kw_only=True)
-class Window(Operation):
+class Window(OnQueue):
     """To the mover: a save actor opened an accumulation window; time its close."""
 
     queue: Queue

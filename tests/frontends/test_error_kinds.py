@@ -24,7 +24,6 @@ import psutil
 import pytest
 import tornado.httpserver
 import tornado.netutil
-import tornado.web
 import yaml
 
 from support import Daemon, poll_for, request
@@ -36,7 +35,7 @@ from mq.client.errors import CLASSES, ClientError, error_for
 from mq.ctl import errors as ctl
 from mq.errors import BY_NAME, KINDS, from_value
 from mq.http import access
-from mq.http.api import STATUS, ApiHandler
+from mq.http.api import STATUS, ApiHandler, FrontApplication
 from mq.http.sqs.errors import ERRORS, from_mq
 from mq.local import LocalClient
 from mq.local.errors import client_error
@@ -151,9 +150,8 @@ def raising_front():
     ready, box = threading.Event(), {}
 
     async def serve():
-        app = tornado.web.Application([(r"/([a-z_]+)", Raising, {
-            "service": None, "options": SimpleNamespace(max_url_bytes=8192)})])
-        app.in_flight, app.tokens = 0, None
+        app = FrontApplication([(r"/([a-z_]+)", Raising, {
+            "service": None, "options": SimpleNamespace(max_url_bytes=8192)})], tokens=None)
         sockets = tornado.netutil.bind_sockets(0, "127.0.0.1")
         server = tornado.httpserver.HTTPServer(app)
         server.add_sockets(sockets)
