@@ -27,6 +27,7 @@ MESSAGE_ID = "01a2075f-397e-7000-b672-315b943bf3ee"
     ops.Peek(queue="q", max=1000, after=MESSAGE_ID),
     ops.PropsPut(queue="q", properties={"timeout": 5}),
     ops.Delayed(entries=[["q", MESSAGE_ID, 1, 7.0]]),
+    ops.Ready(queue="q", ids=[[MESSAGE_ID, 1]]),
     ops.Cancel(request=b"\x00" * 8),
     ops.Stats(),
 ])
@@ -41,6 +42,8 @@ def test_nil_or_absent_fields_take_their_defaults():
     assert ops.Peek.from_payload({"queue": "q", "max": None}) == ops.Peek(queue="q", max=10)
     assert ops.Fetch.from_payload({"queue": "q"}).wait == 0
     assert ops.FetchAny.from_payload({"queues": ["q"]}).claim is True
+    # A Sequence field (a list on the wire) defaults to an immutable ().
+    assert ops.Ready.from_payload({"queue": "q"}).ids == ()
 
 
 @pytest.mark.parametrize("op, payload, says", [
@@ -65,6 +68,8 @@ def test_nil_or_absent_fields_take_their_defaults():
     ("purge", {"queue": "q", "keys": "yes"}, "keys must be true or false"),
     ("props_put", {"queue": "q", "properties": {"bogus": 1}}, "bogus"),
     ("rules_put", {"rules": {}}, "rules must be a list"),
+    ("ready", {"queue": "q", "ids": "x"}, "ids must be a list"),
+    ("settled", {"entries": {"q": 1}}, "entries must be a list"),
     ("cancel", {}, "request is required"),
 ])
 def test_a_bad_payload_is_invalid_naming_what_is_wrong(op, payload, says):
