@@ -50,7 +50,7 @@ __all__ = [
 ]
 
 
-class Store(Root, MessageStates, Queues, Recovery, Staging, Streams, Accumulation):
+class Store(Root, MessageStates, Queues, Recovery, Staging, Accumulation):
     """One mq root: its paths, the states of messages and every change made to it.
 
     sync: "fs" flushes a batch with one syncfs(2) of the root's file system; "file" fsyncs
@@ -77,15 +77,15 @@ class Store(Root, MessageStates, Queues, Recovery, Staging, Streams, Accumulatio
         self.notices = Notices(self, self.disk)
         #: Removed messages' files kept in spare/, taken by write_new, refilled by the reaper.
         self.spares = Spares(self, self.disk, self.flush)
+        #: The manifests of the pipeline's streaming reads (streams/).
+        self.streams = Streams(self, self.disk)
+        self.list_manifests = self.streams.list_manifests
+        self.write_manifest = self.streams.write_manifest
+        self.remove_manifests = self.streams.remove_manifests
 
     def init(self) -> None:
         """Create the folders and the FORMAT file, or check the version of an existing root."""
         self.create(self.disk)
-
-    def post_notice(self, queue: str | None = None) -> bool:
-        """store.notices.post, for the pipeline's stream (docs/ARCHITECTURE.md, "The store's
-        parts"): to go once it calls the member."""
-        return self.notices.post(queue)
 
     def flush_data(self) -> None:
         """Make the files written into new/ durable (contents and names) before they are
