@@ -50,7 +50,7 @@ __all__ = [
 ]
 
 
-class Store(Root, MessageStates, Queues, Recovery, Staging, Accumulation):
+class Store(Root, MessageStates, Queues, Staging, Accumulation):
     """One mq root: its paths, the states of messages and every change made to it.
 
     sync: "fs" flushes a batch with one syncfs(2) of the root's file system; "file" fsyncs
@@ -77,6 +77,10 @@ class Store(Root, MessageStates, Queues, Recovery, Staging, Accumulation):
         self.notices = Notices(self, self.disk)
         #: Removed messages' files kept in spare/, taken by write_new, refilled by the reaper.
         self.spares = Spares(self, self.disk, self.flush)
+        #: Crash clean-up of new/ and reaping of remove/.
+        self.recovery = Recovery(self, self.disk, self.flush, self.dedup)
+        self.clean_new = self.recovery.clean_new
+        self.reap = self.recovery.reap
         #: The manifests of the pipeline's streaming reads (streams/).
         self.streams = Streams(self, self.disk)
         self.list_manifests = self.streams.list_manifests
