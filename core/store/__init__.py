@@ -50,7 +50,7 @@ __all__ = [
 ]
 
 
-class Store(Root, MessageStates, Queues, Staging, Accumulation):
+class Store(Root, MessageStates, Staging):
     """One mq root: its paths, the states of messages and every change made to it.
 
     sync: "fs" flushes a batch with one syncfs(2) of the root's file system; "file" fsyncs
@@ -68,7 +68,6 @@ class Store(Root, MessageStates, Queues, Staging, Accumulation):
             sync, self.filesystem = choose_sync(root)
         self.disk = disk if disk is not None else Disk(sync)
         self.sync = self.disk.sync
-        self.auto_create = auto_create
         #: How long each flush took: where a slow disk shows first (the stats op serves it).
         self.flush_times = FlushTimes()
         #: De-duplication keys (dedup/): recorded by adds, looked up, expired by the reaper.
@@ -77,6 +76,25 @@ class Store(Root, MessageStates, Queues, Staging, Accumulation):
         self.notices = Notices(self, self.disk)
         #: Removed messages' files kept in spare/, taken by write_new, refilled by the reaper.
         self.spares = Spares(self, self.disk, self.flush)
+        #: The queues: their folders, purges and deletions, and whether an add creates one.
+        self.queues = Queues(self, self.disk, self.flush, auto_create)
+        self.queue_changed_ns = self.queues.queue_changed_ns
+        self.queue_exists = self.queues.queue_exists
+        self.create_queue = self.queues.create_queue
+        self.list_queues = self.queues.list_queues
+        self.delete_queue = self.queues.delete_queue
+        self.purge_queue = self.queues.purge_queue
+        self.count_hidden = self.queues.count_hidden
+        self.list_in_flight = self.queues.list_in_flight
+        self.remove_expired = self.queues.remove_expired
+        #: Accumulation windows (accum/): their parts, and the compounds they close into.
+        self.accumulation = Accumulation(self, self.disk, self.flush, self.queues)
+        self.add_part = self.accumulation.add_part
+        self.unlink_part = self.accumulation.unlink_part
+        self.remove_part = self.accumulation.remove_part
+        self.list_windows = self.accumulation.list_windows
+        self.window_changed_at = self.accumulation.window_changed_at
+        self.settle_window = self.accumulation.settle_window
         #: Crash clean-up of new/ and reaping of remove/.
         self.recovery = Recovery(self, self.disk, self.flush, self.dedup)
         self.clean_new = self.recovery.clean_new
@@ -86,6 +104,11 @@ class Store(Root, MessageStates, Queues, Staging, Accumulation):
         self.list_manifests = self.streams.list_manifests
         self.write_manifest = self.streams.write_manifest
         self.remove_manifests = self.streams.remove_manifests
+
+    @property
+    def auto_create(self) -> bool:
+        """Whether an add to a missing queue creates it (the queues' setting)."""
+        return self.queues.auto_create
 
     def init(self) -> None:
         """Create the folders and the FORMAT file, or check the version of an existing root."""
