@@ -50,7 +50,7 @@ __all__ = [
 ]
 
 
-class Store(Root, MessageStates, Staging):
+class Store(Root, Staging):
     """One mq root: its paths, the states of messages and every change made to it.
 
     sync: "fs" flushes a batch with one syncfs(2) of the root's file system; "file" fsyncs
@@ -66,8 +66,8 @@ class Store(Root, MessageStates, Staging):
         self.filesystem = ""
         if sync == "auto" and disk is None:
             sync, self.filesystem = choose_sync(root)
-        self.disk = disk if disk is not None else Disk(sync)
-        self.sync = self.disk.sync
+        self._disk = disk if disk is not None else Disk(sync)
+        self.sync = self._disk.sync
         #: How long each flush took: where a slow disk shows first (the stats op serves it).
         self.flush_times = FlushTimes()
         #: De-duplication keys (dedup/): recorded by adds, looked up, expired by the reaper.
@@ -87,6 +87,20 @@ class Store(Root, MessageStates, Staging):
         self.count_hidden = self.queues.count_hidden
         self.list_in_flight = self.queues.list_in_flight
         self.remove_expired = self.queues.remove_expired
+        #: The renames of a message between its states.
+        self.states = MessageStates(self, self.disk, self.queues)
+        self.deliver_new = self.states.deliver_new
+        self.undeliver_new = self.states.undeliver_new
+        self.claim = self.states.claim
+        self.locate = self.states.locate
+        self.remove = self.states.remove
+        self.ack = self.states.ack
+        self.extend = self.states.extend
+        self.release = self.states.release
+        self.redrive = self.states.redrive
+        self.quarantine = self.states.quarantine
+        self.list_ready = self.states.list_ready
+        self.list_delayed = self.states.list_delayed
         #: Accumulation windows (accum/): their parts, and the compounds they close into.
         self.accumulation = Accumulation(self, self.disk, self.flush, self.queues)
         self.add_part = self.accumulation.add_part
@@ -104,6 +118,12 @@ class Store(Root, MessageStates, Staging):
         self.list_manifests = self.streams.list_manifests
         self.write_manifest = self.streams.write_manifest
         self.remove_manifests = self.streams.remove_manifests
+
+    @property
+    def disk(self) -> Disk:
+        """The one Disk every part of this store changes the root through: given at
+        construction and never replaced, since each part holds it."""
+        return self._disk
 
     @property
     def auto_create(self) -> bool:
