@@ -50,7 +50,7 @@ __all__ = [
 ]
 
 
-class Store(Root, Staging):
+class Store(Root):
     """One mq root: its paths, the states of messages and every change made to it.
 
     sync: "fs" flushes a batch with one syncfs(2) of the root's file system; "file" fsyncs
@@ -113,6 +113,18 @@ class Store(Root, Staging):
         self.recovery = Recovery(self, self.disk, self.flush, self.dedup)
         self.clean_new = self.recovery.clean_new
         self.reap = self.recovery.reap
+        #: The Spark write jobs' staged files (stage/) and their publishing.
+        self.staging = Staging(self, self.disk, self.queues)
+        self.stage_folder = self.staging.stage_folder
+        self.write_staged = self.staging.write_staged
+        self.publish_staged = self.staging.publish_staged
+        self.list_stages = self.staging.list_stages
+        self.stage_newest_mtime = self.staging.stage_newest_mtime
+        self.commit_marker_mtime = self.staging.commit_marker_mtime
+        self.touch_commit_marker = self.staging.touch_commit_marker
+        self.make_stage_folder = self.staging.make_stage_folder
+        self.remove_stage = self.staging.remove_stage
+        self.mark_committing = self.staging.mark_committing
         #: The manifests of the pipeline's streaming reads (streams/).
         self.streams = Streams(self, self.disk)
         self.list_manifests = self.streams.list_manifests

@@ -131,7 +131,8 @@ class Accumulation:
         if stage == "open":
             value = new_id()
             try:
-                self.disk.rename(self.paths.window_dir(queue, name), self.paths.window_dir(queue, value + CLOSING))
+                self.disk.rename(self.paths.window_dir(queue, name),
+                                 self.paths.window_dir(queue, value + CLOSING))
             except FileNotFoundError:
                 return None
             stage = "closing"
@@ -163,7 +164,8 @@ class Accumulation:
                 self.disk.rename(path, self.paths.corrupt_path(queue, part_id, 0))
         if not parts:
             self.disk.rename(folder, self.paths.trash_path(queue, "accum"))
-            self.flush({self.paths.accum_dir(queue), self.paths.folder("remove"), self.paths.folder("corrupt")})
+            self.flush({self.paths.accum_dir(queue), self.paths.folder("remove"),
+                        self.paths.folder("corrupt")})
             return 0
         self.disk.create(compound, encode_compound(parts, compound_id, int(time.time() * 1000)))
         self.flush({folder, self.paths.accum_dir(queue), self.paths.folder("corrupt")})

@@ -61,8 +61,9 @@ class Queues:
         """
         if not self.queue_exists(queue):
             raise NotFound(f"queue {queue!r} does not exist")
-        for leftover, what in ((self.paths.dedup_dir(queue), "dedup"), (self.paths.props_path(queue), "props"),
-                               (self.paths.notice_path(queue), "notice"), (self.paths.accum_dir(queue), "accum")):
+        paths = self.paths
+        for leftover, what in ((paths.dedup_dir(queue), "dedup"), (paths.props_path(queue), "props"),
+                               (paths.notice_path(queue), "notice"), (paths.accum_dir(queue), "accum")):
             try:
                 self.disk.rename(leftover, self.paths.trash_path(queue, what))
             except FileNotFoundError:

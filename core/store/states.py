@@ -41,7 +41,8 @@ class MessageStates:
         """
         source = self.paths.new_path(queue, message_id)
         self.queues.admit(queue, source)
-        target = self.paths.delay_path(queue, message_id) if delayed else self.paths.ready_path(queue, message_id)
+        target = (self.paths.delay_path(queue, message_id) if delayed
+                  else self.paths.ready_path(queue, message_id))
         self.disk.rename(source, target)
         tracked(changes).renamed(source, target)
         return os.path.dirname(target)
@@ -51,7 +52,8 @@ class MessageStates:
         """Unlink a message deliver_new renamed into view whose add was not acknowledged (its
         batch failed before the flush); return the folder. An unlink, not a rename to remove/,
         so that a disk refusing renames can still take it back."""
-        path = self.paths.delay_path(queue, message_id) if delayed else self.paths.ready_path(queue, message_id)
+        path = (self.paths.delay_path(queue, message_id) if delayed
+                else self.paths.ready_path(queue, message_id))
         self.disk.unlink(path)
         tracked(changes).changed(path)
         return os.path.dirname(path)
@@ -173,7 +175,8 @@ class MessageStates:
             changes: Changes | None = None) -> bool:
         """Remove delivery `attempts` of an in-flight message; False when that delivery is over
         (returned, or removed by another ack of it: EEXIST, the peer's remove/ name)."""
-        source, target = self.paths.delay_path(queue, message_id, attempts), self.paths.remove_path(queue, message_id)
+        source = self.paths.delay_path(queue, message_id, attempts)
+        target = self.paths.remove_path(queue, message_id)
         try:
             self.disk.rename(source, target)
         except OSError as err:
