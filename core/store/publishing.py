@@ -68,7 +68,7 @@ def publish_job(store, folder: str, tasks: list[str], dedup_window: DedupWindow,
     Renames run on PUBLISH_THREADS threads: each is a system call that releases the GIL, and
     the commit of a big job is otherwise one process renaming a million files alone.
     """
-    chunks = []
+    chunks: list[tuple[str, list[str]]] = []
     for task in tasks:
         task_dir = os.path.join(folder, task)
         try:
