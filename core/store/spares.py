@@ -79,10 +79,6 @@ class Spares:
                 return None
         return self.paths.spare_path(self.listed.pop())
 
-    def list_again(self) -> None:
-        """Forget the last listing, so that the next take lists spare/ again."""
-        self.listed, self.empty_at = None, float("-inf")
-
     def recycle_removed(self, limit: int, grace: float = GRACE_SECONDS) -> tuple[int, int]:
         """One pass of the reaper over remove/: (files moved to spare/, entries unlinked).
 
