@@ -4,8 +4,11 @@ names (queue and id grammar), message (the file's bytes), disk (writes and flush
 (the folders an operation changed, flushed once by whoever answers for it), root (every
 path), states (the renames of a message), queues, dedup, notices, recovery, staging and
 streams (the Spark pipeline's files), listing (reading without claiming), accumulation
-(windows and compound messages), spares (removed messages' files written again).
+(windows and compound messages) and windows (their names), spares (removed messages' files
+written again).
 """
+
+from collections.abc import Iterable
 
 import orjson
 
@@ -57,6 +60,12 @@ class Store(Root):
     each file and each directory touched. Both flush before any reply (docs/FORMAT.md).
     "auto" picks "file" where syncfs may not reach stable storage (FUSE, NFS, CephFS...).
     disk: the Disk every change goes through (by default, a real one of that sync mode).
+
+    The Store is its paths (Root) and holds its parts, each built here with what it uses (the
+    paths, the one Disk, the timed flush, another part) and owning its own state
+    (docs/ARCHITECTURE.md, "The store's parts"). The operations callers outside the store use
+    are the parts' methods, bound here under the names callers know: store.claim is
+    store.states.claim.
     """
 
     def __init__(self, root: str, sync: str = "auto", auto_create: bool = True,
@@ -152,7 +161,7 @@ class Store(Root):
         with self.flush_times.timed():
             self.disk.flush_data(self.root, {self.folder("new")})
 
-    def flush(self, dirs) -> None:
+    def flush(self, dirs: Iterable[str]) -> None:
         """Make the given folders' entries (with sync=fs: every change) durable: a Changes
         that store operations filled, or the folders of a method that flushes itself."""
         with self.flush_times.timed():
@@ -178,7 +187,7 @@ class Store(Root):
         if changes is not None:
             changes.changed(self.new_path(queue, message_id))
 
-    def write_json(self, path: str, value) -> None:
+    def write_json(self, path: str, value: object) -> None:
         """Replace a small JSON file (properties, rules) durably."""
         self.disk.replace(path, orjson.dumps(value))
 

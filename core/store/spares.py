@@ -11,9 +11,9 @@ import os
 import random
 import stat
 import time
-from collections.abc import Callable
 
 from mq.ids import new_id
+from mq.store.changes import Flush
 from mq.store.disk import Disk
 from mq.store.recovery import reap_folder
 from mq.store.root import Root
@@ -41,7 +41,7 @@ class Spares:
     flush: the names taken from the last listing of spare/ are this object's own state.
     """
 
-    def __init__(self, paths: Root, disk: Disk, flush: Callable[[set], None]):
+    def __init__(self, paths: Root, disk: Disk, flush: Flush):
         self.paths = paths
         self.disk = disk
         self.flush = flush
