@@ -96,7 +96,7 @@ class ClaimingStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             store.flush(dirs | {store.folder("delay")})
             # So that a daemon's mover hands them out again if this query dies for good: the
             # notice reaches daemons on any host, the notification those on this one at once.
-            store.post_notice()
+            store.notices.post()
             if self.options.notify:
                 notify.tell_daemons(store, {}, [(q, i, n, due) for q, i, n in claimed])
         return claimed

@@ -248,11 +248,12 @@ def test_a_fetch_whose_flush_fails_answers_503_and_its_message_is_still_timed(tm
 
 
 class ReleasingDisk(Disk):
-    """Runs the mover's release of a message just before the first rename that names it."""
+    """Runs the mover's release of a message just before the first rename that names it,
+    once armed with the release's (source, target)."""
 
-    def __init__(self, sync, source, target):
+    def __init__(self, sync):
         super().__init__(sync)
-        self.race = (source, target)
+        self.race: tuple[str, str] | None = None
 
     def rename(self, source, target):
         """The release lands first, then this rename runs."""
@@ -270,20 +271,25 @@ def in_flight(tmp_path, disk=None) -> tuple[Actors, str]:
     return actors, message_id
 
 
+def released_meanwhile(tmp_path) -> tuple[Actors, str]:
+    """Actors and a message in flight whose release by the mover lands just before the
+    next rename of it (the actors' Disk is the store's one, so every part of it sees that)."""
+    disk = ReleasingDisk("fs")
+    actors, message_id = in_flight(tmp_path, disk)
+    disk.race = (actors.store.delay_path("q", message_id, 1),
+                 actors.store.ready_path("q", message_id, 1))
+    return actors, message_id
+
+
 def test_a_delete_racing_the_movers_release_removes_the_message(tmp_path):
-    actors, message_id = in_flight(tmp_path / "a")
-    disk = ReleasingDisk("fs", actors.store.delay_path("q", message_id, 1),
-                         actors.store.ready_path("q", message_id, 1))
-    actors.store.disk = disk
+    actors, message_id = released_meanwhile(tmp_path / "a")
     ok(actors.call("delete", queue="q", id=message_id))
     assert files_in(actors.store.folder("remove")) == [f"q:{message_id}"]
     assert files_in(actors.store.queue_dir("q")) == []
 
 
 def test_a_stale_receipt_racing_the_movers_release_is_409_not_404(tmp_path):
-    actors, message_id = in_flight(tmp_path / "a")
-    actors.store.disk = ReleasingDisk("fs", actors.store.delay_path("q", message_id, 1),
-                                      actors.store.ready_path("q", message_id, 1))
+    actors, message_id = released_meanwhile(tmp_path / "a")
     # The ack's rename finds delay/ empty (released): the message lives on, so 409.
     result = actors.call("ack", queue="q", id=message_id, receipt=f"{message_id}.1")
     assert isinstance(result, Conflict), result

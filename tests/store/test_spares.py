@@ -13,7 +13,7 @@ import pytest
 from crash_model import RecordingDisk
 from mq.ids import new_id
 from mq.store import CorruptMessage, Store, encode_message
-from mq.store import listing, recovery
+from mq.store import listing, recovery, spares
 from mq.store.spares import SPARE_MAX_BYTES
 from support import poll_for
 from test_flush_ordering import Rig, assert_gone, assert_live, assert_sound, check_every_cut
@@ -35,9 +35,11 @@ def spares_of(store: Store) -> dict:
     return {os.stat(os.path.join(folder, name)).st_ino: name for name in os.listdir(folder)}
 
 
-def list_spares_now(store: Store) -> None:
-    """Let the store list spare/ at its next add (it found none less than 0.5 s ago)."""
-    store.spares.list_again()
+@pytest.fixture
+def list_spares_at_once(monkeypatch):
+    """A writer lists spare/ again LIST_SECONDS after a listing found it empty: here at once,
+    so that an add right after the reaper's pass looks at what it kept."""
+    monkeypatch.setattr(spares, "LIST_SECONDS", 0.0)
 
 
 @pytest.fixture
@@ -48,12 +50,12 @@ def store(tmp_path):
 
 
 @pytest.mark.timeout(30)
+@pytest.mark.usefixtures("list_spares_at_once")
 def test_an_add_writes_into_a_removed_message_s_file_and_cuts_it_to_length(store):
     old = stored(store, "q", b"a much longer body than the next one" * 10)
     store.remove("q", old)
     assert store.spares.recycle_removed(10, grace=0) == (1, 0)
     [inode] = spares_of(store)
-    list_spares_now(store)
     new = stored(store, "q", b"short")
     path = store.ready_path("q", new)
     assert os.stat(path).st_ino == inode, "the add did not take the spare file"
@@ -146,20 +148,20 @@ def test_a_spare_just_taken_into_new_is_not_old_for_the_clean_up_of_new(store, m
 
 
 @pytest.mark.timeout(30)
+@pytest.mark.usefixtures("list_spares_at_once")
 def test_a_writer_of_another_user_takes_no_spare(store):
     old = stored(store, "q", b"removed")
     store.remove("q", old)
     assert store.spares.recycle_removed(10, grace=0) == (1, 0)
     os.chown(store.folder("spare"), 12345, 12345)
-    list_spares_now(store)
     stored(store, "q", b"created, not written into a spare")
     assert len(spares_of(store)) == 1
 
 
 @pytest.mark.timeout(30)
+@pytest.mark.usefixtures("list_spares_at_once")
 def test_a_spare_that_cannot_be_written_is_dropped_and_the_add_creates_its_file(store):
     os.mkdir(store.spare_path("not-a-file"))
-    list_spares_now(store)
     message_id = stored(store, "q", b"stored all the same")
     message, _ = listing.read_unclaimed(store.ready_path("q", message_id), "q", message_id)
     assert message.body == b"stored all the same"
@@ -168,6 +170,7 @@ def test_a_spare_that_cannot_be_written_is_dropped_and_the_add_creates_its_file(
 
 @pytest.mark.timeout(30)
 @pytest.mark.parametrize("plant", ["symlink", "hard link", "fifo"])
+@pytest.mark.usefixtures("list_spares_at_once")
 def test_an_add_never_writes_through_a_spare_that_is_not_a_file_of_its_own(store, tmp_path, plant):
     # Anything planted in spare/ (a symbolic link or a second name of a file outside the
     # root; a fifo, whose open for writing would wait for a reader) is dropped, never written.
@@ -180,7 +183,6 @@ def test_an_add_never_writes_through_a_spare_that_is_not_a_file_of_its_own(store
         os.link(outside, spare)
     else:
         os.mkfifo(spare)
-    list_spares_now(store)
     message_id = stored(store, "q", b"stored all the same")
     assert outside.read_bytes() == b"not mq's to write"
     assert os.lstat(outside).st_nlink == 1 and os.listdir(store.folder("spare")) == []
@@ -192,6 +194,7 @@ def test_an_add_never_writes_through_a_spare_that_is_not_a_file_of_its_own(store
 
 
 @pytest.mark.timeout(30)
+@pytest.mark.usefixtures("list_spares_at_once")
 def test_an_add_takes_no_spare_through_a_spare_folder_replaced_by_a_link(store, tmp_path):
     # spare/ swapped for a link to a folder outside the root: its files are not the root's
     # spares, and taking one would move it into the root and write over it.
@@ -200,7 +203,6 @@ def test_an_add_takes_no_spare_through_a_spare_folder_replaced_by_a_link(store, 
     (outside / new_id()).write_bytes(b"not mq's to take")
     os.rmdir(store.folder("spare"))
     os.symlink(outside, store.folder("spare"))
-    list_spares_now(store)
     stored(store, "q", b"created, not written into a spare")
     [name] = os.listdir(outside)
     assert (outside / name).read_bytes() == b"not mq's to take"
@@ -208,6 +210,7 @@ def test_an_add_takes_no_spare_through_a_spare_folder_replaced_by_a_link(store, 
 
 @pytest.mark.timeout(30)
 @pytest.mark.parametrize("delay", [None, 3600.0])
+@pytest.mark.usefixtures("list_spares_at_once")
 def test_a_message_written_into_a_spare_has_its_own_time_not_the_old_message_s(store, delay):
     # A spare keeps the mtime of the message it held (an in-flight one's due time, maybe far
     # ahead); the add's write moves it to the add's time, or the delayed add's due time.
@@ -215,7 +218,6 @@ def test_a_message_written_into_a_spare_has_its_own_time_not_the_old_message_s(s
     os.utime(store.ready_path("q", old), (4e9, 4e9))
     store.remove("q", old)
     assert store.spares.recycle_removed(10, grace=0) == (1, 0)
-    list_spares_now(store)
     message_id, before = new_id(), time.time()
     due = None if delay is None else before + delay
     path = store.write_new("q", message_id, encode_message(b"new", "text/plain", 1, message_id), due)
@@ -228,6 +230,7 @@ def test_a_message_written_into_a_spare_has_its_own_time_not_the_old_message_s(s
 
 
 @pytest.mark.timeout(30)
+@pytest.mark.usefixtures("list_spares_at_once")
 def test_a_reader_whose_file_became_another_message_sees_its_message_gone(store, monkeypatch):
     # A peek opens a message's file; before it reads, the message is removed, and its file
     # recycled and written again as another message. The read must not return those bytes.
@@ -238,7 +241,6 @@ def test_a_reader_whose_file_became_another_message_sees_its_message_gone(store,
     def recycled_meanwhile(fd):
         store.remove("q", old)
         assert store.spares.recycle_removed(10, grace=0) == (1, 0)
-        list_spares_now(store)
         new = stored(store, "q", b"new body")
         assert os.stat(store.ready_path("q", new)).st_ino == os.fstat(fd).st_ino
         return real_read_all(fd)
@@ -256,6 +258,7 @@ def test_a_file_holding_another_message_is_not_read_as_this_one(store):
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.usefixtures("list_spares_at_once")
 def test_a_recycled_file_never_shows_its_new_bytes_under_the_old_name_at_every_point(tmp_path):
     rig = Rig(tmp_path, "fs")
     [gone] = rig.add({"queue": "q", "body": b"removed"})
@@ -268,7 +271,6 @@ def test_a_recycled_file_never_shows_its_new_bytes_under_the_old_name_at_every_p
     rig.store.remove("q", gone["id"])
     assert rig.store.spares.recycle_removed(10, grace=0) == (1, 0)
     [inode] = spares_of(rig.store)
-    list_spares_now(rig.store)
     [new] = rig.add({"queue": "q", "body": b"new"})
     assert os.stat(rig.store.ready_path("q", new["id"])).st_ino == inode
     rig.acked("new", new)

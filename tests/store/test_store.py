@@ -531,3 +531,16 @@ def test_read_all_reads_on_when_there_is_more_than_the_size_said():
         os.close(read_end)
         if write_end >= 0:
             os.close(write_end)
+
+
+def test_every_part_of_a_store_changes_the_root_through_the_one_disk_it_was_given(tmp_path):
+    # Each part (queues, states, accumulation, recovery, staging, streams, keys, notices,
+    # spares) holds the Disk: one put in its place later would be used by none of them.
+    disk = fmt.Disk("fs")
+    store = Store(str(tmp_path / "root"), disk=disk)
+    parts = [store.queues, store.states, store.accumulation, store.recovery, store.staging,
+             store.streams, store.dedup, store.notices, store.spares]
+    assert all(part.disk is disk for part in parts)
+    with pytest.raises(AttributeError):
+        store.disk = fmt.Disk("fs")  # type: ignore[misc]
+    assert store.disk is disk

@@ -184,3 +184,31 @@ def test_a_key_not_pending_names_the_folders_its_add_entered(store):
     pending, changes = written(store, "q"), Changes()
     assert store.dedup.pending("q", pending, changes)
     assert not changes
+
+
+# The store's own flushes: crash clean-up and the retention sweep record what they change on a
+# Changes of their own and flush it before they return, so they must leave nothing unflushed.
+
+def clean_new_with_key(store):
+    message_id = new_id()
+    data = fmt.encode_message(b"body", "text/plain", 1, message_id, dedup_key="key", writer="w")
+    store.write_new("q", message_id, data, None)
+    assert store.dedup.record("q", "key", message_id, 60, time.time()) is None
+    return lambda: store.clean_new(writer="w") == 1
+
+
+def retention_sweep(store):
+    ready(store, "q")
+    claimed(store, "q")
+    return lambda: store.remove_expired({"q": int(time.time() * 1000) + 60_000})[0] == {"q": 2}
+
+
+@pytest.mark.parametrize("scenario", [clean_new_with_key, retention_sweep],
+                         ids=lambda scenario: scenario.__name__)
+def test_an_operation_that_flushes_itself_leaves_no_change_unflushed(store, scenario):
+    store.create_queue("q")
+    operation = scenario(store)
+    done = []
+    left, _ = unflushed_folders(store, lambda changes: done.append(operation()))
+    assert done == [True], "the operation did not do its work: the test looks at nothing"
+    assert not left, f"changed but never flushed: {sorted(left)}"
