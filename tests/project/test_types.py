@@ -4,6 +4,7 @@ package: `mypy -p mq` checks it as installed, where the folders form the one pac
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -39,3 +40,14 @@ def test_mypy_reports_a_finding_where_there_is_one(tmp_path):
     result = mypy("-c", probe, cache=tmp_path)
     assert result.returncode == 1, result.stdout + result.stderr
     assert result.stdout.count("[arg-type]") == 2, result.stdout
+
+
+def test_no_setting_hides_findings_of_the_package():
+    # An override that ignores errors (or skips modules) would let the check above pass over
+    # findings: none may cover a module of mq.
+    settings = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["mypy"]
+    for override in settings.get("overrides", []):
+        modules = override["module"]
+        for pattern in [modules] if isinstance(modules, str) else modules:
+            hides = override.get("ignore_errors") or override.get("follow_imports") == "skip"
+            assert not (hides and pattern.split(".")[0] in ("mq", "mq*", "*")), override
