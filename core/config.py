@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from mq import event_loops
 from mq.errors import Invalid
 from mq.sizing import AUTO, auto_fronts, auto_workers, count, usable_cores
 
@@ -52,8 +53,8 @@ class Options:
     def __post_init__(self) -> None:
         # "auto" is resolved here, once: every user of the options sees a number, and the
         # children get the number (to_json). `auto` remembers which were sized, for
-        # --print-config.
-        self.auto: dict[str, int] = {}
+        # --print-config, with what each came from.
+        self.auto: dict[str, str] = {}
         for field in fields(self):
             sizer = field.metadata.get("auto")
             if sizer and isinstance(getattr(self, field.name), str):
@@ -61,7 +62,9 @@ class Options:
                     raise Invalid(f"{flag_name(field)} must be a number or auto")
                 cores = usable_cores()
                 setattr(self, field.name, sizer(cores))
-                self.auto[field.name] = cores
+                self.auto[field.name] = f"{cores} cores"
+        if self.event_loop == AUTO:
+            self.event_loop, self.auto["event_loop"] = event_loops.pick()
     peers: int = option(0, "other daemons sharing the root to consider when fetching; 0 keeps "
                         "strict FIFO")
     host: str = option("127.0.0.1", "address to listen on")
@@ -93,6 +96,8 @@ class Options:
                                "load, but on ext4 no less CPU: bench/RESULTS.md, Many cores)")
     max_waiting_adds: int = option(4096, "adds waiting on every save actor beyond which a new add "
                                    "is refused with 503 and Retry-After, rather than queued")
+    event_loop: str = option(AUTO, "asyncio event loop of the fronts: uvloop, asyncio (the "
+                             "standard library's) or auto: uvloop when it is installed")
     actor_timeout: float = option(10.0, "seconds to wait for an actor before answering 503")
     hang_timeout: float = option(30.0, "seconds a process may go without a turn of its loop (a "
                                  "batch and its flush, a pass of the reaper) before the "
@@ -192,6 +197,7 @@ class Options:
             raise Invalid("--statsd-interval must be a finite number of seconds more than 0")
         if not 0 <= self.rpc_port <= 65535:
             raise Invalid("--rpc-port must be between 0 (off) and 65535")
+        event_loops.check(self.event_loop)
         self.check_sqs()
         self.server_tls()
         return self
@@ -356,7 +362,7 @@ def sample_config(options: Options | None = None) -> str:
         parts.append(f"# Flag {flags}, environment MQ_{field.name.upper()}.")
         if field.name in options.auto:
             parts.append(f"{RESOLVED}{field.name} = {getattr(options, field.name)} "
-                         f"({options.auto[field.name]} cores).")
+                         f"({options.auto[field.name]}).")
             parts.append(f"{field.name} = {_toml_value(AUTO)}")
             continue
         parts.append(f"{field.name} = {_toml_value(getattr(options, field.name))}")
