@@ -33,8 +33,12 @@ def run_mq(*args, env: dict) -> subprocess.CompletedProcess:
 
 
 def front_loop(mq) -> str:
-    """The loop the front says it runs on (front.start names the running loop's kind)."""
-    return mq.wait_for_events("front.start", process="front-0")[0]["event_loop"]
+    """The loop the front says it runs on, in front.start and /metrics (both name the kind of
+    the loop running, not the option)."""
+    logged = mq.wait_for_events("front.start", process="front-0")[0]["event_loop"]
+    metrics = mq.request("GET", "/metrics").body.decode()
+    assert f'mq_front_info{{event_loop="{logged}",front="front-0"}} 1.0' in metrics.splitlines()
+    return logged
 
 
 def crowd(mq, clients: int = 16, rounds: int = 5) -> None:
