@@ -8,8 +8,8 @@ from dataclasses import fields
 
 import pytest
 
-from mq.config import (RESOLVED, Options, auto_fronts, auto_workers, field_kind, load_options,
-                       sample_config)
+from mq.config import Options, auto_fronts, auto_workers, field_kind, load_options
+from mq.config_file import RESOLVED, sample_config
 from mq.errors import Invalid
 from support import command, free_port, request
 from repo_support import REPO

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from mq.config import RESOLVED
+from mq.config_file import RESOLVED
 from support import command, free_port
 
 #: A sitecustomize.py that makes `import uvloop` fail, as where it is not installed.
