@@ -22,4 +22,4 @@ stage peers 300 peers --rounds 2 --seconds "$(scaled 4)" --connections 64
 stage fronts 150 fronts --fronts 1,2,4,8 --rounds 2 --seconds "$(scaled 3)" --workers auto --access-log
 stage cores 150 cores --ops "$(ops 20000)" --rounds 1 --workers auto --hot-queue \
     --variant "auto||" --variant "auto, flush group||--flush-group" \
-    --variant "8 fronts||--fronts 8" --variant "auto, front on uvloop|$HERE/uvloop|"
+    --variant "8 fronts||--fronts 8" --variant "auto, front on asyncio||--event-loop asyncio"

@@ -10,7 +10,7 @@ import time
 import tornado.httpserver
 import tornado.web
 
-from mq import logs
+from mq import event_loops, logs
 from mq.errors import NotFound
 from mq.http import access, responses, sqs
 from mq.http.actor_links import ActorPool
@@ -173,7 +173,8 @@ async def serve(options, run_dir: str, drain_seconds: float = 10.0, index: int =
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     logs.batch_lines(loop)
     logs.get().info("front.start", host=options.host, port=options.port, front=index,
-                    access_control=app.tokens is not None, tls=bool(options.tls_cert))
+                    access_control=app.tokens is not None, tls=bool(options.tls_cert),
+                    event_loop=event_loops.running())
     if app.tokens is None and access.exposed(options.host):
         logs.get().warning("front.open_access", host=options.host)
     # One front sends StatsD lines for the daemon: the statistics come from the shared actors.

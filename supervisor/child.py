@@ -7,7 +7,7 @@ from typing import Any
 
 import setproctitle
 
-from mq import logs
+from mq import event_loops, logs
 from mq.config import Options
 from mq.supervisor import heartbeat
 
@@ -37,7 +37,10 @@ def run(kind: str, index: int, run_dir: str, options: Options) -> None:
                 beating.cancel()
 
         try:
-            asyncio.run(serve_beating())
+            # A Runner, as asyncio.run does, with the loop of --event-loop (asyncio.run takes
+            # no loop_factory before Python 3.12).
+            with asyncio.Runner(loop_factory=event_loops.factory(options.event_loop)) as runner:
+                runner.run(serve_beating())
         finally:
             logs.flush()  # Lines of the loop's last turn.
     elif kind == "reaper":

@@ -8,8 +8,8 @@ from dataclasses import fields
 
 import pytest
 
-from mq.config import (RESOLVED, Options, auto_fronts, auto_workers, field_kind, load_options,
-                       sample_config)
+from mq.config import Options, auto_fronts, auto_workers, field_kind, load_options
+from mq.config_file import RESOLVED, sample_config
 from mq.errors import Invalid
 from support import command, free_port, request
 from repo_support import REPO
@@ -162,6 +162,9 @@ def test_print_config_refuses_bad_values_like_a_start():
     (["--max-body-bytes=-5"], {}, None, "--max-body-bytes must be 0 or more"),
     (["--peers=-1"], {}, None, "--peers must be 0 or more"),
     (["--sync=sometimes"], {}, None, "--sync must be 'auto', 'fs' or 'file'"),
+    (["--event-loop=libuv"], {}, None, "--event-loop must be auto, uvloop or asyncio, not 'libuv'"),
+    ([], {"MQ_EVENT_LOOP": "tokio"}, None, "--event-loop must be auto, uvloop or asyncio"),
+    ([], {}, "event_loop = 'trio'\n", "--event-loop must be auto, uvloop or asyncio, not 'trio'"),
     (["--log-level=loud"], {}, None, "--log-level must be"),
     (["--idle-timeout=0"], {}, None, "--idle-timeout must be"),
     (["--body-timeout=inf"], {}, None, "--body-timeout must be"),
@@ -267,6 +270,7 @@ def test_every_option_can_come_from_the_environment(tmp_path):
         "save_batch": ("0", 0),
         "flush_group": ("yes", True),
         "max_waiting_adds": ("9", 9),
+        "event_loop": ("asyncio", "asyncio"),
         "actor_timeout": ("7", 7.0),
         "hang_timeout": ("45", 45.0),
         "log_file": ("/var/log/mq.log", "/var/log/mq.log"),
