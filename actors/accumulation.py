@@ -9,7 +9,7 @@ from collections import defaultdict
 from mq import logs
 from mq.errors import Invalid
 from mq.operations import Window
-from mq.store.accumulation import window_due, window_stage
+from mq.store.windows import window_due, window_stage
 
 #: With --peers, seconds a window must have stayed in a later stage (closing, combined) before
 #: this mover finishes it: a younger one may be another daemon's close in progress.

@@ -9,6 +9,7 @@ already made is always flushed and reported, whatever later requests of the batc
 
 import signal
 import time
+from typing import Generic, TypeVar
 
 import zmq
 
@@ -36,6 +37,9 @@ STALE_CHECK_SECONDS = 1.0
 #: Longest wait for requests (ms) while answers wait for the supervisor's next root check.
 HELD_POLL_MS = 20
 
+#: The Batch class of an actor's batches, which its hooks (settle, send_notes, ...) receive.
+B = TypeVar("B", bound=Batch)
+
 
 def _field(request: Request, name: str):
     """A field of a request for a log line: decoded, or as its payload has it."""
@@ -44,7 +48,7 @@ def _field(request: Request, name: str):
     return request.payload.get(name)
 
 
-class Actor:
+class Actor(Generic[B]):
     """A single-threaded actor bound to a ROUTER socket, serving the ops of COMMANDS."""
 
     kind = "actor"
@@ -52,8 +56,8 @@ class Actor:
     #: payload decoded (mq.operations) and sender the Request it came in (peer and request
     #: id); the function returns a result dict, DEFERRED, or raises.
     COMMANDS: dict = {}
-    #: The Batch class this actor's batches use.
-    batch_class = Batch
+    #: The Batch class this actor's batches use (each actor class names its own).
+    batch_class: type[B]
 
     def __init__(self, options, index: int, run_dir: str, store: Store | None = None):
         self.options = options
@@ -61,8 +65,10 @@ class Actor:
         self.run_dir = run_dir
         self.store = store or Store(options.root, options.sync, options.auto_create)
         self.log = logs.get().bind(actor=f"{self.kind}-{index}")
-        self.context = None
-        self.sock = self.mover = None
+        # Made by run(): an actor served in-process (tests) has no sockets.
+        self.context: zmq.Context | None = None
+        self.sock: zmq.Socket | None = None
+        self.mover: zmq.Socket | None = None
         self.fetchers: list = []
         self.stopping = False
         self.root_watch = RootWatch(options.root, options.root_id)
@@ -77,9 +83,14 @@ class Actor:
         """The address this actor binds."""
         return actor_endpoint(self.run_dir, self.kind, self.index)
 
+    def socket(self, kind: int) -> zmq.Socket:
+        """A new socket of this actor's context."""
+        assert self.context is not None, "sockets are made once run() has made the context"
+        return self.context.socket(kind)
+
     def bind(self) -> zmq.Socket:
         """Bind the ROUTER socket, replacing a stale socket file from a dead predecessor."""
-        sock = self.context.socket(zmq.ROUTER)
+        sock = self.socket(zmq.ROUTER)
         sock.linger = 0
         self.store.disk.discard(socket_path(self.endpoint()))
         sock.bind(self.endpoint())
@@ -87,7 +98,7 @@ class Actor:
 
     def dealer(self, endpoint: str) -> zmq.Socket:
         """A DEALER for one-way notifications to another actor of this daemon."""
-        sock = self.context.socket(zmq.DEALER)
+        sock = self.socket(zmq.DEALER)
         sock.linger = 0
         sock.sndhwm = NOTE_HWM
         sock.connect(endpoint)
@@ -107,7 +118,7 @@ class Actor:
         for sock in self.fetchers:
             self.send(sock, Relist())
 
-    def send(self, sock, note: Operation) -> None:
+    def send(self, sock: zmq.Socket | None, note: Operation) -> None:
         """A one-way message; dropped if its peer is down or far behind (it re-reads the disk)."""
         if sock is None:
             return
@@ -116,7 +127,7 @@ class Actor:
         except zmq.Again:
             pass
 
-    def send_notes(self, batch: Batch) -> None:
+    def send_notes(self, batch: B) -> None:
         """After the flush: due times to the mover, ready messages to their fetch actors."""
         if len(batch.hidden) == 1:
             queue, message_id, attempts, due = batch.hidden[0]
@@ -157,15 +168,15 @@ class Actor:
         """How long to wait for requests before calling tick again."""
         return 500
 
-    def before_flush(self, batch: Batch) -> None:
+    def before_flush(self, batch: B) -> None:
         """Work joined to a batch after its requests, covered by its one flush (the fetch
         actor claims for its long polls here)."""
 
-    def after_flush(self, batch: Batch) -> None:
+    def after_flush(self, batch: B) -> None:
         """Work after a batch's flush and notifications, before its requests are answered
         (the fetch actor answers the long polls and watches the batch fed)."""
 
-    def handle(self, requests: list[Request]) -> Batch:
+    def handle(self, requests: list[Request]) -> B:
         """Apply a batch, flush once, send its notifications; return it with one result each."""
         batch = self.batch_class(requests)
         for request in requests:
@@ -176,7 +187,7 @@ class Actor:
         self.after_flush(batch)
         return batch
 
-    def dispatch(self, batch: Batch, request: Request):
+    def dispatch(self, batch: B, request: Request):
         """One request through the command table: its payload decoded into the op's request
         type (checked: Invalid before any handler runs), then its handler; every failure
         becomes an error value."""
@@ -201,7 +212,7 @@ class Actor:
                                id=_field(request, "id"))
             return MqError(f"internal error in {self.kind} actor")
 
-    def settle(self, batch: Batch) -> None:
+    def settle(self, batch: B) -> None:
         """Flush what the batch changed; when that fails, undo what can be undone and turn
         its successes into the error (nothing unflushed is acknowledged)."""
         if not batch.changes:
@@ -318,6 +329,7 @@ class Actor:
 
     def reply(self, peer: bytes, rid: bytes, result) -> None:
         """Send one reply (a result dict or an MqError)."""
+        assert self.sock is not None, "replies go out once run() has bound the socket"
         self.sock.send_multipart(protocol.encode_reply(peer, rid, result))
 
     def _stop(self, *_):
@@ -325,7 +337,8 @@ class Actor:
 
     def serve(self) -> None:
         """Take every request waiting (at most MAX_BATCH), handle them as one batch, reply."""
-        requests = []
+        assert self.sock is not None, "run() binds the socket before it serves"
+        requests: list[Request] = []
         while len(requests) < MAX_BATCH:
             try:
                 frames = self.sock.recv_multipart(zmq.NOBLOCK)

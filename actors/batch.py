@@ -20,8 +20,8 @@ class Request:
     decoded: object = None
 
     @property
-    def op(self) -> str:
-        """The operation asked for."""
+    def op(self) -> str | None:
+        """The operation asked for (None in a payload without one, which no actor serves)."""
         return self.payload.get("op")
 
 

@@ -7,6 +7,7 @@ is what Prometheus expects of a counter (it sees the reset and carries on).
 
 import time
 from collections import defaultdict
+from collections.abc import Callable
 
 #: Seconds the rates are averaged over.
 WINDOW_SECONDS = 60
@@ -15,7 +16,7 @@ WINDOW_SECONDS = 60
 class Counters:
     """Per-queue totals of named events, and a ring of per-second buckets for their rates."""
 
-    def __init__(self, clock=time.monotonic):
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
         self.totals: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         # (queue, event) -> [second, count] buckets, one slot per second of the window.

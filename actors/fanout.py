@@ -31,10 +31,11 @@ class Fanout:
     first: int
 
 
-def expand(requests: list[Request]) -> tuple[list[Request], list]:
+def expand(requests: list[Request]) -> tuple[list[Request], list[int | Fanout]]:
     """The batch with each valid fan-out replaced by one add per queue, and, per original
     request, its position in the expanded batch (an int) or its Fanout."""
-    expanded, places = [], []
+    expanded: list[Request] = []
+    places: list[int | Fanout] = []
     for request in requests:
         if request.op == "add_fanout":
             try:
@@ -51,7 +52,7 @@ def expand(requests: list[Request]) -> tuple[list[Request], list]:
     return expanded, places
 
 
-def collapse(actor, batch, requests: list[Request], places: list):
+def collapse(actor, batch, requests: list[Request], places: list[int | Fanout]):
     """Give the batch back its original requests, each fan-out answered from its children."""
     results, taken_back = [], []
     for place in places:

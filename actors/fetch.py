@@ -27,7 +27,7 @@ from mq.ids import id_floor, id_time_ms
 from mq.protocol import fetch_actor_for
 
 
-class FetchActor(Actor):
+class FetchActor(Actor[FetchBatch]):
     """Everything for one queue lands on one fetch actor, so it is serialized and FIFO."""
 
     kind = "fetch"
@@ -187,11 +187,12 @@ class FetchActor(Actor):
             self.counters.count(queue, "fetches")
             if delivery > 1:
                 self.counters.count(queue, "redeliveries")
-            result = {"id": message_id, "body": message.body, "content_type": message.content_type,
-                      "receipt": f"{message_id}.{delivery}", "attempts": delivery, "due": due,
-                      "created_ms": message.created_ms, "parts": message.parts}
+            result: ops.Fetched = {
+                "id": message_id, "body": message.body, "content_type": message.content_type,
+                "receipt": f"{message_id}.{delivery}", "attempts": delivery, "due": due,
+                "created_ms": message.created_ms, "parts": message.parts}
             if message.group or message.attributes:
-                result.update(group=message.group, attributes=message.attributes)
+                result.update({"group": message.group, "attributes": message.attributes})
             if fifo:
                 result["holder"] = self.groups.hold(queue, message.group, message_id, delivery, holder)
             return result

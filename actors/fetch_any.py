@@ -25,7 +25,7 @@ class Watcher:
 
 
 def oldest_head(actor, queues: list[str], batch: Batch | None = None,
-                heads: dict | None = None) -> tuple[str, str] | None:
+                heads: dict[str, str | None] | None = None) -> tuple[str, str] | None:
     """(queue, id) of the oldest message a fetch could take among the queues, None when there
     is none (a fifo queue whose ready messages all wait for their groups has none).
 
@@ -78,7 +78,7 @@ def watch(actor, batch: Batch, request: Watch, sender: Request):
 class Watches:
     """The parked watches of one fetch actor; they change only through these methods."""
 
-    def __init__(self, log):
+    def __init__(self, log) -> None:
         self.log = log
         self._parked: list[Watcher] = []
 
@@ -93,7 +93,9 @@ class Watches:
         """Answer each watch whose queues gained a ready message or whose time is up."""
         if not self._parked:
             return
-        now, kept, heads = time.monotonic(), [], {}
+        now = time.monotonic()
+        kept: list[Watcher] = []
+        heads: dict[str, str | None] = {}
         for watcher in self._parked:
             try:
                 best = oldest_head(actor, watcher.queues, heads=heads)

@@ -38,7 +38,8 @@ def take_many(actor, batch, queue: str, limit: int) -> list[dict]:
     """Claim up to limit messages, their bodies at most MAX_ANSWER_BYTES together (the first
     whatever its size); a claim that fails ends the batch with what was claimed before it
     (those are hidden and flushed with the batch), or raises when it was the first."""
-    messages, size = [], 0
+    messages: list[dict] = []
+    size = 0
     while len(messages) < limit:
         try:
             message = actor.take(batch, queue, max_bytes=MAX_ANSWER_BYTES - size if messages else None)

@@ -37,7 +37,7 @@ class FetchBatch(Batch):
 class Waiters:
     """The long polls of one fetch actor, per queue in arrival order."""
 
-    def __init__(self, log):
+    def __init__(self, log) -> None:
         self.log = log
         self._queues: dict[str, deque[Waiter]] = {}
 

@@ -25,7 +25,7 @@ PREFER_SCAN = 1000
 class MessageGroups:
     """The in-flight groups of fifo queues, and the group of each message seen."""
 
-    def __init__(self, store):
+    def __init__(self, store) -> None:
         self.store = store
         self.held: dict[tuple[str, str], dict[tuple[str, int], str]] = {}
         self.known: dict[tuple[str, str], str] = {}
@@ -83,7 +83,9 @@ class MessageGroups:
             taken = self.take_held(index, queue, holder)
             if taken is not None:
                 return taken
-        candidates, passed, seen = [], [], set()
+        candidates: list[tuple[str, int]] = []
+        passed: list[tuple[str, int]] = []
+        seen: set[str] = set()
         try:
             while len(candidates) <= spread and (taken := index.take(0)) is not None:
                 message_id, attempts = taken
@@ -117,7 +119,7 @@ class MessageGroups:
         """The oldest message of a group this holder holds, among the PREFER_SCAN oldest."""
         groups = {group for (q, group), held in self.held.items()
                   if q == queue and holder in held.values()}
-        passed = []
+        passed: list[tuple[str, int]] = []
         try:
             while groups and len(passed) < PREFER_SCAN and (taken := index.take(0)) is not None:
                 message_id, attempts = taken

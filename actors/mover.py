@@ -13,6 +13,7 @@ from mq import logs, properties
 from mq import operations as ops
 from mq.actors import accumulation
 from mq.actors.base import Actor
+from mq.actors.batch import Batch
 from mq.actors.counters import Counters
 from mq.store import Changes, Disk
 from mq.store.notices import RETIME
@@ -34,7 +35,7 @@ MAX_WAIT_SECONDS = 0.5
 class DueHeap:
     """(due, queue, id, deliveries) entries ordered by due time, one entry per delivery."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.heap: list[tuple[float, str, str, int]] = []
         self.due: dict[tuple[str, str, int], float] = {}
         # Entries of a queue a fetch actor purged or deleted (settled without an id): still
@@ -115,10 +116,11 @@ class DueHeap:
             del self.counts[key[0]]
 
 
-class MoverActor(Actor):
+class MoverActor(Actor[Batch]):
     """Cost follows the number of messages falling due: a heap, not a scan per tick."""
 
     kind = "mover"
+    batch_class = Batch
 
     def __init__(self, options, index: int, run_dir: str, store=None):
         super().__init__(options, index, run_dir, store)
@@ -247,6 +249,7 @@ def move_due(store, timers: DueHeap, now: float, props=None, counters=None) -> d
         elif outcome == "ready":
             moved[queue].append([message_id, attempts])
         elif outcome == "dead":
+            assert dead is not None, "release() dead-letters only into the queue it is given"
             logs.get().info("mover.dead_letter", queue=queue, id=message_id, attempts=attempts,
                             dead_letter_queue=dead)
             moved[dead].append([message_id, dead_count])

@@ -37,7 +37,8 @@ def peek(actor, batch, request: ops.Peek, sender) -> dict:
         actor.forget_queue(queue)
         raise NotFound(f"queue {queue!r} does not exist")
     index = actor.indexes.of(queue)
-    messages, size = [], 0
+    messages: list[dict] = []
+    size = 0
     for message_id, attempts in index.oldest_ready(count, after):
         try:
             found = read_unclaimed(actor.store.ready_path(queue, message_id, attempts), queue,

@@ -87,7 +87,7 @@ class QueueIndex:
         The spread is the peers' fuzziness: daemons sharing a root rarely race for the
         same file when each picks at random among the oldest few.
         """
-        candidates = []
+        candidates: list[str] = []
         while self.heap and len(candidates) <= spread:
             message_id = heapq.heappop(self.heap)
             if message_id in self.members and message_id not in candidates:
@@ -107,7 +107,7 @@ class ReadyIndexes:
     purged is indexed at once and queues/ is listed every STATS_LIST_SECONDS.
     """
 
-    def __init__(self, store, log):
+    def __init__(self, store, log) -> None:
         self.store = store
         self.log = log
         self._indexes: dict[str, QueueIndex] = {}
@@ -199,7 +199,8 @@ class ReadyIndexes:
         """Index every queue the actor owns that has no index: each is listed once, then kept
         current by notifications; queues/ itself is listed every STATS_LIST_SECONDS."""
         now = time.monotonic()
-        if self.every_owned and now - self._owned_listed_at < STATS_LIST_SECONDS:
+        listed_at = self._owned_listed_at  # Not None once every owned queue is indexed.
+        if listed_at is not None and now - listed_at < STATS_LIST_SECONDS:
             return
         self._owned_listed_at = now
         for queue in self.store.list_queues():

@@ -20,7 +20,7 @@ FULL_SWEEP_SECONDS = 300.0
 class RetentionSweep:
     """Callable chore: remove expired messages of every queue, listing only what may hold one."""
 
-    def __init__(self, store, props):
+    def __init__(self, store, props) -> None:
         self.store = store
         self.props = props
         self.oldest: dict[str, tuple[int, float]] = {}  # queue -> (oldest kept ms, listed at)

@@ -26,7 +26,7 @@ PENDING_KEY_SECONDS = 5.0
 PENDING_KEY_POLL_MS = 2
 
 
-class SaveActor(Actor):
+class SaveActor(Actor[AddBatch]):
     """Durably adds messages; no reply goes out before its own message is on stable media."""
 
     kind = "save"

@@ -34,9 +34,9 @@ def add_batch(actor, batch, request: AddBatch, sender):
             if add.dedup_id:
                 earlier = actor.store.dedup.lookup(queue, add.dedup_id, props["dedup_window"], now)
                 if earlier:
-                    parts[slot] = duplicate_part(actor, batch, queue, earlier)
-                    if isinstance(parts[slot], MqError):
-                        raise parts[slot]
+                    part = parts[slot] = duplicate_part(actor, batch, queue, earlier)
+                    if isinstance(part, MqError):
+                        raise part
                     continue
             message_id = new_id(int(now * 1000))
             data = fmt.encode_message(add.body, add.content_type, int(now * 1000), message_id,

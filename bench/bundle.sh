@@ -18,7 +18,8 @@ PIP=${PIP:-.venv/bin/pip}
 rm -rf "$OUT"
 mkdir -p "$OUT/whl" "$OUT/deb" "$OUT/root" "$OUT/lib" "$OUT/bin"
 
-# -- wheels: mq, then its dependencies (resolved for the target Python, binary only) ---------
+# -- wheels: mq, then its dependencies (resolved for the target Python, binary only; uvloop,
+# the fronts' default loop, among them) -------------------------------------------------------
 "$PIP" wheel -q --no-deps . -w "$OUT/whl"
 DEPS=$(.venv/bin/python -c 'import tomllib; print(" ".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))')
 # shellcheck disable=SC2086  # one argument per requirement
@@ -26,21 +27,6 @@ DEPS=$(.venv/bin/python -c 'import tomllib; print(" ".join(tomllib.load(open("py
     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
     --platform manylinux2014_x86_64 --platform any -d "$OUT/whl" $DEPS 2>&1 \
     | grep -v "^WARNING: Location" || true
-
-# uvloop/: not a dependency of mq; with it on PYTHONPATH, its sitecustomize.py runs every
-# asyncio loop of the interpreter (the front's) on uvloop, for bench/cores.py to compare.
-mkdir -p "$OUT/uvloop-whl" "$OUT/uvloop"
-"$PIP" download -q --no-deps --only-binary=:all: --python-version "$PYVER" --implementation cp \
-    --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
-    --platform manylinux2014_x86_64 -d "$OUT/uvloop-whl" uvloop 2>&1 | grep -v "^WARNING: Location" || true
-cat > "$OUT/uvloop/sitecustomize.py" <<'EOF'
-"""For bench/cores.py only: every asyncio loop of this interpreter (the front's) on uvloop."""
-import asyncio
-
-import uvloop
-
-asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
-EOF
 
 # -- the peers and wrk, with the libraries they link beyond glibc ---------------------------
 (cd "$OUT/deb" && apt-get download -q beanstalkd redis-server redis-tools wrk liblzf1 \
@@ -72,6 +58,7 @@ done
 # -- the scripts, and how to run them -------------------------------------------------------
 mkdir -p "$OUT/bench"
 cp bench/*.py "$OUT/bench/"
+cp bench/many_cores.sh "$OUT/"
 cp -r bench/wrk "$OUT/bench/wrk"
 cat > "$OUT/run.sh" <<'EOF'
 #!/bin/sh
@@ -81,7 +68,7 @@ cat > "$OUT/run.sh" <<'EOF'
 #   ./run.sh cores --ops 50000 --rounds 3 --workers auto --hot-queue \
 #       --variant "1 front||--fronts 1" --variant "auto||" \
 #       --variant "auto, flush group||--flush-group" --variant "8 fronts||--fronts 8" \
-#       --variant "auto, front on uvloop|$PWD/uvloop|" | tee cores.txt
+#       --variant "auto, front on asyncio||--event-loop asyncio" | tee cores.txt
 # Results go to standard output; keep them with `./run.sh peers ... | tee peers.txt`.
 # The roots are made under $BENCH_TMP (default /var/tmp/bench): it must be on the disk to
 # measure, not a tmpfs (`df -T $BENCH_TMP`).
@@ -99,7 +86,6 @@ if [ ! -e "$SITE/.installed" ]; then
     else  # No pip: a wheel is a zip of the site-packages files.
         for wheel in "$HERE"/whl/*.whl; do "$PYTHON" -m zipfile -e "$wheel" "$SITE"; done
     fi
-    for wheel in "$HERE"/uvloop-whl/*.whl; do "$PYTHON" -m zipfile -e "$wheel" "$HERE/uvloop"; done
     touch "$SITE/.installed"
 fi
 mkdir -p "$BENCH_TMP" "$HERE/bin"

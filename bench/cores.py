@@ -19,8 +19,8 @@ an order that rotates every round.
 
 A variant's PYTHONPATH puts another build of mq ahead of the installed one (e.g. main's, from
 `pip install --no-deps --target DIR`), or a folder whose sitecustomize.py changes the
-interpreter (bench/bundle.sh's uvloop/ puts asyncio, so the front, on uvloop); its MQ ARGS are
-added to `mq --sync fs`. With no --variant: the installed mq with its defaults.
+interpreter; its MQ ARGS are added to `mq --sync fs` (e.g. `--event-loop asyncio` against the
+default, uvloop). With no --variant: the installed mq with its defaults.
 """
 
 import argparse

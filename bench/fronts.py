@@ -3,8 +3,10 @@
 is all the work, and where the actors and the disk share it.
 
     .venv/bin/python bench/fronts.py [--fronts 1,2,4] [--rounds 3] [--seconds 5] [--connections 64]
+        [--workers 2|auto] [--access-log] [--tmp DIR]
 
-One daemon per N (`mq --workers 2 --no-access-log --fronts N`, temporary roots), all running at
+One daemon per N (`mq --workers 2 --no-access-log --fronts N` unless asked otherwise, roots in a
+temporary folder), all running at
 once; wrk (Debian's package) drives each in turn, the order rotating every round, with:
 
 - GET /_mq/openapi.yaml: answered by the front alone (no actor, no disk);
@@ -24,6 +26,7 @@ import sys
 import tempfile
 
 from harness import Client, Daemon, cpu_snapshot, loadavg, machine_line
+from peers_servers import wrk_threads
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKLOADS = {"front only: GET /_mq/openapi.yaml": ("/_mq/openapi.yaml", None),
@@ -33,7 +36,7 @@ WORKLOADS = {"front only: GET /_mq/openapi.yaml": ("/_mq/openapi.yaml", None),
 
 def run_wrk(port: int, path: str, script: str | None, connections: int, seconds: float) -> float:
     """Requests per second that wrk reports (only 2xx answers counted)."""
-    argv = ["wrk", "-t2", f"-c{connections}", f"-d{max(1, round(seconds))}s"]
+    argv = ["wrk", f"-t{min(wrk_threads(), connections)}", f"-c{connections}", f"-d{max(1, round(seconds))}s"]
     if script:
         argv += ["-s", os.path.join(HERE, "wrk", script)]
     out = subprocess.run(argv + [f"http://127.0.0.1:{port}{path}"], capture_output=True,
@@ -61,13 +64,16 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="rounds (default 3)")
     parser.add_argument("--seconds", type=float, default=5, help="seconds per wrk run (default 5)")
     parser.add_argument("--connections", type=int, default=64, help="wrk connections (default 64)")
-    parser.add_argument("--workers", type=int, default=2, help="mq --workers (default 2)")
+    parser.add_argument("--workers", default="2", help="mq --workers: a number or auto (default 2)")
+    parser.add_argument("--access-log", action="store_true",
+                        help="keep mq's access log on (its default; off here unless asked)")
+    parser.add_argument("--tmp", default=None, help="folder for the roots (on the disk to measure)")
     args = parser.parse_args(argv)
     if shutil.which("wrk") is None:
         print("bench/fronts.py needs wrk: apt-get install wrk", file=sys.stderr)
         return 2
     counts = [int(n) for n in args.fronts.split(",")]
-    base = tempfile.mkdtemp(prefix="mq-bench-fronts-")
+    base = tempfile.mkdtemp(prefix="mq-bench-fronts-", dir=args.tmp)
     print(f"machine: {machine_line(base)}; load before {loadavg()}", flush=True)
     daemons = {}
     rates = {(n, w): [] for n in counts for w in WORKLOADS}
@@ -76,8 +82,8 @@ def main(argv=None) -> int:
         for n in counts:
             root = os.path.join(base, f"fronts-{n}", "root")
             os.makedirs(os.path.dirname(root))
-            daemons[n] = Daemon(root, args.workers, "fs",
-                                extra=["--no-access-log", f"--fronts={n}"]).start()
+            log = [] if args.access_log else ["--no-access-log"]
+            daemons[n] = Daemon(root, args.workers, "fs", extra=log + [f"--fronts={n}"]).start()
             print(f"N={n}: {daemons[n].command}", flush=True)
             client = Client(daemons[n].port)
             client.request("POST", WORKLOADS["durable add: POST /{queue}/messages"][0], b"first")

@@ -199,7 +199,7 @@ class Client:
 class Daemon:
     """`mq` (the whole supervised tree) on a free port of 127.0.0.1, stopped with SIGTERM."""
 
-    def __init__(self, root: str, workers: int, sync: str = "fs", port: int | None = None,
+    def __init__(self, root: str, workers: int | str, sync: str = "fs", port: int | None = None,
                  extra: list[str] | None = None, log_path: str | None = None):
         self.root = root
         self.port = port or free_port()

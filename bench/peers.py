@@ -77,8 +77,9 @@ class Bench:
         self.redis = servers.redis(os.path.join(self.base, "redis", "data"))
         root = os.path.join(self.base, "mq", "root")
         os.makedirs(os.path.dirname(root), exist_ok=True)
-        # mq's own default --workers 8, unless --mq-args says otherwise (the last flag wins).
-        self.mq = Daemon(root, 8, "fs", extra=self.args.mq_args.split()).start()
+        # mq's own default (--workers auto: 8 up to 8 cores, one a core above), unless
+        # --mq-args says otherwise (the last flag wins).
+        self.mq = Daemon(root, "auto", "fs", extra=self.args.mq_args.split()).start()
         for server in (self.beanstalkd, self.redis):
             self.say(f"{server.name}: {server.command}")
         self.say(f"mq: {self.mq.command}")

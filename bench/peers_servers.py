@@ -138,10 +138,16 @@ def file_ceiling(folder: str, seconds: float, batch: int = 256, spares: bool = F
     return {"messages": count, "seconds": elapsed, "latencies": latencies}
 
 
+def wrk_threads() -> int:
+    """wrk's threads: 2 on a small machine, one per 4 cores on a big one (a wrk thread is a
+    core's worth of load, and 2 of them saturate before a 16-core mq does)."""
+    return max(2, (os.cpu_count() or 2) // 4)
+
+
 def wrk(port: int, script: str, path: str, connections: int, seconds: float) -> dict:
     """wrk with one of bench/wrk's scripts: messages per second (from its RESULT line, answers
     other than 2xx left out and counted as refused), p50, p99."""
-    threads = min(2, connections)
+    threads = min(wrk_threads(), connections)
     out = subprocess.run(["wrk", f"-t{threads}", f"-c{connections}", f"-d{max(1, round(seconds))}s",
                           "-s", script, f"http://127.0.0.1:{port}{path}"],
                          capture_output=True, text=True, timeout=seconds + 60).stdout

@@ -11,10 +11,12 @@ import json
 import math
 import os
 import ssl
-import textwrap
 import tomllib
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, fields
+from typing import Any
 
+from mq import event_loops
 from mq.errors import Invalid
 from mq.sizing import AUTO, auto_fronts, auto_workers, count, usable_cores
 
@@ -47,11 +49,11 @@ class Options:
                          "spreads connections over them; auto: one per 4 cores, at least 1",
                          auto=auto_fronts)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         # "auto" is resolved here, once: every user of the options sees a number, and the
         # children get the number (to_json). `auto` remembers which were sized, for
-        # --print-config.
-        self.auto: dict[str, int] = {}
+        # --print-config, with what each came from.
+        self.auto: dict[str, str] = {}
         for field in fields(self):
             sizer = field.metadata.get("auto")
             if sizer and isinstance(getattr(self, field.name), str):
@@ -59,7 +61,9 @@ class Options:
                     raise Invalid(f"{flag_name(field)} must be a number or auto")
                 cores = usable_cores()
                 setattr(self, field.name, sizer(cores))
-                self.auto[field.name] = cores
+                self.auto[field.name] = f"{cores} cores"
+        if self.event_loop == AUTO:
+            self.event_loop, self.auto["event_loop"] = event_loops.pick()
     peers: int = option(0, "other daemons sharing the root to consider when fetching; 0 keeps "
                         "strict FIFO")
     host: str = option("127.0.0.1", "address to listen on")
@@ -93,6 +97,8 @@ class Options:
                                "load, but on ext4 no less CPU: bench/RESULTS.md, Many cores)")
     max_waiting_adds: int = option(4096, "adds waiting on every save actor beyond which a new add "
                                    "is refused with 503 and Retry-After, rather than queued")
+    event_loop: str = option(AUTO, "asyncio event loop of the fronts: uvloop, asyncio (the "
+                             "standard library's) or auto: uvloop when it is installed")
     actor_timeout: float = option(10.0, "seconds to wait for an actor before answering 503")
     hang_timeout: float = option(30.0, "seconds a process may go without a turn of its loop (a "
                                  "batch and its flush, a pass of the reaper) before the "
@@ -192,6 +198,7 @@ class Options:
             raise Invalid("--statsd-interval must be a finite number of seconds more than 0")
         if not 0 <= self.rpc_port <= 65535:
             raise Invalid("--rpc-port must be between 0 (off) and 65535")
+        event_loops.check(self.event_loop)
         self.check_sqs()
         self.server_tls()
         return self
@@ -230,7 +237,11 @@ class Options:
                               "aws_secret_access_key")
 
 
-def field_kind(field) -> type:
+#: What turns a field's text into its value: the field's type, or `count`.
+Converter = Callable[[Any], Any]
+
+
+def field_kind(field) -> Converter:
     """The Python type of an Options field (`count` for a number that may be "auto")."""
     if field.metadata.get("auto"):
         return count
@@ -317,56 +328,12 @@ def build_parser(prog: str = "mq") -> argparse.ArgumentParser:
     return parser
 
 
-SAMPLE_HEADER = """\
-# mq configuration: every option of the `mq` command, as read by core/config.py.
-# Written by `mq --print-config`; each comment is the option's --help text and default.
-#
-# Use it with `mq --config FILE` (or MQ_CONFIG=FILE). Precedence: command-line flag >
-# MQ_<NAME> environment variable > this file > default. Keys are the flag names with "_"
-# (or "-"); an unknown key stops mq with exit status 2. docs/OPERATIONS.md explains each."""
-
-
-#: The comment line of --print-config that says what an auto option came to here.
-RESOLVED = "# Resolved on this machine: "
-
-
-def _toml_value(value) -> str:
-    """A value of Options as TOML."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        # JSON string escapes are TOML's, except that TOML also forbids a raw DEL.
-        return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
-    return repr(value)
-
-
-def sample_config(options: Options | None = None) -> str:
-    """A TOML config file setting every option to its value in options (the defaults if None);
-    an option given as auto stays auto, with what it came to on this machine in a comment."""
-    options = options or Options()
-    parts = [SAMPLE_HEADER]
-    for field in fields(Options):
-        parts.append("")
-        parts += textwrap.wrap(help_text(field) + ".", width=93, initial_indent="# ",
-                               subsequent_indent="# ", break_on_hyphens=False)
-        flags = flag_name(field)
-        if field_kind(field) is bool:
-            flags += " / --no-" + field.name.replace("_", "-")
-        parts.append(f"# Flag {flags}, environment MQ_{field.name.upper()}.")
-        if field.name in options.auto:
-            parts.append(f"{RESOLVED}{field.name} = {getattr(options, field.name)} "
-                         f"({options.auto[field.name]} cores).")
-            parts.append(f"{field.name} = {_toml_value(AUTO)}")
-            continue
-        parts.append(f"{field.name} = {_toml_value(getattr(options, field.name))}")
-    return "\n".join(parts) + "\n"
-
-
 def read_command_line(argv: list[str] | None = None,
-                      environ: dict | None = None) -> tuple[Options, str]:
+                      environ: Mapping[str, str] | None = None) -> tuple[Options, str]:
     """Options from flags, environment and config file, and what to do instead of serving:
     "print-config", "create-root" or ""."""
-    environ = os.environ if environ is None else environ
+    if environ is None:
+        environ = os.environ
     args = build_parser().parse_args(argv)
     values: dict = {}
     config_path = args.config or environ.get("MQ_CONFIG")
@@ -393,6 +360,6 @@ def read_command_line(argv: list[str] | None = None,
                                        "create-root" if args.create_root else "")
 
 
-def load_options(argv: list[str] | None = None, environ: dict | None = None) -> Options:
+def load_options(argv: list[str] | None = None, environ: Mapping[str, str] | None = None) -> Options:
     """Resolve Options from flags, environment and config file, in that order of precedence."""
     return read_command_line(argv, environ)[0]

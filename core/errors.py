@@ -4,6 +4,7 @@ of how each face of mq reports each kind."""
 import errno
 import os
 from dataclasses import dataclass
+from typing import NotRequired, Protocol, TypedDict, TypeVar
 
 
 @dataclass(frozen=True)
@@ -21,7 +22,7 @@ class Kind:
 
 #: The one declaration of the error kinds: the front's statuses, the SQS API's errors, mqctl's
 #: exit statuses, and the classes here and in mq.client.errors (one per kind) all derive from
-#: it. docs/PROTOCOL.md shows it (its table of kinds); tests/test_error_kinds.py holds both.
+#: it. docs/PROTOCOL.md shows it (its table of kinds); tests/frontends/test_error_kinds.py holds both.
 TABLE = (
     #    kind            HTTP  SQS error                 mqctl exit
     Kind("invalid",      400, "InvalidParameterValue",   2),
@@ -38,7 +39,16 @@ TABLE = (
 BY_NAME = {kind.name: kind for kind in TABLE}
 
 
-def bind(classes: dict, cls: type) -> None:
+class Kinded(Protocol):
+    """A class of one error kind: MqError here, ClientError in mq.client.errors."""
+
+    kind: str
+
+
+K = TypeVar("K", bound=Kinded)
+
+
+def bind(classes: dict[str, type[K]], cls: type[K]) -> None:
     """Record cls in classes as the one class of its kind: a kind that TABLE does not declare,
     or a second class for one, is a TypeError at import."""
     if cls.kind not in BY_NAME:
@@ -50,7 +60,15 @@ def bind(classes: dict, cls: type) -> None:
 
 
 #: kind -> its MqError class, filled as the classes below are defined.
-KINDS: dict[str, type] = {}
+KINDS: dict[str, type["MqError"]] = {}
+
+
+class ErrorValue(TypedDict):
+    """An error as a reply frame carries it (MqError.to_value, from_value)."""
+
+    kind: str
+    message: str
+    retry_after: NotRequired[int]
 
 
 class MqError(Exception):
@@ -69,9 +87,9 @@ class MqError(Exception):
         self.message = message
         self.retry_after = retry_after
 
-    def to_value(self) -> dict:
+    def to_value(self) -> ErrorValue:
         """The error as a plain dict, the shape it has in a reply frame."""
-        value = {"kind": self.kind, "message": self.message}
+        value: ErrorValue = {"kind": self.kind, "message": self.message}
         if self.retry_after is not None:
             value["retry_after"] = self.retry_after
         return value
@@ -184,14 +202,14 @@ def lost_race(err: OSError) -> bool:
 def from_os_error(err: OSError, what: str) -> MqError:
     """The one translation of a failed disk operation into the error a client sees."""
     reason = os.strerror(err.errno) if err.errno else str(err)
-    if ERRNO_KINDS.get(err.errno) == "unavailable":
+    if err.errno is not None and ERRNO_KINDS.get(err.errno) == "unavailable":
         return Unavailable(f"{what}: {reason}", retry_after=1)
     return StorageFailure(f"{what}: {reason}")
 
 
 def from_value(value: dict) -> MqError:
     """Rebuild an error from the dict a reply frame carried."""
-    cls = KINDS.get(value.get("kind"), MqError)
+    cls = KINDS.get(value.get("kind", ""), MqError)
     error = cls(value.get("message", "unknown error"))
     error.retry_after = value.get("retry_after")
     return error

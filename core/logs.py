@@ -10,6 +10,7 @@ import time
 
 import orjson
 import structlog
+from structlog.typing import EventDict, WrappedLogger
 
 LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
           "error": logging.ERROR}
@@ -62,7 +63,8 @@ class LineSink:
         """Write the lines waiting for the end of the loop's turn: whole lines, PIPE_BUF at most
         per write(2), which even a pipe (standard output under journald) keeps whole."""
         pending, self.pending = self.pending, []
-        chunk, size = [], 0
+        chunk: list[bytes] = []
+        size = 0
         for data in pending:
             if chunk and size + len(data) > select.PIPE_BUF:
                 self._write(b"".join(chunk))
@@ -116,7 +118,7 @@ def utc_timestamp(now: float) -> str:
     return f"{text}.{micros:06d}Z" if micros else f"{text}Z"
 
 
-def _stamp(_logger, _method, event: dict) -> dict:
+def _stamp(_logger: WrappedLogger, _method: str, event: EventDict) -> EventDict:
     """Add what every line carries after its own fields: time (ISO, UTC), process name, pid."""
     event["timestamp"] = utc_timestamp(time.time())
     event["process"], event["pid"] = _process, _pid

@@ -2,6 +2,7 @@
 
 import asyncio
 import itertools
+from typing import cast
 
 import zmq
 import zmq.asyncio
@@ -32,7 +33,7 @@ class ActorLink:
         self.pending: dict[bytes, asyncio.Future] = {}
         self.weight = 0  # Messages the pending requests carry (a batch add counts each).
         self.numbers = itertools.count(1)
-        sock = context.socket(zmq.DEALER)
+        sock: zmq.asyncio.Socket = context.socket(zmq.DEALER)
         sock.linger = 0
         # Never queue a request for an actor that is not connected: answer 503 at once.
         sock.immediate = 1
@@ -45,9 +46,9 @@ class ActorLink:
         # Requests and replies go through the plain socket under the asyncio one, read when
         # the loop sees its descriptor: pyzmq's futures for each send and receive were 5-6 %
         # of the front's CPU per add (bench/RESULTS.md).
-        self.sock = zmq.Socket.shadow(sock.underlying)
+        self.sock: zmq.Socket = zmq.Socket.shadow(sock.underlying)
         self.async_sock = sock  # Owns the socket (and the monitor); closed with the link.
-        self.fd = self.sock.get(zmq.FD)
+        self.fd = self.sock.fileno()  # zmq.FD
         self.loop = asyncio.get_running_loop()
         self.loop.add_reader(self.fd, self._read)
         self.tasks = [asyncio.ensure_future(self._watch())]
@@ -114,7 +115,8 @@ class ActorLink:
         finally:
             # ZeroMQ's descriptor signals a change of state once: a send (even a refused one)
             # that took in replies on the way leaves them unsignalled, so look for them now.
-            if self.sock.get(zmq.EVENTS) & POLLIN:
+            # cast: pyzmq types every option's value int | bytes; zmq.EVENTS is an int.
+            if cast(int, self.sock.get(zmq.EVENTS)) & POLLIN:
                 self.loop.call_soon(self._read)
 
     def _read(self) -> None:

@@ -6,6 +6,7 @@ import time
 
 import orjson
 import tornado
+import tornado.http1connection
 import tornado.httputil
 import tornado.web
 
@@ -14,6 +15,7 @@ from mq import store as fmt
 from mq.errors import TABLE, Invalid, MqError, TooLong
 from mq.http import access
 from mq.http.disk_errors import disk_error
+from mq.tokens import Token, TokenFile
 
 #: Error kind -> HTTP status, from the one table of kinds (mq.errors.TABLE).
 STATUS = {kind.name: kind.status for kind in TABLE}
@@ -34,6 +36,20 @@ def http_date(now: float) -> str:
     return _date_header(int(now))
 
 
+class FrontApplication(tornado.web.Application):
+    """A front's Tornado application, with what its handlers share."""
+
+    def __init__(self, handlers: list, *, tokens: TokenFile | None, front_name: str = "",
+                 **settings) -> None:
+        super().__init__(handlers, **settings)
+        #: Requests being handled now: a drain waits until none is left.
+        self.in_flight = 0
+        #: The front's process name, under which health.json lists it.
+        self.front_name = front_name
+        #: The bearer tokens requests are checked against; None: access control is off.
+        self.tokens = tokens
+
+
 class ApiHandler(tornado.web.RequestHandler):
     """Shared by every route: JSON error bodies, the access log fields, the queue service
     (http/service.py, the one way to the actors), the access check (http/access.py) and the URL limit."""
@@ -46,7 +62,9 @@ class ApiHandler(tornado.web.RequestHandler):
     #: each queue it touches through queue_name().
     queue_arg: int | str | None = None
     #: The request's token once checked (None while access control is off).
-    token = None
+    token: Token | None = None
+    #: Every route of mq is served by a FrontApplication.
+    application: FrontApplication
 
     def initialize(self, service, options) -> None:
         """Take the queue service (http/service.py) and the daemon's options."""
@@ -95,6 +113,13 @@ class ApiHandler(tornado.web.RequestHandler):
         if getattr(self, "_counted", False):
             self.application.in_flight -= 1
 
+    def http_connection(self) -> tornado.http1connection.HTTP1Connection:
+        """The request's connection (its body limit, its socket)."""
+        connection = self.request.connection
+        assert isinstance(connection, tornado.http1connection.HTTP1Connection), \
+            "Tornado's HTTPServer makes an HTTP1Connection for each request"
+        return connection
+
     def compute_etag(self) -> None:
         """No ETag: a fetch is a state change, never a cacheable representation."""
         return None
@@ -133,8 +158,9 @@ class ApiHandler(tornado.web.RequestHandler):
             if error.retry_after is not None or status_code == 503:
                 self.set_header("Retry-After", str(error.retry_after or 1))
             body = {"error": error.kind, "message": error.message}
-            if getattr(error, "challenge", None):
-                self.set_header("WWW-Authenticate", error.challenge)
+            challenge = getattr(error, "challenge", None)  # Set by access.denied().
+            if challenge:
+                self.set_header("WWW-Authenticate", challenge)
         elif isinstance(error, tornado.web.HTTPError):
             body = {"error": "invalid" if status_code < 500 else "internal",
                     "message": error.log_message or self._reason}

@@ -10,6 +10,7 @@ import base64
 import binascii
 import time
 import uuid
+from typing import TypedDict
 
 import orjson
 
@@ -48,7 +49,7 @@ def boundary_of(content_type: str) -> bytes:
     raise Invalid("a multipart/mixed batch needs a boundary parameter of 1 to 70 characters")
 
 
-def parse_multipart(body: bytes, boundary: bytes) -> list[tuple[dict, bytes]]:
+def parse_multipart(body: bytes, boundary: bytes) -> list[tuple[dict[str, str], bytes]]:
     """(headers, content) of each part of a multipart body (RFC 2046), content untouched.
 
     By hand, in bytes.split: `multipart` (2.x) parses form-data only (it refuses a part with
@@ -76,10 +77,10 @@ def parse_multipart(body: bytes, boundary: bytes) -> list[tuple[dict, bytes]]:
     return parts
 
 
-def parse_headers(block: bytes) -> dict:
+def parse_headers(block: bytes) -> dict[str, str]:
     """A part's header lines as lower-case name -> value, read as UTF-8 (as mq.client writes
     them, and as a batch fetch's parts are written)."""
-    headers = {}
+    headers: dict[str, str] = {}
     for line in block.split(b"\r\n"):
         name, sep, value = line.partition(b":")
         if not sep or not name.strip():
@@ -91,17 +92,32 @@ def parse_headers(block: bytes) -> dict:
     return headers
 
 
-def messages_of(content_type: str, body: bytes, defaults: dict, now: float,
-                traced: dict | None = None) -> list[dict]:
+class Record(TypedDict):
+    """One message of a batch add body as its JSON line or multipart part gives it (None:
+    not given)."""
+
+    body: bytes
+    content_type: str | None
+    dedup_id: str | None
+    delay: str | int | float | None
+    at: str | int | float | None
+    traceparent: str | None
+    tracestate: str | None
+
+
+def messages_of(content_type: str | None, body: bytes, defaults: dict[str, str | None],
+                now: float, traced: dict[str, str | None] | None = None) -> list[dict]:
     """The messages of a batch add body, each as the save actor's add_batch takes it; traced:
     the request's traceparent and tracestate, for the messages without their own."""
     traced = traced or {}
     if media_type(content_type) == MULTIPART:
-        records = [{"body": content, "content_type": headers.get("content-type"),
-                    "delay": headers.get("x-delay"), "at": headers.get("x-at"),
-                    "dedup_id": headers.get("x-dedup-id"), "traceparent": headers.get("traceparent"),
-                    "tracestate": headers.get("tracestate")}
-                   for headers, content in parse_multipart(body, boundary_of(content_type))]
+        # A multipart media type: content_type is set.
+        records: list[Record] = [
+            {"body": content, "content_type": headers.get("content-type"),
+             "delay": headers.get("x-delay"), "at": headers.get("x-at"),
+             "dedup_id": headers.get("x-dedup-id"), "traceparent": headers.get("traceparent"),
+             "tracestate": headers.get("tracestate")}
+            for headers, content in parse_multipart(body, boundary_of(content_type or ""))]
     else:
         records = [ndjson_record(number, line)
                    for number, line in enumerate(body.splitlines(), 1) if line.strip()]
@@ -111,7 +127,7 @@ def messages_of(content_type: str, body: bytes, defaults: dict, now: float,
     for number, record in enumerate(records):
         try:
             if record["delay"] is None and record["at"] is None:
-                record.update(defaults)
+                record["delay"], record["at"] = defaults["delay"], defaults["at"]
             due = due_time(record["delay"], record["at"], now)
         except Invalid as err:
             raise Invalid(f"message {number}: {err.message}") from None
@@ -132,7 +148,7 @@ RECORD_FIELDS = {"body", "encoding", "content_type", "delay", "at", "dedup_id", 
                  "tracestate"}
 
 
-def ndjson_record(number: int, line: bytes) -> dict:
+def ndjson_record(number: int, line: bytes) -> Record:
     """One line of a JSON lines batch: "body" as text, or base64 with "encoding": "base64"
     (mqctl export's record), and the add's options."""
     try:
@@ -159,14 +175,14 @@ def ndjson_record(number: int, line: bytes) -> dict:
             raise Invalid(f"line {number}: body is not text") from None
     else:
         raise Invalid(f"line {number}: encoding must be utf-8 or base64")
-    record = {"body": body}
     for key in ("content_type", "dedup_id", "delay", "at", "traceparent", "tracestate"):
         field = value.get(key)
         if field is not None and (isinstance(field, bool) or not isinstance(field, (str, int, float))
                                   or (key not in ("delay", "at") and not isinstance(field, str))):
             raise Invalid(f"line {number}: {key} has the wrong type")
-        record[key] = field
-    return record
+    return {"body": body, "content_type": value.get("content_type"),
+            "dedup_id": value.get("dedup_id"), "delay": value.get("delay"), "at": value.get("at"),
+            "traceparent": value.get("traceparent"), "tracestate": value.get("tracestate")}
 
 
 def json_record(message: dict, cf: str) -> dict:

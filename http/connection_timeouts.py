@@ -9,6 +9,7 @@ connections past theirs. As with Tornado's, the time a handler takes to answer (
 is under no deadline.
 """
 
+import math
 import time
 
 import tornado.httpserver
@@ -23,15 +24,18 @@ class TimedHTTPServer(tornado.httpserver.HTTPServer):
     """An HTTPServer that closes a connection idle (or still sending its request line and
     headers) longer than idle_timeout, or still sending a body after body_timeout."""
 
-    def initialize(self, *args, idle_timeout: float, body_timeout: float, **kwargs) -> None:
-        """Tornado's options, plus the two timeouts in seconds."""
+    def initialize(self, *args, idle_timeout: float = 3600.0, body_timeout: float | None = None,
+                   **kwargs) -> None:
+        """Tornado's options, plus the two timeouts in seconds (by default Tornado's: an hour
+        idle, and no deadline for a body)."""
         super().initialize(*args, **kwargs)
         # Tornado still wraps each header read in gen.with_timeout (3600 s when it is given no
         # idle timeout): the sweep below keeps that deadline, so the wrapper is pure cost.
         self.conn_params.header_timeout = None
-        self.idle_timeout, self.body_timeout = idle_timeout, body_timeout
+        self.idle_timeout = idle_timeout
+        self.body_timeout = math.inf if body_timeout is None else body_timeout
         self.deadlines: dict = {}  # HTTP1ServerConnection -> monotonic time it must be done by
-        every = min(SWEEP_SECONDS, idle_timeout / 4, body_timeout / 4)
+        every = min(SWEEP_SECONDS, idle_timeout / 4, self.body_timeout / 4)
         self.sweeper = tornado.ioloop.PeriodicCallback(self.sweep, every * 1000)
         self.sweeper.start()
 

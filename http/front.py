@@ -10,11 +10,11 @@ import time
 import tornado.httpserver
 import tornado.web
 
-from mq import logs
+from mq import event_loops, logs
 from mq.errors import NotFound
 from mq.http import access, responses, sqs
 from mq.http.actor_links import ActorPool
-from mq.http.api import ApiHandler
+from mq.http.api import ApiHandler, FrontApplication
 from mq.http.batches import AckBatchHandler
 from mq.http.connection_timeouts import TimedHTTPServer
 from mq.http.dashboard import DashboardHandler, HomeHandler
@@ -34,6 +34,7 @@ from mq.http.rpc_server import RpcServer
 from mq.http.service import QueueService
 from mq.http.stats import StatsHandler
 from mq.http.statsd import StatsdSender
+from mq.tokens import TokenFile
 
 
 class HealthHandler(ApiHandler):
@@ -93,11 +94,11 @@ def log_request(handler: tornado.web.RequestHandler) -> None:
 
 
 def make_app(service: QueueService, options, run_dir: str = "",
-             index: int = 0) -> tornado.web.Application:
+             index: int = 0) -> FrontApplication:
     """The Tornado application with every route, for front number index."""
     args = {"service": service, "options": options}
     name = r"([^/]+)"
-    app = tornado.web.Application(
+    return FrontApplication(
         [
             # The SQS API on the main port (--sqs-port 0): only requests meant for it match.
             *(sqs.routes(service, options) if not options.sqs_port else []),
@@ -123,14 +124,12 @@ def make_app(service: QueueService, options, run_dir: str = "",
         default_handler_class=NotFoundHandler,
         default_handler_args=args,
         log_function=responses.counting(log_request if options.access_log else None),
+        tokens=access.open_token_file(options.token_file),
+        front_name=f"front-{index}",
     )
-    app.in_flight = 0
-    app.front_name = f"front-{index}"
-    app.tokens = access.open_token_file(options.token_file)
-    return app
 
 
-def http_server(app: tornado.web.Application, options) -> tornado.httpserver.HTTPServer:
+def http_server(app: FrontApplication, options) -> tornado.httpserver.HTTPServer:
     """An HTTP server for app with the daemon's connection limits (HTTPS with --tls-cert)."""
     return TimedHTTPServer(
         app, max_body_size=options.max_body_bytes + 1, max_header_size=options.max_header_bytes,
@@ -138,16 +137,14 @@ def http_server(app: tornado.web.Application, options) -> tornado.httpserver.HTT
         ssl_options=options.server_tls())
 
 
-def sqs_application(service: QueueService, options, tokens) -> tornado.web.Application:
+def sqs_application(service: QueueService, options, tokens: TokenFile | None) -> FrontApplication:
     """The SQS API alone, for --sqs-port: its routes, and a JSON 404 for any other request."""
     args = {"service": service, "options": options}
-    app = tornado.web.Application(sqs.routes(service, options), default_handler_class=NotFoundHandler,
-                                  default_handler_args=args,
-                                  log_function=responses.counting(
-                                      log_request if options.access_log else None))
-    app.in_flight = 0
-    app.tokens = tokens
-    return app
+    return FrontApplication(sqs.routes(service, options), default_handler_class=NotFoundHandler,
+                            default_handler_args=args,
+                            log_function=responses.counting(
+                                log_request if options.access_log else None),
+                            tokens=tokens)
 
 
 async def serve(options, run_dir: str, drain_seconds: float = 10.0, index: int = 0) -> None:
@@ -176,7 +173,8 @@ async def serve(options, run_dir: str, drain_seconds: float = 10.0, index: int =
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     logs.batch_lines(loop)
     logs.get().info("front.start", host=options.host, port=options.port, front=index,
-                    access_control=app.tokens is not None, tls=bool(options.tls_cert))
+                    access_control=app.tokens is not None, tls=bool(options.tls_cert),
+                    event_loop=event_loops.running())
     if app.tokens is None and access.exposed(options.host):
         logs.get().warning("front.open_access", host=options.host)
     # One front sends StatsD lines for the daemon: the statistics come from the shared actors.

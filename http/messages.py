@@ -5,6 +5,7 @@ import select
 import socket
 import ssl
 import time
+from typing import Any
 
 import tornado.web
 
@@ -60,15 +61,10 @@ def connection_closed(sock) -> bool:
 
 
 @tornado.web.stream_request_body
-class MessagesHandler(ApiHandler):
-    """GET and POST /{queue}/messages.
-
-    The body is streamed in, so that one over --max-body-bytes gets a JSON 413 from here
-    rather than the bare 400 Tornado's connection gives a body over its own limit.
-    """
-
-    scope = {"GET": "write", "POST": "write"}
-    queue_arg = 0
+class StreamedBodyHandler(ApiHandler):
+    """A route of messages whose body is streamed in, so that one over --max-body-bytes gets a
+    JSON 413 from here rather than the bare 400 Tornado's connection gives a body over its own
+    limit; it answers a fetch with the message."""
 
     def prepare(self) -> None:
         """Refuse a declared Content-Length over the limit before reading the body."""
@@ -81,15 +77,15 @@ class MessagesHandler(ApiHandler):
         length = self.request.headers.get("Content-Length", "")
         if length.isdigit() and int(length) > self.body_limit:
             # Let the connection take in (and drop) the rest, then close after the 413.
-            self.request.connection.set_max_body_size(int(length))
+            self.http_connection().set_max_body_size(int(length))
             raise TooLarge(f"body of {length} bytes is over the limit of "
                            f"{self.body_limit} bytes")
         if length.isdigit() and int(length) > self.config.max_body_bytes:
-            self.request.connection.set_max_body_size(int(length))  # A batch under its limit.
+            self.http_connection().set_max_body_size(int(length))  # A batch under its limit.
         if not length:
             # A chunked body declares no length: data_received counts it, so that one over
             # the limit gets this JSON 413, not the bare 400 of the connection's own limit.
-            self.request.connection.set_max_body_size(UNLIMITED_CHUNKED_BODY)
+            self.http_connection().set_max_body_size(UNLIMITED_CHUNKED_BODY)
 
     def data_received(self, chunk: bytes) -> None:
         """Collect the body; answer 413 as soon as a chunked one passes the limit."""
@@ -104,6 +100,35 @@ class MessagesHandler(ApiHandler):
             self.send_error(413, exc_info=(TooLarge, error, None))
             return
         self.chunks.append(chunk)
+
+    def received_body(self) -> bytes:
+        """The request's body, streamed in; TooLarge when over its limit (--max-body-bytes,
+        or --max-batch-bytes for a batch)."""
+        body = b"".join(self.chunks)
+        if len(body) > self.body_limit:
+            raise TooLarge(f"body of {len(body)} bytes is over the limit of "
+                           f"{self.body_limit} bytes")
+        return body
+
+    def send_message(self, result: dict, cf: str = compound.FORMATS[0]) -> None:
+        """Answer with a fetched message: its body, with its id, receipt and attempts; a
+        compound in the format cf (http/compound.py)."""
+        self.log_fields["id"] = result["id"]
+        headers, body = compound.delivery(result, cf)
+        for name, value in headers.items():
+            self.set_header(name, wire_header(value))
+        if "traceparent" in headers:
+            self.log_fields["traceparent"] = headers["traceparent"]
+        self.set_header("Cache-Control", "no-store")
+        self.finish(body)
+
+
+@tornado.web.stream_request_body
+class MessagesHandler(StreamedBodyHandler):
+    """GET and POST /{queue}/messages."""
+
+    scope = {"GET": "write", "POST": "write"}
+    queue_arg = 0
 
     async def post(self, name: str) -> None:
         """Add a message: 201 with X-Message-Id once durable; 200 for a duplicate's first id."""
@@ -131,7 +156,7 @@ class MessagesHandler(ApiHandler):
             self.log_fields["traceparent"] = context["tp"]
         self.set_header("X-Message-Id", message_id)
         self.set_header("Location", f"/{queue}/messages/{message_id}")
-        reply = {"id": message_id, "queue": queue}
+        reply: dict[str, object] = {"id": message_id, "queue": queue}
         if result.get("due"):
             reply["due"] = result["due"]
         accumulated = "no" if result.get("duplicate") else result.get("accumulated", "no")
@@ -162,27 +187,6 @@ class MessagesHandler(ApiHandler):
             return
         self.send_message(result, cf)
 
-    def received_body(self) -> bytes:
-        """The request's body, streamed in; TooLarge when over its limit (--max-body-bytes,
-        or --max-batch-bytes for a batch)."""
-        body = b"".join(self.chunks)
-        if len(body) > self.body_limit:
-            raise TooLarge(f"body of {len(body)} bytes is over the limit of "
-                           f"{self.body_limit} bytes")
-        return body
-
-    def send_message(self, result: dict, cf: str = compound.FORMATS[0]) -> None:
-        """Answer with a fetched message: its body, with its id, receipt and attempts; a
-        compound in the format cf (http/compound.py)."""
-        self.log_fields["id"] = result["id"]
-        headers, body = compound.delivery(result, cf)
-        for name, value in headers.items():
-            self.set_header(name, wire_header(value))
-        if "traceparent" in headers:
-            self.log_fields["traceparent"] = headers["traceparent"]
-        self.set_header("Cache-Control", "no-store")
-        self.finish(body)
-
     async def poll_fetch(self, request: Fetch | FetchBatch) -> dict:
         """Send a fetch to the queue's actor and wait for it, cancelling it when the client of
         a long poll hangs up."""
@@ -200,7 +204,7 @@ class MessagesHandler(ApiHandler):
         """While a long poll waits, look every CLIENT_CHECK_SECONDS whether its client hung up
         (Tornado reads nothing during a request, so it would not notice), and cancel the poll:
         its fetch actor then claims no message for nobody (hidden for a whole timer)."""
-        sock = self.request.connection.stream.socket
+        sock = self.http_connection().stream.socket
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
             await asyncio.sleep(CLIENT_CHECK_SECONDS)
@@ -237,7 +241,9 @@ class MessageHandler(ApiHandler):
         if reply not in self.REPLIES:
             raise Invalid("reply must be one of ack, nack, ext")
         seconds = parse_number("seconds", self.get_query_argument("seconds", None), None)
-        fields = {"queue": queue, "id": message_id, "receipt": self.param("receipt", "X-Receipt")}
+        # A missing receipt goes as None: the actor's check of the op answers that it is required.
+        fields: dict[str, Any] = {"queue": queue, "id": message_id,
+                                  "receipt": self.param("receipt", "X-Receipt")}
         if self.REPLIES[reply] is Extend:
             fields["seconds"] = seconds
         result = await self.service.call(self.token, self.REPLIES[reply](**fields))

@@ -8,6 +8,7 @@ a queue so named still work (its GET /{queue} figures are in GET /_mq/stats).
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
+from mq import event_loops
 from mq.errors import MqError
 from mq.http import access, responses
 from mq.http.health import read_health
@@ -73,6 +74,11 @@ class Snapshot:
         for code, n in responses.snapshot().items():
             codes.add_metric([self.front, str(code)], n)
         yield codes
+        info = GaugeMetricFamily("mq_front_info", "1, labelled with the front that answered and "
+                                 "the asyncio event loop it runs on (--event-loop).",
+                                 labels=["front", "event_loop"])
+        info.add_metric([self.front, event_loops.running()], 1)
+        yield info
         root = GaugeMetricFamily("mq_root_available", "1 while the root's file system is there "
                                  "(mounted, its FORMAT found); 0 while it is away and what needs "
                                  "it is refused with 503.")

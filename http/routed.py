@@ -8,13 +8,13 @@ import tornado.web
 
 from mq.errors import Invalid
 from mq.http import access, compound, trace
-from mq.http.messages import MessagesHandler, connection_closed
+from mq.http.messages import StreamedBodyHandler, connection_closed
 from mq.numbers import parse_number
 from mq.schedule import due_time
 
 
 @tornado.web.stream_request_body
-class RoutedMessagesHandler(MessagesHandler):
+class RoutedMessagesHandler(StreamedBodyHandler):
     """POST and GET /_mq/messages?qre=REGEX (the body is streamed in as for one queue)."""
 
     # The write scope; of the queues that match, only those the token may use are reached.
@@ -54,7 +54,7 @@ class RoutedMessagesHandler(MessagesHandler):
         pattern = self.pattern()
         wait = parse_number("wait", self.param("wait", "X-Wait"), 0.0)
         cf = compound.compound_format(self.param("cf", "X-Compound-Format"))
-        sock = self.request.connection.stream.socket
+        sock = self.http_connection().stream.socket
         result = await self.service.pull_any(self.token, pattern, wait,
                                              gone=lambda: connection_closed(sock))
         if result is None:

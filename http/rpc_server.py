@@ -17,6 +17,7 @@ from mq import logs
 from mq.errors import Invalid, MqError
 from mq.http.disk_errors import disk_error
 from mq.http.rpc_methods import Caller, call_method, traceparent_of
+from mq.tokens import TokenFile
 
 REQUEST, RESPONSE, NOTIFICATION = 0, 1, 2
 #: Requests of one connection being served at once; reading pauses while it has this many.
@@ -27,7 +28,7 @@ READ_SIZE = 256 * 1024
 
 def error_value(error: MqError) -> dict:
     """An error as the `error` of a response: the HTTP API's JSON error, as a map."""
-    value = {"error": error.kind, "message": error.message}
+    value: dict[str, str | int] = {"error": error.kind, "message": error.message}
     if error.retry_after is not None:
         value["retry_after"] = error.retry_after
     return value
@@ -127,6 +128,7 @@ class Connection:
             self.server.log_call(method, error, traceparent_of(method, params, result),
                                  self.caller.token_name)
             if kind == REQUEST:
+                assert msgid is not None, "parse_frame gives every request a msgid"
                 self.respond(msgid, error, result)
                 try:
                     # Waits while the client reads slower than it asks: its requests in
@@ -159,7 +161,7 @@ class Connection:
 class RpcServer:
     """The listening socket and its connections."""
 
-    def __init__(self, service, options, tokens=None):
+    def __init__(self, service, options, tokens: TokenFile | None = None) -> None:
         self.service = service
         self.options = options
         self.tokens = tokens  # The front's TokenFile; None: access control is off.

@@ -5,7 +5,7 @@ limits, picks the actor that serves it, and returns the actor's answer. A front 
 translates its wire format to and from these calls (docs/ARCHITECTURE.md, "The front").
 
 Only this module and the actor-side helpers it uses (routing.py) hold the actor pool; an
-import-linter contract keeps the front ends off http/actor_links.py (tests/test_layers.py).
+import-linter contract keeps the front ends off http/actor_links.py (tests/project/test_layers.py).
 """
 
 import asyncio
@@ -15,14 +15,17 @@ from collections.abc import Awaitable, Callable
 
 from mq.errors import Invalid
 from mq.http import access, routing
-from mq.http.actor_links import ActorPool
+from mq.http.actor_links import ActorLink, ActorPool
 from mq.http.stats import merge
 from mq.operations import (
     MAX_FANOUT_QUEUES,
     Add,
     AddBatch,
     AddFanout,
+    Fetch,
     FetchAny,
+    FetchBatch,
+    OnQueue,
     Operation,
     PropsGet,
     PropsPatch,
@@ -64,7 +67,9 @@ def touched(request: Operation) -> list[str] | None:
     if isinstance(request, (PropsPut, PropsPatch)):
         # Its dead-letter queue will be written by the actors and read by a redrive.
         return [request.queue, *access.named_queues(request.properties)]
-    return [request.queue]
+    if isinstance(request, OnQueue):
+        return [request.queue]
+    raise TypeError(f"{request.op}: no rule says which queues it touches")
 
 
 def check(token: Token | None, request: Operation) -> None:
@@ -111,7 +116,7 @@ class QueueService:
 
     # Everything naming a queue: to the queue's fetch actor.
 
-    def fetch(self, token: Token | None, request: Operation,
+    def fetch(self, token: Token | None, request: Fetch | FetchBatch,
               on_sent: Callable[[Callable[[], None]], None] | None = None) -> Awaitable[dict]:
         """Fetch (or FetchBatch): claim the oldest ready message(s), waiting up to its wait.
 
@@ -167,7 +172,7 @@ class QueueService:
 
     # Statistics: every actor at once.
 
-    def _links(self) -> list[tuple[str, object]]:
+    def _links(self) -> list[tuple[str, ActorLink]]:
         pool = self._pool
         return ([(f"save-{i}", link) for i, link in enumerate(pool.savers)]
                 + [(f"fetch-{i}", link) for i, link in enumerate(pool.fetchers)]

@@ -75,7 +75,8 @@ class StatsdSender:
         self.service = service
         self.interval = interval
         self.prefix = prefix
-        family, _, _, _, self.address = socket.getaddrinfo(*address, type=socket.SOCK_DGRAM)[0]
+        family, _, _, _, sockaddr = socket.getaddrinfo(*address, type=socket.SOCK_DGRAM)[0]
+        self.address = sockaddr
         self.sock = socket.socket(family, socket.SOCK_DGRAM)
         self.sock.setblocking(False)
         self.previous: dict = {}

@@ -37,12 +37,12 @@ def tell_daemons(store: fmt.Store, ready: dict[str, list[tuple[str, int]]],
     """Send "ready" ids to each queue's fetch actor and "delayed" entries to the mover of
     every daemon with a run folder under the root; return how many daemons were told."""
     told = 0
-    context = zmq.Context.instance()
+    context: zmq.Context = zmq.Context.instance()
     for run_dir in map(ipc_dir_of, store.daemon_dirs()):
         workers = fetch_actor_count(run_dir)
         if not workers:
             continue
-        sockets = []
+        sockets: list[zmq.Socket] = []
         try:
             fetchers = [_dealer(context, actor_endpoint(run_dir, "fetch", i), sockets)
                         for i in range(workers)]
@@ -63,7 +63,7 @@ def tell_daemons(store: fmt.Store, ready: dict[str, list[tuple[str, int]]],
     return told
 
 
-def _dealer(context, endpoint: str, sockets: list) -> zmq.Socket:
+def _dealer(context: zmq.Context, endpoint: str, sockets: list[zmq.Socket]) -> zmq.Socket:
     sock = context.socket(zmq.DEALER)
     sock.linger = LINGER_MS
     sock.sndhwm = 0  # Queue every frame until the connection is up.

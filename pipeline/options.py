@@ -96,5 +96,6 @@ class SourceOptions:
         """The queues of the root this read covers, listed now."""
         if self.queue is not None:
             return [self.queue]
+        assert self.queues is not None, "the readers call require_queues() first"
         pattern = re.compile(self.queues)
         return [q for q in store.list_queues() if pattern.fullmatch(q)]

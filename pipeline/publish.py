@@ -22,6 +22,12 @@ from mq.pipeline.options import SourceOptions
 from mq.store.publishing import publish_job, roll_forward
 
 
+def tell_daemons(store: object, ready: dict, delayed: list) -> int:
+    """notify.tell_daemons as mq.store.publishing's Tell, whose store is any object."""
+    assert isinstance(store, fmt.Store), "publishing hands tell the Store it was given"
+    return notify.tell_daemons(store, ready, delayed)
+
+
 class Publisher:
     """The driver side of a write job: publish the chosen attempts' files, or drop them all."""
 
@@ -38,7 +44,7 @@ class Publisher:
         check_staged(store, self.job, tasks)
         store.mark_committing(self.job, tasks)
         window = dedup_window(store)
-        tell = notify.tell_daemons if self.options.notify else None
+        tell = tell_daemons if self.options.notify else None
         report = publish_job(store, folder, tasks, window, tell)
         report.update(job=self.job, tasks=len(tasks), commit_seconds=round(time.time() - started, 3))
         # Other jobs whose driver died mid-commit: finished here too (publishing is idempotent),

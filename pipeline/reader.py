@@ -1,6 +1,7 @@
 """Batch read: a snapshot of queues as rows, split by id into partitions; consumes nothing."""
 
 import sys
+from collections.abc import Iterator
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
@@ -62,7 +63,7 @@ class RowBuffer:
         return batch
 
 
-def read_entries(entries) -> "iter[pa.RecordBatch]":
+def read_entries(entries) -> Iterator[pa.RecordBatch]:
     """Read each listed entry whole and yield the rows; gone or corrupt files are skipped."""
     buffer = RowBuffer()
     seen = set()
@@ -98,8 +99,9 @@ class SnapshotReader(DataSourceReader):
         count = self.options.partitions
         return [Shard(i, count, queues) for i in range(count)]
 
-    def read(self, partition: Shard):
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Yield the shard's messages as Arrow batches."""
+        assert isinstance(partition, Shard), "partitions() plans Shards only"
         store = fmt.Store(self.options.root)
         states = set(self.options.states)
         entries = (e for e in list_entries(store, partition.queues, (partition.index, partition.count))

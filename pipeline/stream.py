@@ -10,7 +10,9 @@ offset after it, since by then the batch is in the sink's commit log (docs/PIPEL
 
 import os
 import time
+from collections.abc import Iterator
 
+import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 
@@ -78,7 +80,8 @@ class ClaimingStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def claim(self, store: fmt.Store, cap: int | None) -> list:
         """Claim up to cap ready messages, oldest first per queue; flush once; tell the mover."""
         due = time.time() + self.options.visibility_timeout
-        claimed, dirs = [], set()
+        claimed: list[list] = []
+        dirs: set[str] = set()
         for queue in self.options.matching_queues(store):
             for message_id, attempts in sorted(store.list_ready(queue)):
                 if cap is not None and len(claimed) >= cap:
@@ -93,7 +96,7 @@ class ClaimingStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             store.flush(dirs | {store.folder("delay")})
             # So that a daemon's mover hands them out again if this query dies for good: the
             # notice reaches daemons on any host, the notification those on this one at once.
-            store.post_notice()
+            store.notices.post()
             if self.options.notify:
                 notify.tell_daemons(store, {}, [(q, i, n, due) for q, i, n in claimed])
         return claimed
@@ -126,8 +129,9 @@ class ClaimingStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         count = max(1, min(self.options.partitions, len(claimed)))
         return [ClaimedShard(claimed[i::count]) for i in range(count)]
 
-    def read(self, partition: ClaimedShard):
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Read the claimed messages from delay/; one that timed out and moved is skipped."""
+        assert isinstance(partition, ClaimedShard), "partitions() plans ClaimedShards only"
         store = self.store()
         entries = (Entry("in_flight", q, i, n, store.delay_path(q, i, n))
                    for q, i, n in partition.claimed)

@@ -3,10 +3,11 @@
 
 import asyncio
 import sys
+from typing import Any
 
 import setproctitle
 
-from mq import logs
+from mq import event_loops, logs
 from mq.config import Options
 from mq.supervisor import heartbeat
 
@@ -36,7 +37,10 @@ def run(kind: str, index: int, run_dir: str, options: Options) -> None:
                 beating.cancel()
 
         try:
-            asyncio.run(serve_beating())
+            # A Runner, as asyncio.run does, with the loop of --event-loop (asyncio.run takes
+            # no loop_factory before Python 3.12).
+            with asyncio.Runner(loop_factory=event_loops.factory(options.event_loop)) as runner:
+                runner.run(serve_beating())
         finally:
             logs.flush()  # Lines of the loop's last turn.
     elif kind == "reaper":
@@ -44,12 +48,14 @@ def run(kind: str, index: int, run_dir: str, options: Options) -> None:
 
         run_actor(options)
     else:
+        from mq.actors.base import Actor
         from mq.actors.fetch import FetchActor
         from mq.actors.mover import MoverActor
         from mq.actors.save import SaveActor
 
-        actor = {"save": SaveActor, "fetch": FetchActor, "mover": MoverActor}[kind]
-        actor(options, index, run_dir).run()
+        actors: dict[str, type[Actor[Any]]] = {"save": SaveActor, "fetch": FetchActor,
+                                               "mover": MoverActor}
+        actors[kind](options, index, run_dir).run()
 
 
 if __name__ == "__main__":

@@ -66,12 +66,12 @@ class ForkedChild:
 
     def wait(self, timeout: float | None = None) -> int:
         """Wait for the exit; raise subprocess.TimeoutExpired after timeout seconds."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while self.poll() is None:
-            if deadline is not None and time.monotonic() >= deadline:
+        started = time.monotonic()
+        while (returncode := self.poll()) is None:
+            if timeout is not None and time.monotonic() - started >= timeout:
                 raise subprocess.TimeoutExpired(f"pid {self.pid}", timeout)
             time.sleep(0.005)
-        return self.returncode
+        return returncode
 
     def send_signal(self, signum: int) -> None:
         """Signal the child, unless it has been collected (its pid may be another's now)."""

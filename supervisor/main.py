@@ -10,7 +10,8 @@ import time
 import setproctitle
 
 from mq import logs
-from mq.config import read_command_line, sample_config
+from mq.config import read_command_line
+from mq.config_file import sample_config
 from mq.errors import OUTAGE_ERRNOS, Invalid, MqError
 from mq.store import Store
 from mq.store.disk import filesystem_type

@@ -74,6 +74,12 @@ class Child:
         """The name logs and health use, e.g. save-3."""
         return f"{self.kind}-{self.index}"
 
+    @property
+    def heartbeat(self) -> Slot:
+        """Its heartbeat slot, which a Tree gives each of its children before it spawns one."""
+        assert self.slot is not None, f"{self.name} belongs to no Tree"
+        return self.slot
+
 
 class Tree:
     """The supervised process tree of one daemon."""
@@ -111,8 +117,8 @@ class Tree:
     def spawn(self, child: Child) -> None:
         """Fork a child process running mq.supervisor.child.run (supervisor/forking.py)."""
         child.started = time.monotonic()
-        child.slot.stamp(child.started)  # Its start up counts against the deadline too.
-        child.proc = fork_child(child.kind, child.index, self.run_dir, self.options, child.slot)
+        child.heartbeat.stamp(child.started)  # Its start up counts against the deadline too.
+        child.proc = fork_child(child.kind, child.index, self.run_dir, self.options, child.heartbeat)
         child.restart_at = None
         self.log.info("supervisor.spawn", child=child.name, child_pid=child.proc.pid)
 
@@ -153,7 +159,7 @@ class Tree:
         # Each hang in a row doubles the next deadline: work that is slow rather than stuck (a
         # first listing of a huge queue on a slow disk) gets done instead of restarted forever.
         deadline = self.options.hang_timeout * 2 ** min(child.hang_streak, MAX_HANG_DOUBLINGS)
-        silent = now - child.slot.read()
+        silent = now - child.heartbeat.read()
         if silent <= deadline:
             if child.hang_streak and now - child.started > 2 * deadline:
                 child.hang_streak = 0  # It turned its loop after its first deadline: it runs.
@@ -164,12 +170,12 @@ class Tree:
                        child_pid=child.proc.pid, silent_s=round(silent, 3),
                        hang_timeout_s=deadline)
         child.proc.kill()  # SIGKILL: a stopped process cannot handle SIGTERM.
-        child.slot.stamp(now)  # Killed once; check() reaps it on a later turn.
+        child.heartbeat.stamp(now)  # Killed once; check() reaps it on a later turn.
 
     def excuse_gap(self, now: float) -> None:
         """Give every child a fresh deadline: the supervisor itself did not run for a while."""
         for child in self.children:
-            child.slot.stamp(now)
+            child.heartbeat.stamp(now)
 
     def health(self) -> list[dict]:
         """Each child's pid, state, restarts, CPU and memory, as psutil sees them."""

@@ -43,15 +43,16 @@ class AsyncConsumer:
             raise TypeError("handler must be an async function (async def)")
         timeout = (await self.client.properties(self.queue))["timeout"]
         half_timer(timeout)  # Checked before any message is taken.
-        self._loop, self._stopping = asyncio.get_running_loop(), asyncio.Event()
+        stopping = asyncio.Event()
+        self._loop, self._stopping = asyncio.get_running_loop(), stopping
         if self._stop_early:
-            self._stopping.set()
+            stopping.set()
         try:
             with stop_on_signals(self.stop, self._loop):
                 # A task group: a worker that crashes takes the others down with it.
                 async with asyncio.TaskGroup() as workers:
                     for _ in range(concurrency):
-                        workers.create_task(self._work(options, timeout))
+                        workers.create_task(self._work(options, timeout, stopping))
         finally:
             self._loop = self._stopping = None
             self._stop_early = False
@@ -67,13 +68,13 @@ class AsyncConsumer:
             return
         loop.call_soon_threadsafe(stopping.set)
 
-    async def _work(self, options: ConsumeOptions, timeout: float) -> None:
-        """One task: fetch and handle until stopped."""
-        while not self._stopping.is_set():
-            message = await self._next(options.wait)
+    async def _work(self, options: ConsumeOptions, timeout: float, stopping: asyncio.Event) -> None:
+        """One task: fetch and handle until stopped (consume()'s run's `stopping` is set)."""
+        while not stopping.is_set():
+            message = await self._next(options.wait, stopping)
             if message is None:
                 continue
-            if self._stopping.is_set():
+            if stopping.is_set():
                 await self._settle("nack", message)
                 return
             keeper = asyncio.create_task(self._keep(message, timeout))
@@ -83,14 +84,14 @@ class AsyncConsumer:
                 keeper.cancel()
             await self._settle(reply_for(failed, options.on_error), message)
 
-    async def _next(self, wait: float):
+    async def _next(self, wait: float, stopping: asyncio.Event):
         """The next message, or None (none came, or the fetch failed and was logged)."""
         try:
             return await self.client.get(self.queue, wait=wait)
         except ClientError as err:
             log.warning("fetching from queue %s failed: %s", self.queue, err)
             try:
-                await asyncio.wait_for(self._stopping.wait(), FETCH_ERROR_PAUSE)
+                await asyncio.wait_for(stopping.wait(), FETCH_ERROR_PAUSE)
             except TimeoutError:
                 pass
             return None

@@ -127,9 +127,10 @@ class Operations(ABC):
         queues = {m.queue for m in messages}
         if len(queues) != 1:
             raise InvalidError("ack_many takes fetched messages of one queue")
-        if any(not m.receipt for m in messages):
+        receipts = [m.receipt for m in messages if m.receipt]
+        if len(receipts) != len(messages):
             raise InvalidError("only fetched messages (with a receipt) can be acked")
-        return self._perform(batch_calls.ack_many(queues.pop(), [m.receipt for m in messages]))
+        return self._perform(batch_calls.ack_many(queues.pop(), receipts))
 
     @abstractmethod
     def _perform(self, call: calls.Call):

@@ -9,7 +9,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, overload
 from urllib.parse import quote
 
 import httpx
@@ -197,7 +197,15 @@ def message_path(queue: str, message_id: str) -> str:
     return queue_path(queue, "messages", quote(message_id, safe=""))
 
 
-def at_value(when) -> str | None:
+@overload
+def at_value(when: None) -> None: ...
+
+
+@overload
+def at_value(when: datetime | float | str) -> str: ...
+
+
+def at_value(when: datetime | float | str | None) -> str | None:
     """The `at` parameter from a timezone-aware datetime, Unix seconds or RFC 3339 text."""
     if when is None or isinstance(when, str):
         return when

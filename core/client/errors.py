@@ -4,7 +4,7 @@ takes from there (the kinds of the HTTP API: docs/PROTOCOL.md, its table of kind
 from mq.errors import BY_NAME, TABLE, bind
 
 #: kind -> its ClientError class, filled as the classes below are defined.
-CLASSES: dict[str, type] = {}
+CLASSES: dict[str, type["ClientError"]] = {}
 
 
 class ClientError(Exception):
@@ -95,7 +95,7 @@ if CLASSES.keys() != BY_NAME.keys():
 
 #: HTTP status -> the class of the first kind in TABLE with it, for an answer whose kind is
 #: unknown or does not fit its status (a proxy's, or the HTTP layer's).
-_BY_STATUS: dict[int, type] = {}
+_BY_STATUS: dict[int, type[ClientError]] = {}
 for _kind in TABLE:
     _BY_STATUS.setdefault(_kind.status, CLASSES[_kind.name])
 
@@ -103,7 +103,7 @@ for _kind in TABLE:
 def error_for(status: int, kind: str | None, message: str) -> ClientError:
     """The exception for an error answer: the class of its kind when the status agrees, else
     the class of its status (ServerError for other 5xx, ClientError for other 4xx)."""
-    cls = CLASSES.get(kind)
+    cls = CLASSES.get(kind) if kind is not None else None
     if cls is None or cls.status != status:
         cls = _BY_STATUS.get(status, ServerError if status >= 500 else ClientError)
     return cls(message, status, kind)

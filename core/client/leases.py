@@ -62,6 +62,7 @@ class LeaseKeeper:
 
     def _extend(self, token: int, message) -> None:
         """Extend one message and time its next extension."""
+        error: ClientError | None
         try:
             self.client.extend(message, self.timeout)
             next_at, error = time.monotonic() + self.interval, None

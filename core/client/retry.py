@@ -50,7 +50,7 @@ def retryable(outcome: httpx.Response | Exception) -> bool:
     return isinstance(outcome, RETRYABLE_ERRORS)
 
 
-def untrusted(error: BaseException) -> bool:
+def untrusted(error: BaseException | None) -> bool:
     """True when a connection failed because the server's certificate did not verify (httpx
     wraps httpcore's error, which wraps ssl's)."""
     seen = 0

@@ -3,7 +3,10 @@ caller's trace context, a fetched message gives it back, and a consumer runs eac
 span of that trace. Without OpenTelemetry every function here does nothing."""
 
 from contextlib import contextmanager, nullcontext
+from types import ModuleType
 
+propagate: ModuleType | None
+trace: ModuleType | None
 try:
     from opentelemetry import propagate, trace
 except ImportError:  # The optional extra is not installed: the client works without traces.

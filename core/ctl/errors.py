@@ -41,7 +41,7 @@ def status_of(err: BaseException) -> int:
         return err.status
     if isinstance(err, httpx.TransportError):  # Refused or cut connections, once retries are spent.
         return UNAVAILABLE
-    return BY_KIND.get(getattr(err, "kind", None), FAILED)
+    return BY_KIND.get(getattr(err, "kind", ""), FAILED)
 
 
 def describe(err: BaseException) -> str:

@@ -13,6 +13,7 @@ import sys
 import time
 from itertools import islice
 
+from mq.client import Message
 from mq.ctl.errors import FAILED, OK, CtlError
 from mq.ctl.progress import bar, wanted
 from mq.ctl.records import print_json, to_line
@@ -122,7 +123,8 @@ def consumed(client, queue: str, sink, limit: int | None, timeout: float):
     left = limit
     while left is None or left > 0:
         want = BATCH if left is None else min(BATCH, left)
-        claimed, started = [], time.monotonic()
+        claimed: list[Message] = []
+        started = time.monotonic()
         while len(claimed) < want and (not claimed or time.monotonic() - started < timeout / 4):
             message = client.get(queue)
             if message is None:

@@ -63,9 +63,11 @@ def number(kind=float, low: float = 0):
     return checked(lambda text: parse_number("", text, None, kind, low))
 
 
-def target() -> Parser:
+def target() -> CommandParser:
     """The options saying where to work, for the command line and each command alike."""
-    parent = Parser(add_help=False)
+    # A CommandParser because typeshed types add_parser's parents as the subparsers' class; a
+    # parent only lends its arguments and is never parsed itself.
+    parent = CommandParser(add_help=False)
     group = parent.add_argument_group("where")
     # SUPPRESS: a command's copy of an option must not reset the value given before the command.
     group.add_argument("--url", default=argparse.SUPPRESS,

@@ -112,7 +112,7 @@ class Groups:
     with any consumer of the root (another process, a daemon) holds its younger messages back.
     """
 
-    def __init__(self, store):
+    def __init__(self, store) -> None:
         self.store = store
         self.known: dict[tuple[str, str], str] = {}  # (queue, id) -> group; groups never change
         self.blocked: set[str] = set()  # groups of this get that wait

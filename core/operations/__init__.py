@@ -39,12 +39,12 @@ from mq.operations.fetch import (
                                  Watch,
                                  check_wait,
 )
-from mq.operations.fields import OPS, Operation
+from mq.operations.fields import OPS, OnQueue, Operation
 from mq.operations.notes import Cancel, Delayed, Ready, Relay, Relist, Rescan, Settled, Stats, Window
 from mq.operations.save import MAX_BATCH_MESSAGES, MAX_FANOUT_QUEUES, Add, AddBatch, Added, AddFanout
 
 __all__ = [
-    "OPS", "Operation", "MAX_BATCH_MESSAGES", "MAX_FANOUT_QUEUES", "MAX_FETCH", "MAX_PEEK",
+    "OPS", "Operation", "OnQueue", "MAX_BATCH_MESSAGES", "MAX_FANOUT_QUEUES", "MAX_FETCH", "MAX_PEEK",
     "MAX_QUEUES", "MAX_WAIT_SECONDS", "check_wait",
     "Add", "AddBatch", "AddFanout", "Added",
     "Fetch", "FetchBatch", "FetchAny", "Watch", "Fetched", "Ack", "AckBatch", "Acked", "Nack",

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from typing import Annotated
 
 from mq import properties as rules
-from mq.operations.fields import MessageId, Operation, Queue, between, operation
+from mq.operations.fields import MessageId, OnQueue, Operation, Queue, between, operation
 
 #: Most messages one peek returns.
 MAX_PEEK = 1000
@@ -18,7 +18,7 @@ Rules = Annotated[list, rules.validate_rules]
 
 @operation("queue_get")
 @dataclass(slots=True, frozen=True, kw_only=True)
-class QueueGet(Operation):
+class QueueGet(OnQueue):
     """A queue's effective properties and ready count (hidden: also in flight and delayed)."""
 
     queue: Queue
@@ -27,7 +27,7 @@ class QueueGet(Operation):
 
 @operation("queue_put")
 @dataclass(slots=True, frozen=True, kw_only=True)
-class QueuePut(Operation):
+class QueuePut(OnQueue):
     """Create a queue."""
 
     queue: Queue
@@ -35,7 +35,7 @@ class QueuePut(Operation):
 
 @operation("queue_delete")
 @dataclass(slots=True, frozen=True, kw_only=True)
-class QueueDelete(Operation):
+class QueueDelete(OnQueue):
     """Delete a queue with its messages, keys and properties."""
 
     queue: Queue
@@ -43,7 +43,7 @@ class QueueDelete(Operation):
 
 @operation("redrive")
 @dataclass(slots=True, frozen=True, kw_only=True)
-class Redrive(Operation):
+class Redrive(OnQueue):
     """Move every message of `source` (nil: the queue's dead-letter queue) into the queue."""
 
     queue: Queue
@@ -52,7 +52,7 @@ class Redrive(Operation):
 
 @operation("peek")
 @dataclass(slots=True, frozen=True, kw_only=True)
-class Peek(Operation):
+class Peek(OnQueue):
     """Up to `max` of the oldest ready messages with ids after `after`; claims nothing."""
 
     queue: Queue
@@ -62,7 +62,7 @@ class Peek(Operation):
 
 @operation("purge")
 @dataclass(slots=True, frozen=True, kw_only=True)
-class Purge(Operation):
+class Purge(OnQueue):
     """Remove every message of a queue (keys: also its de-duplication keys)."""
 
     queue: Queue
@@ -71,7 +71,7 @@ class Purge(Operation):
 
 @operation("props_get")
 @dataclass(slots=True, frozen=True, kw_only=True)
-class PropsGet(Operation):
+class PropsGet(OnQueue):
     """A queue's own and effective properties."""
 
     queue: Queue
@@ -79,7 +79,7 @@ class PropsGet(Operation):
 
 @operation("props_put")
 @dataclass(slots=True, frozen=True, kw_only=True)
-class PropsPut(Operation):
+class PropsPut(OnQueue):
     """Replace a queue's own properties."""
 
     queue: Queue
@@ -88,7 +88,7 @@ class PropsPut(Operation):
 
 @operation("props_patch")
 @dataclass(slots=True, frozen=True, kw_only=True)
-class PropsPatch(Operation):
+class PropsPatch(OnQueue):
     """Change some of a queue's own properties."""
 
     queue: Queue
@@ -97,7 +97,7 @@ class PropsPatch(Operation):
 
 @operation("props_delete")
 @dataclass(slots=True, frozen=True, kw_only=True)
-class PropsDelete(Operation):
+class PropsDelete(OnQueue):
     """Drop a queue's own properties (the default rules apply again)."""
 
     queue: Queue

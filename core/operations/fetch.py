@@ -6,7 +6,7 @@ from typing import Annotated, TypedDict
 
 from mq.adds import MAX_BATCH_MESSAGES
 from mq.errors import Invalid
-from mq.operations.fields import MessageId, Operation, Queue, between, count, each, operation
+from mq.operations.fields import MessageId, OnQueue, Operation, Queue, between, count, each, operation
 from mq.properties import MAX_TIMEOUT
 from mq.store import validate_queue
 
@@ -34,7 +34,7 @@ Queues = Annotated[list, count(MAX_QUEUES, "queues"), each(validate_queue)]
 
 @operation("fetch")
 @dataclass(slots=True, frozen=True, kw_only=True)
-class Fetch(Operation):
+class Fetch(OnQueue):
     """Claim the oldest ready message of a queue, waiting up to `wait` seconds for one."""
 
     queue: Queue
@@ -56,14 +56,14 @@ class Fetched(TypedDict, total=False):
     created_ms: int
     parts: int
     group: str
-    attributes: dict
+    attributes: dict | None
     holder: str
     queue: str  # fetch_any's answer only
 
 
 @operation("fetch_batch")
 @dataclass(slots=True, frozen=True, kw_only=True)
-class FetchBatch(Operation):
+class FetchBatch(OnQueue):
     """Claim up to `max` messages of a queue, waiting up to `wait` seconds for the first."""
 
     queue: Queue
@@ -92,7 +92,7 @@ class Watch(Operation):
 
 @operation("ack")
 @dataclass(slots=True, frozen=True, kw_only=True)
-class Ack(Operation):
+class Ack(OnQueue):
     """Remove a delivered message (receipt nil: remove it whatever its state, as delete)."""
 
     queue: Queue
@@ -108,7 +108,7 @@ class Acked(TypedDict):
 
 @operation("ack_batch")
 @dataclass(slots=True, frozen=True, kw_only=True)
-class AckBatch(Operation):
+class AckBatch(OnQueue):
     """Ack each receipt ('{id}.{n}'), one outcome per receipt."""
 
     queue: Queue
@@ -117,7 +117,7 @@ class AckBatch(Operation):
 
 @operation("nack")
 @dataclass(slots=True, frozen=True, kw_only=True)
-class Nack(Operation):
+class Nack(OnQueue):
     """Make a delivery ready again now (or a dead letter past the queue's retries)."""
 
     queue: Queue
@@ -127,7 +127,7 @@ class Nack(Operation):
 
 @operation("extend")
 @dataclass(slots=True, frozen=True, kw_only=True)
-class Extend(Operation):
+class Extend(OnQueue):
     """Move a delivery's due time to `seconds` from now (nil or 0: the queue's timeout)."""
 
     queue: Queue
@@ -138,7 +138,7 @@ class Extend(Operation):
 
 @operation("delete")
 @dataclass(slots=True, frozen=True, kw_only=True)
-class Delete(Operation):
+class Delete(OnQueue):
     """Remove a message from whatever state it is in."""
 
     queue: Queue

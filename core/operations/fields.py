@@ -1,7 +1,8 @@
 """How an operation is declared and how its payload is checked: once per class, not per request.
 
 An operation is a slotted, frozen, keyword-only dataclass whose field types say what the
-payload may hold (`Annotated[T, check, ...]` adds checks of range or form). `operation(name)`
+payload may hold (`Annotated[T, check, ...]` adds checks of range or form; a `Sequence[T]`
+is a list on the wire whose default may be an immutable `()`). `operation(name)`
 registers it and compiles, from its fields, the one list of (name, check, default) its
 `from_payload` walks: no reflection per request. A field with a default takes it when the
 payload lacks the field or holds nil; one without is required.
@@ -11,6 +12,7 @@ import dataclasses
 import operator
 import types
 import typing
+from collections import abc
 from typing import Annotated, Any, ClassVar
 
 from mq.errors import Invalid
@@ -58,6 +60,13 @@ class Operation:
         return ()
 
 
+class OnQueue(Operation):
+    """Base of the operations about one queue, which their `queue` field names."""
+
+    __slots__ = ()
+    queue: str
+
+
 def operation(name: str):
     """Class decorator: register a request dataclass under its op name and compile its checks."""
     def register(cls):
@@ -90,7 +99,7 @@ def operation(name: str):
 
 def checker(label: str, hint):
     """The function that checks (and may normalize) one field's value, None when any goes."""
-    extra = []
+    extra: list = []
     while True:
         if typing.get_origin(hint) is Annotated:
             hint, *more = typing.get_args(hint)
@@ -117,6 +126,10 @@ def _type_check(label: str, kind):
     """A check that the value is of a wire type: str, bytes, bool, int, float, list, dict."""
     if kind is Any or kind is object:
         return None
+    if kind is abc.Sequence:
+        # A list on the wire, typed Sequence so that its default can be () (operation()
+        # refuses a mutable default, which every request decoded would share).
+        kind = list
     if kind is float:
         def check(value):
             if isinstance(value, bool) or not isinstance(value, (int, float)):

@@ -1,9 +1,10 @@
 """Statistics and the notifications between actors (docs/PROTOCOL.md): one-way messages that
 get no reply, so a bad one is dropped with its error logged."""
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from mq.operations.fields import Operation, Queue, operation
+from mq.operations.fields import OnQueue, Operation, Queue, operation
 
 
 @operation("stats")
@@ -14,11 +15,11 @@ class Stats(Operation):
 
 @operation("ready")
 @dataclass(slots=True, frozen=True, kw_only=True)
-class Ready(Operation):
+class Ready(OnQueue):
     """To a fetch actor: [id, deliveries] pairs became ready in a queue."""
 
     queue: Queue
-    ids: list = ()
+    ids: Sequence[list] = ()
 
 
 @operation("relist")
@@ -64,7 +65,7 @@ class Rescan(Operation):
 
 @operation("relay")
 @dataclass(slots=True, frozen=True, kw_only=True)
-class Relay(Operation):
+class Relay(OnQueue):
     """To the mover: pass ready [id, deliveries] pairs on to their queue's fetch actor."""
 
     queue: Queue
@@ -76,12 +77,12 @@ class Relay(Operation):
 class Settled(Operation):
     """To the mover: [queue, id, deliveries] entries taken out of delay/ (nil: any)."""
 
-    entries: list = ()
+    entries: Sequence[list] = ()
 
 
 @operation("window")
 @dataclass(slots=True, frozen=True, kw_only=True)
-class Window(Operation):
+class Window(OnQueue):
     """To the mover: a save actor opened an accumulation window; time its close."""
 
     queue: Queue

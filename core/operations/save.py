@@ -9,7 +9,7 @@ from typing import Annotated, TypedDict
 
 from mq.adds import MAX_BATCH_MESSAGES
 from mq.errors import Invalid
-from mq.operations.fields import Operation, Queue, count, each, operation
+from mq.operations.fields import OnQueue, Operation, Queue, count, each, operation
 from mq.store import validate_queue
 
 #: Most queues one fan-out may add to (each copy is a file written and flushed).
@@ -27,7 +27,7 @@ def distinct(queues: list) -> list:
 
 @operation("add")
 @dataclass(slots=True, frozen=True, kw_only=True)
-class Add(Operation):
+class Add(OnQueue):
     """Store one message in a queue (due: Unix seconds, None for the queue's delay)."""
 
     queue: Queue
@@ -53,7 +53,7 @@ class Added(TypedDict, total=False):
 
 @operation("add_batch")
 @dataclass(slots=True, frozen=True, kw_only=True)
-class AddBatch(Operation):
+class AddBatch(OnQueue):
     """Store 1 to MAX_BATCH_MESSAGES messages in one queue, all or none; each message a map of
     body, content_type, due, dedup_id and attributes (as an add)."""
 

@@ -4,8 +4,11 @@ names (queue and id grammar), message (the file's bytes), disk (writes and flush
 (the folders an operation changed, flushed once by whoever answers for it), root (every
 path), states (the renames of a message), queues, dedup, notices, recovery, staging and
 streams (the Spark pipeline's files), listing (reading without claiming), accumulation
-(windows and compound messages), spares (removed messages' files written again).
+(windows and compound messages) and windows (their names), spares (removed messages' files
+written again).
 """
+
+from collections.abc import Iterable
 
 import orjson
 
@@ -50,13 +53,19 @@ __all__ = [
 ]
 
 
-class Store(Root, MessageStates, Queues, Recovery, Staging, Streams, Accumulation):
+class Store(Root):
     """One mq root: its paths, the states of messages and every change made to it.
 
     sync: "fs" flushes a batch with one syncfs(2) of the root's file system; "file" fsyncs
     each file and each directory touched. Both flush before any reply (docs/FORMAT.md).
     "auto" picks "file" where syncfs may not reach stable storage (FUSE, NFS, CephFS...).
     disk: the Disk every change goes through (by default, a real one of that sync mode).
+
+    The Store is its paths (Root) and holds its parts, each built here with what it uses (the
+    paths, the one Disk, the timed flush, another part) and owning its own state
+    (docs/ARCHITECTURE.md, "The store's parts"). The operations callers outside the store use
+    are the parts' methods, bound here under the names callers know: store.claim is
+    store.states.claim.
     """
 
     def __init__(self, root: str, sync: str = "auto", auto_create: bool = True,
@@ -66,9 +75,8 @@ class Store(Root, MessageStates, Queues, Recovery, Staging, Streams, Accumulatio
         self.filesystem = ""
         if sync == "auto" and disk is None:
             sync, self.filesystem = choose_sync(root)
-        self.disk = disk if disk is not None else Disk(sync)
-        self.sync = self.disk.sync
-        self.auto_create = auto_create
+        self._disk = disk if disk is not None else Disk(sync)
+        self.sync = self._disk.sync
         #: How long each flush took: where a slow disk shows first (the stats op serves it).
         self.flush_times = FlushTimes()
         #: De-duplication keys (dedup/): recorded by adds, looked up, expired by the reaper.
@@ -77,16 +85,76 @@ class Store(Root, MessageStates, Queues, Recovery, Staging, Streams, Accumulatio
         self.notices = Notices(self, self.disk)
         #: Removed messages' files kept in spare/, taken by write_new, refilled by the reaper.
         self.spares = Spares(self, self.disk, self.flush)
+        #: The queues: their folders, purges and deletions, and whether an add creates one.
+        self.queues = Queues(self, self.disk, self.flush, auto_create)
+        self.queue_changed_ns = self.queues.queue_changed_ns
+        self.queue_exists = self.queues.queue_exists
+        self.create_queue = self.queues.create_queue
+        self.list_queues = self.queues.list_queues
+        self.delete_queue = self.queues.delete_queue
+        self.purge_queue = self.queues.purge_queue
+        self.count_hidden = self.queues.count_hidden
+        self.list_in_flight = self.queues.list_in_flight
+        self.remove_expired = self.queues.remove_expired
+        #: The renames of a message between its states.
+        self.states = MessageStates(self, self.disk, self.queues)
+        self.deliver_new = self.states.deliver_new
+        self.undeliver_new = self.states.undeliver_new
+        self.claim = self.states.claim
+        self.locate = self.states.locate
+        self.remove = self.states.remove
+        self.ack = self.states.ack
+        self.extend = self.states.extend
+        self.release = self.states.release
+        self.redrive = self.states.redrive
+        self.quarantine = self.states.quarantine
+        self.list_ready = self.states.list_ready
+        self.list_delayed = self.states.list_delayed
+        #: Accumulation windows (accum/): their parts, and the compounds they close into.
+        self.accumulation = Accumulation(self, self.disk, self.flush, self.queues)
+        self.add_part = self.accumulation.add_part
+        self.unlink_part = self.accumulation.unlink_part
+        self.remove_part = self.accumulation.remove_part
+        self.list_windows = self.accumulation.list_windows
+        self.window_changed_at = self.accumulation.window_changed_at
+        self.settle_window = self.accumulation.settle_window
+        #: Crash clean-up of new/ and reaping of remove/.
+        self.recovery = Recovery(self, self.disk, self.flush, self.dedup)
+        self.clean_new = self.recovery.clean_new
+        self.reap = self.recovery.reap
+        #: The Spark write jobs' staged files (stage/) and their publishing.
+        self.staging = Staging(self, self.disk, self.queues)
+        self.stage_folder = self.staging.stage_folder
+        self.write_staged = self.staging.write_staged
+        self.publish_staged = self.staging.publish_staged
+        self.list_stages = self.staging.list_stages
+        self.stage_newest_mtime = self.staging.stage_newest_mtime
+        self.commit_marker_mtime = self.staging.commit_marker_mtime
+        self.touch_commit_marker = self.staging.touch_commit_marker
+        self.make_stage_folder = self.staging.make_stage_folder
+        self.remove_stage = self.staging.remove_stage
+        self.mark_committing = self.staging.mark_committing
+        #: The manifests of the pipeline's streaming reads (streams/).
+        self.streams = Streams(self, self.disk)
+        self.list_manifests = self.streams.list_manifests
+        self.write_manifest = self.streams.write_manifest
+        self.remove_manifests = self.streams.remove_manifests
+
+    @property
+    def disk(self) -> Disk:
+        """The one Disk every part of this store changes the root through: given at
+        construction and never replaced, since each part holds it."""
+        return self._disk
+
+    @property
+    def auto_create(self) -> bool:
+        """Whether an add to a missing queue creates it (the queues' setting)."""
+        return self.queues.auto_create
 
     def init(self, make: bool = True, expect_id: str = "") -> str:
         """Create the folders, ID and FORMAT, or check an existing root; return its id
         (Root.create: make False never makes a root where there is none)."""
         return self.create(self.disk, make, expect_id)
-
-    def post_notice(self, queue: str | None = None) -> bool:
-        """store.notices.post, for the pipeline's stream (docs/ARCHITECTURE.md, "The store's
-        parts"): to go once it calls the member."""
-        return self.notices.post(queue)
 
     def flush_data(self) -> None:
         """Make the files written into new/ durable (contents and names) before they are
@@ -94,7 +162,7 @@ class Store(Root, MessageStates, Queues, Recovery, Staging, Streams, Accumulatio
         with self.flush_times.timed():
             self.disk.flush_data(self.root, {self.folder("new")})
 
-    def flush(self, dirs) -> None:
+    def flush(self, dirs: Iterable[str]) -> None:
         """Make the given folders' entries (with sync=fs: every change) durable: a Changes
         that store operations filled, or the folders of a method that flushes itself."""
         with self.flush_times.timed():
@@ -120,7 +188,7 @@ class Store(Root, MessageStates, Queues, Recovery, Staging, Streams, Accumulatio
         if changes is not None:
             changes.changed(self.new_path(queue, message_id))
 
-    def write_json(self, path: str, value) -> None:
+    def write_json(self, path: str, value: object) -> None:
         """Replace a small JSON file (properties, rules) durably."""
         self.disk.replace(path, orjson.dumps(value))
 

@@ -14,44 +14,20 @@ import time
 
 import msgpack
 
-from mq.errors import NotFound, Unavailable
+from mq.errors import Unavailable
 from mq.ids import is_id, new_id
-from mq.store.changes import Changes, tracked
+from mq.store.changes import Changes, Flush, tracked
+from mq.store.disk import Disk
 from mq.store.message import CorruptMessage, Message, decode_message, encode_message
 from mq.store.names import is_queue
+from mq.store.queues import Queues
+from mq.store.root import Root
+from mq.store.windows import CLOSING, DONE, window_name, window_stage
 
 #: The content type a compound message is stored with: its body is the msgpack rendering.
 COMPOUND_CONTENT_TYPE = "application/msgpack"
-#: Seconds after a window's close time before the mover closes it, so that an add which chose
-#: the window a moment before its close has done its rename (a later one only starts another).
-CLOSE_GRACE_SECONDS = 0.1
 #: Attempts of an add to rename its part into an open window before it answers 503.
 PART_ATTEMPTS = 3
-CLOSING, DONE = ".closing", ".done"
-
-
-def window_name(accum: float, now: float) -> str:
-    """The open window an add at `now` joins: named by its close time, the end of the current
-    multiple of `accum` seconds on the Unix clock, so every actor agrees without asking."""
-    span_ms = max(1, round(accum * 1000))
-    return str((int(now * 1000) // span_ms + 1) * span_ms)
-
-
-def window_stage(name: str) -> tuple[str, str] | None:
-    """("open", close_ms), ("closing", cid) or ("done", cid) of a window's name; None if none."""
-    if name.isdigit():
-        return "open", name
-    for suffix, stage in ((CLOSING, "closing"), (DONE, "done")):
-        if name.endswith(suffix) and is_id(name[:-len(suffix)]):
-            return stage, name[:-len(suffix)]
-    return None
-
-
-def window_due(name: str, changed: float = 0.0) -> float:
-    """When the mover settles a window: an open one after its close time (and the grace), a
-    closing or combined one (left by a crash) at `changed` (0: at once)."""
-    stage = window_stage(name)
-    return int(stage[1]) / 1000 + CLOSE_GRACE_SECONDS if stage and stage[0] == "open" else changed
 
 
 def encode_compound(parts: list[Message], compound_id: str, created_ms: int) -> bytes:
@@ -67,7 +43,14 @@ def decode_compound(body: bytes) -> list[tuple[str, bytes]]:
 
 
 class Accumulation:
-    """Adding parts to windows and turning closed windows into compounds (a part of Store)."""
+    """Adding parts to windows and turning closed windows into compounds: a member of Store
+    (store.accumulation), given the root's paths, its Disk, its timed flush and its queues."""
+
+    def __init__(self, paths: Root, disk: Disk, flush: Flush, queues: Queues):
+        self.paths = paths
+        self.disk = disk
+        self.flush = flush
+        self.queues = queues
 
     def add_part(self, queue: str, part_id: str, accum: float,
                  changes: Changes | None = None) -> tuple[str, bool]:
@@ -78,20 +61,16 @@ class Accumulation:
         renames it), so the rename fails and the add chooses again: a part never enters a
         window that is being combined.
         """
-        source = self.new_path(queue, part_id)
-        if not self.queue_exists(queue):
-            if not self.auto_create:
-                self.disk.discard(source)
-                raise NotFound(f"queue {queue!r} does not exist")
-            self.create_queue(queue)
+        source = self.paths.new_path(queue, part_id)
+        self.queues.admit(queue, source)
         for _ in range(PART_ATTEMPTS):
             name = window_name(accum, time.time())
-            if not os.path.isdir(self.accum_dir(queue)):
-                self.disk.mkdir(self.accum_dir(queue))
-            opened = self.disk.mkdir(self.window_dir(queue, name))
+            if not os.path.isdir(self.paths.accum_dir(queue)):
+                self.disk.mkdir(self.paths.accum_dir(queue))
+            opened = self.disk.mkdir(self.paths.window_dir(queue, name))
             try:
-                self.disk.rename(source, self.part_path(queue, name, part_id))
-                tracked(changes).renamed(source, self.part_path(queue, name, part_id))
+                self.disk.rename(source, self.paths.part_path(queue, name, part_id))
+                tracked(changes).renamed(source, self.paths.part_path(queue, name, part_id))
                 return name, opened
             except FileNotFoundError:
                 if not os.path.exists(source):
@@ -106,40 +85,27 @@ class Accumulation:
         a batch fails) can still take it back. FileNotFoundError when the mover closed the
         window meanwhile: the part is then in its compound (at least once).
         """
-        self.disk.unlink(self.part_path(queue, window, part_id))
-        tracked(changes).changed(self.part_path(queue, window, part_id))
+        self.disk.unlink(self.paths.part_path(queue, window, part_id))
+        tracked(changes).changed(self.paths.part_path(queue, window, part_id))
 
     def remove_part(self, queue: str, window: str, part_id: str,
                     changes: Changes | None = None) -> None:
         """Move a part whose add was not acknowledged from its window to remove/."""
-        source, target = self.part_path(queue, window, part_id), self.remove_path(queue, part_id)
+        source, target = self.paths.part_path(queue, window, part_id), self.paths.remove_path(queue, part_id)
         try:
             self.disk.rename(source, target)
         except FileNotFoundError:
             return  # Its window closed meanwhile: the part is delivered (at least once).
         tracked(changes).renamed(source, target)
 
-    def purge_windows(self, queue: str) -> int:
-        """Move a queue's windows, with every part waiting in them, to remove/ (a purge);
-        return how many parts went."""
-        parts = 0
-        try:
-            for name in os.listdir(self.accum_dir(queue)):
-                if window_stage(name):
-                    parts += sum(1 for n in os.listdir(self.window_dir(queue, name)) if is_id(n))
-            self.disk.rename(self.accum_dir(queue), self.trash_path(queue, "accum"))
-        except FileNotFoundError:
-            pass
-        return parts
-
     def list_windows(self) -> list[tuple[str, str]]:
         """(queue, window name) of every window in accum/ (the mover's start and rescans)."""
-        found = []
-        for queue in os.listdir(self.folder("accum")):
+        found: list[tuple[str, str]] = []
+        for queue in os.listdir(self.paths.folder("accum")):
             if not is_queue(queue):
                 continue
             try:
-                found.extend((queue, name) for name in os.listdir(self.accum_dir(queue))
+                found.extend((queue, name) for name in os.listdir(self.paths.accum_dir(queue))
                              if window_stage(name))
             except (FileNotFoundError, NotADirectoryError):
                 continue
@@ -148,7 +114,7 @@ class Accumulation:
     def window_changed_at(self, queue: str, name: str) -> float:
         """When a window's folder last changed (renamed, or a file made in it); 0 when gone."""
         try:
-            info = os.stat(self.window_dir(queue, name))
+            info = os.stat(self.paths.window_dir(queue, name))
         except FileNotFoundError:
             return 0.0
         return max(info.st_mtime, info.st_ctime)
@@ -158,11 +124,15 @@ class Accumulation:
         (compound id, parts; None when combined before a crash) once the compound is ready in
         its queue, None when there was nothing to publish (an empty window, or one settled
         before)."""
-        stage, value = window_stage(name)
+        found = window_stage(name)
+        if found is None:
+            return None
+        stage, value = found
         if stage == "open":
             value = new_id()
             try:
-                self.disk.rename(self.window_dir(queue, name), self.window_dir(queue, value + CLOSING))
+                self.disk.rename(self.paths.window_dir(queue, name),
+                                 self.paths.window_dir(queue, value + CLOSING))
             except FileNotFoundError:
                 return None
             stage = "closing"
@@ -175,12 +145,12 @@ class Accumulation:
         """Write a closing window's parts as one compound into its folder, durably, then rename
         the folder to `.done` (the commit); return the number of parts (0: nothing to combine,
         the empty window is removed)."""
-        folder = self.window_dir(queue, compound_id + CLOSING)
+        folder = self.paths.window_dir(queue, compound_id + CLOSING)
         try:
             names = sorted(n for n in os.listdir(folder) if is_id(n) and n != compound_id)
         except FileNotFoundError:
             return 0  # A peer's mover got here first.
-        compound = self.part_path(queue, compound_id + CLOSING, compound_id)
+        compound = self.paths.part_path(queue, compound_id + CLOSING, compound_id)
         if os.path.exists(compound):
             self.disk.unlink(compound)  # Half written before a crash: never committed.
         parts = []
@@ -191,34 +161,35 @@ class Accumulation:
             try:
                 parts.append(decode_message(queue, part_id, data))
             except CorruptMessage:
-                self.disk.rename(path, self.corrupt_path(queue, part_id, 0))
+                self.disk.rename(path, self.paths.corrupt_path(queue, part_id, 0))
         if not parts:
-            self.disk.rename(folder, self.trash_path(queue, "accum"))
-            self.flush({self.accum_dir(queue), self.folder("remove"), self.folder("corrupt")})
+            self.disk.rename(folder, self.paths.trash_path(queue, "accum"))
+            self.flush({self.paths.accum_dir(queue), self.paths.folder("remove"),
+                        self.paths.folder("corrupt")})
             return 0
         self.disk.create(compound, encode_compound(parts, compound_id, int(time.time() * 1000)))
-        self.flush({folder, self.accum_dir(queue), self.folder("corrupt")})
-        self.disk.rename(folder, self.window_dir(queue, compound_id + DONE))
-        self.flush({self.accum_dir(queue)})
+        self.flush({folder, self.paths.accum_dir(queue), self.paths.folder("corrupt")})
+        self.disk.rename(folder, self.paths.window_dir(queue, compound_id + DONE))
+        self.flush({self.paths.accum_dir(queue)})
         return len(parts)
 
     def publish_compound(self, queue: str, compound_id: str) -> bool:
         """Rename a combined window's compound into its queue (made if missing), flush, then
         move the window with its parts to remove/; False when the compound was published
         before (a crash came before the window's removal)."""
-        folder = self.window_dir(queue, compound_id + DONE)
+        folder = self.paths.window_dir(queue, compound_id + DONE)
         published = False
         try:
-            if not self.queue_exists(queue):
-                self.create_queue(queue)
-            self.disk.rename(self.part_path(queue, compound_id + DONE, compound_id),
-                             self.ready_path(queue, compound_id))
+            if not self.queues.queue_exists(queue):
+                self.queues.create_queue(queue)
+            self.disk.rename(self.paths.part_path(queue, compound_id + DONE, compound_id),
+                             self.paths.ready_path(queue, compound_id))
             published = True
-            self.flush({folder, self.queue_dir(queue)})
+            self.flush({folder, self.paths.queue_dir(queue)})
         except FileNotFoundError:
             pass
         try:
-            self.disk.rename(folder, self.trash_path(queue, "accum"))
+            self.disk.rename(folder, self.paths.trash_path(queue, "accum"))
         except FileNotFoundError:
             pass
         # Not flushed: a window found again after a crash has no compound left to publish.

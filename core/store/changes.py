@@ -7,9 +7,13 @@ batch, a call of mq.local) flushes them all at once before its reply (docs/FORMA
 """
 
 import os
+from collections.abc import Callable, Iterable
+
+#: The store's timed flush of some folders' entries (Store.flush), as its parts are given it.
+Flush = Callable[[Iterable[str]], None]
 
 
-class Changes(set):
+class Changes(set[str]):
     """A set of folders to flush; store operations add to it, Store.flush takes it whole."""
 
     def renamed(self, source: str, target: str) -> None:

@@ -74,12 +74,14 @@ class DedupKeys:
                     pass
         raise Unavailable("de-duplication key is contended; retry")
 
-    def forget(self, queue: str, digest: str, message_id: str) -> None:
+    def forget(self, queue: str, digest: str, message_id: str,
+               changes: Changes | None = None) -> None:
         """Drop a key record that points at a message which was never acknowledged."""
         path = self.paths.dedup_digest_path(queue, digest)
         try:
             if os.readlink(path) == message_id:
                 self.disk.unlink(path)
+                tracked(changes).changed(path)
         except OSError:
             pass
 

@@ -5,6 +5,7 @@ once, and a test can hand the store a disk that records or fails (tests/crash_mo
 """
 
 import ctypes
+import errno
 import os
 import shutil
 import stat
@@ -260,9 +261,12 @@ class Disk:
     def syncfs_now(self, anchor: str) -> None:
         """syncfs(2) the file system holding anchor; the descriptor lives only for the call,
         so a caller that never closes its store leaks nothing."""
+        syncfs = self._syncfs
+        if syncfs is None:  # A C library without it: sync is then "file", which never calls it.
+            raise OSError(errno.ENOSYS, "the C library has no syncfs(2)")
         fd = os.open(anchor, os.O_RDONLY | os.O_DIRECTORY)
         try:
-            if self._syncfs(fd) != 0:
+            if syncfs(fd) != 0:
                 err = ctypes.get_errno()
                 raise OSError(err, os.strerror(err))
         finally:

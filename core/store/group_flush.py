@@ -67,11 +67,6 @@ class GroupFlush:
         finally:
             fcntl.flock(self.fd, fcntl.LOCK_UN)
 
-    def counts(self) -> dict:
-        """The counters: syncfs calls started, completed (start number), flushes covered."""
-        started, completed, covered = _LAYOUT.unpack_from(self.map, 0)
-        return {"started": started, "completed": completed, "covered": covered}
-
     def close(self) -> None:
         """Unmap and close the file."""
         self.map.close()
@@ -79,7 +74,8 @@ class GroupFlush:
 
 
 def read_counts(path: str) -> dict:
-    """The counters of a daemon's flush file, read without joining it (tests, statistics)."""
+    """The counters of a daemon's flush file, read without joining it: syncfs calls started,
+    completed (start number), flushes covered (bench/group_flush.py counts the syncfs calls)."""
     with open(path, "rb") as f:
         data = f.read(_LAYOUT.size)
     started, completed, covered = _LAYOUT.unpack(data.ljust(_LAYOUT.size, b"\0"))

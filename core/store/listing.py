@@ -1,10 +1,12 @@
 """Listing a root's messages without claiming them: the Spark snapshot read's view."""
 
 import os
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from mq.store.message import Message, decode_message
 from mq.store.names import parse_entry
+from mq.store.root import Root
 from mq.store.states import read_all
 
 
@@ -24,7 +26,8 @@ def _in_shard(message_id: str, shard: tuple[int, int] | None) -> bool:
     return shard is None or int(message_id[34:36], 16) % shard[1] == shard[0]
 
 
-def list_entries(store, queues, shard: tuple[int, int] | None = None):
+def list_entries(store: Root, queues: Iterable[str],
+                 shard: tuple[int, int] | None = None) -> Iterator[Entry]:
     """Yield an Entry for each ready, delayed and in-flight message of the queues; open none.
 
     shard=(i, n) keeps only ids whose last two hex digits modulo n are i. Each folder is

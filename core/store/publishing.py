@@ -16,6 +16,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from mq.store import Store
 from mq.store.message import CorruptMessage, decode_header
 from mq.store.recovery import HEADER_BYTES
 from mq.store.staging import committing_tasks, parse_staged
@@ -60,7 +61,7 @@ class Published:
         self.delayed.extend(other.delayed)
 
 
-def publish_job(store, folder: str, tasks: list[str], dedup_window: DedupWindow,
+def publish_job(store: Store, folder: str, tasks: list[str], dedup_window: DedupWindow,
                 tell: Tell | None = None) -> dict:
     """Rename the staged files of the listed tasks into their queues; flush; post notices;
     remove the folder; return a report (messages, duplicates, delayed, queues, daemons_told).
@@ -68,7 +69,7 @@ def publish_job(store, folder: str, tasks: list[str], dedup_window: DedupWindow,
     Renames run on PUBLISH_THREADS threads: each is a system call that releases the GIL, and
     the commit of a big job is otherwise one process renaming a million files alone.
     """
-    chunks = []
+    chunks: list[tuple[str, list[str]]] = []
     for task in tasks:
         task_dir = os.path.join(folder, task)
         try:
@@ -103,7 +104,7 @@ def publish_job(store, folder: str, tasks: list[str], dedup_window: DedupWindow,
             "queues": {q: len(ids) for q, ids in sorted(total.ready.items())}, "daemons_told": told}
 
 
-def _flush(store, total: Published) -> None:
+def _flush(store: Store, total: Published) -> None:
     """Make the renames durable: the folders they entered, then the task folders they left."""
     if not total.dirs:
         return
@@ -118,7 +119,7 @@ def _flush(store, total: Published) -> None:
                 continue
 
 
-def publish_chunk(store, dedup_window: DedupWindow, task_dir: str, names: list[str]) -> Published:
+def publish_chunk(store: Store, dedup_window: DedupWindow, task_dir: str, names: list[str]) -> Published:
     """Publish some of one task's staged files; a file another committer took is skipped."""
     out = Published(sources={task_dir})
     now = time.time()
@@ -176,7 +177,7 @@ def _is_duplicate(store, dedup_window, task_dir, name, queue, message_id, now, d
     return True
 
 
-def roll_forward(store, dedup_window: DedupWindow, skip: str = "",
+def roll_forward(store: Store, dedup_window: DedupWindow, skip: str = "",
                  grace_seconds: float = COMMIT_GRACE_SECONDS, tell: Tell | None = None,
                  on_error: Callable[[str, Exception], None] | None = None) -> dict[str, dict]:
     """Finish the jobs whose COMMIT marker has gone untouched for grace_seconds (their driver
@@ -205,7 +206,7 @@ def roll_forward(store, dedup_window: DedupWindow, skip: str = "",
     return finished
 
 
-def sweep_abandoned_stages(store, min_age_seconds: float = ABANDONED_STAGE_SECONDS) -> list[str]:
+def sweep_abandoned_stages(store: Store, min_age_seconds: float = ABANDONED_STAGE_SECONDS) -> list[str]:
     """Remove the stage folders without a COMMIT marker whose job folder and task folders all
     have an mtime older than min_age_seconds; return their jobs.
 

@@ -2,20 +2,33 @@
 
 import os
 import stat
+from collections.abc import Iterable
 
 from mq.errors import NotFound
-from mq.ids import id_time_ms
+from mq.ids import id_time_ms, is_id
+from mq.store.changes import Changes, Flush
+from mq.store.disk import Disk
 from mq.store.names import is_queue, parse_entry, split_name
+from mq.store.root import Root
+from mq.store.windows import window_stage
 
 
 class Queues:
-    """Creating, listing and deleting queues (a part of Store)."""
+    """Creating, listing, purging and deleting queues: a member of Store (store.queues), given
+    the root's paths, its Disk, its timed flush and whether an add creates its queue."""
+
+    def __init__(self, paths: Root, disk: Disk, flush: Flush, auto_create: bool):
+        self.paths = paths
+        self.disk = disk
+        self.flush = flush
+        #: Whether an add to a missing queue creates it (admit), or is refused.
+        self.auto_create = auto_create
 
     def queue_changed_ns(self, queue: str) -> int | None:
         """The queue folder's mtime in ns (a message entering or leaving changes it), or None
         when there is no such queue."""
         try:
-            return os.stat(self.queue_dir(queue)).st_mtime_ns
+            return os.stat(self.paths.queue_dir(queue)).st_mtime_ns
         except FileNotFoundError:
             return None
 
@@ -24,17 +37,26 @@ class Queues:
         system away: ENOTCONN, EIO) is raised, to be answered 503: os.path.isdir would take
         it for a missing queue, a 404 to the consumers of a queue that exists."""
         try:
-            return stat.S_ISDIR(os.stat(self.queue_dir(queue)).st_mode)
+            return stat.S_ISDIR(os.stat(self.paths.queue_dir(queue)).st_mode)
         except (FileNotFoundError, NotADirectoryError):
             return False
 
     def create_queue(self, queue: str) -> bool:
         """Create a queue durably; False when it already existed."""
-        return self.disk.mkdir(self.queue_dir(queue))
+        return self.disk.mkdir(self.paths.queue_dir(queue))
+
+    def admit(self, queue: str, source: str) -> None:
+        """Make sure the queue a message written at `source` (in new/) is to enter exists:
+        create it (auto-create), or, without auto-create, discard the file and raise NotFound."""
+        if not self.queue_exists(queue):
+            if not self.auto_create:
+                self.disk.discard(source)
+                raise NotFound(f"queue {queue!r} does not exist")
+            self.create_queue(queue)
 
     def list_queues(self) -> list[str]:
         """Names of all queues."""
-        return sorted(n for n in os.listdir(self.folder("queues")) if is_queue(n))
+        return sorted(n for n in os.listdir(self.paths.folder("queues")) if is_queue(n))
 
     def delete_queue(self, queue: str) -> int:
         """Remove a queue and its messages in every state; return how many were in flight.
@@ -45,18 +67,19 @@ class Queues:
         """
         if not self.queue_exists(queue):
             raise NotFound(f"queue {queue!r} does not exist")
-        for leftover, what in ((self.dedup_dir(queue), "dedup"), (self.props_path(queue), "props"),
-                               (self.notice_path(queue), "notice"), (self.accum_dir(queue), "accum")):
+        paths = self.paths
+        for leftover, what in ((paths.dedup_dir(queue), "dedup"), (paths.props_path(queue), "props"),
+                               (paths.notice_path(queue), "notice"), (paths.accum_dir(queue), "accum")):
             try:
-                self.disk.rename(leftover, self.trash_path(queue, what))
+                self.disk.rename(leftover, self.paths.trash_path(queue, what))
             except FileNotFoundError:
                 pass
         try:
-            self.disk.rename(self.queue_dir(queue), self.trash_path(queue, "queue"))
+            self.disk.rename(self.paths.queue_dir(queue), self.paths.trash_path(queue, "queue"))
         except FileNotFoundError:
             raise NotFound(f"queue {queue!r} does not exist") from None
         moved = self.remove_entries(queue, ("new", "delay"))
-        self.flush({self.folder(name) for name in
+        self.flush({self.paths.folder(name) for name in
                     ("queues", "remove", "new", "delay", "props", "dedup", "notices", "accum")})
         return moved
 
@@ -66,27 +89,40 @@ class Queues:
         (the ready ones and the parts of open windows are counted)."""
         if not self.queue_exists(queue):
             raise NotFound(f"queue {queue!r} does not exist")
-        ready = len(os.listdir(self.queue_dir(queue))) + self.purge_windows(queue)
+        ready = len(os.listdir(self.paths.queue_dir(queue))) + self.purge_windows(queue)
         try:
             # One rename takes every ready message at once, however deep the queue.
-            self.disk.rename(self.queue_dir(queue), self.trash_path(queue, "queue"))
+            self.disk.rename(self.paths.queue_dir(queue), self.paths.trash_path(queue, "queue"))
         except FileNotFoundError:
             raise NotFound(f"queue {queue!r} does not exist") from None
         self.create_queue(queue)
         moved = self.remove_entries(queue, ("delay",))
         if keys:
             try:
-                self.disk.rename(self.dedup_dir(queue), self.trash_path(queue, "dedup"))
+                self.disk.rename(self.paths.dedup_dir(queue), self.paths.trash_path(queue, "dedup"))
             except FileNotFoundError:
                 pass
-        self.flush({self.folder(name) for name in ("queues", "remove", "delay", "accum", "dedup")})
+        self.flush({self.paths.folder(name) for name in ("queues", "remove", "delay", "accum", "dedup")})
         return ready + moved
+
+    def purge_windows(self, queue: str) -> int:
+        """Move a queue's accumulation windows, with every part waiting in them, to remove/;
+        return how many parts went."""
+        parts = 0
+        try:
+            for name in os.listdir(self.paths.accum_dir(queue)):
+                if window_stage(name):
+                    parts += len([n for n in os.listdir(self.paths.window_dir(queue, name)) if is_id(n)])
+            self.disk.rename(self.paths.accum_dir(queue), self.paths.trash_path(queue, "accum"))
+        except FileNotFoundError:
+            pass
+        return parts
 
     def count_hidden(self, queue: str) -> tuple[int, int]:
         """(in flight, delayed) messages of a queue: its entries in delay/, by name alone."""
         in_flight = delayed = 0
         prefix = queue + ":"
-        for name in os.listdir(self.folder("delay")):
+        for name in os.listdir(self.paths.folder("delay")):
             if name.startswith(prefix) and (parts := split_name(name)) and parts[0] == queue:
                 if parts[2]:
                     in_flight += 1
@@ -97,20 +133,20 @@ class Queues:
     def list_in_flight(self, queue: str) -> list[tuple[str, int]]:
         """(id, delivery) of a queue's in-flight messages, by the names in delay/."""
         prefix = queue + ":"
-        return [(parts[1], parts[2]) for name in os.listdir(self.folder("delay"))
+        return [(parts[1], parts[2]) for name in os.listdir(self.paths.folder("delay"))
                 if name.startswith(prefix) and (parts := split_name(name))
                 and parts[0] == queue and parts[2]]
 
-    def remove_entries(self, queue: str, folders) -> int:
+    def remove_entries(self, queue: str, folders: Iterable[str]) -> int:
         """Move a queue's entries in shared folders (new/, delay/) to remove/; return how many."""
         moved = 0
         prefix = queue + ":"
         for folder in folders:
-            for name in os.listdir(self.folder(folder)):
+            for name in os.listdir(self.paths.folder(folder)):
                 if name.startswith(prefix) and (parts := split_name(name)) and parts[0] == queue:
                     try:
-                        self.disk.rename(os.path.join(self.folder(folder), name),
-                                         os.path.join(self.folder("remove"), name))
+                        self.disk.rename(os.path.join(self.paths.folder(folder), name),
+                                         os.path.join(self.paths.folder("remove"), name))
                         moved += 1
                     except (FileNotFoundError, FileExistsError):
                         pass  # Moved by a peer deleting the same queue (EEXIST: same name).
@@ -126,22 +162,23 @@ class Queues:
         """
         removed: dict[str, int] = {}
         oldest: dict[str, int] = {}
-        touched = set()
+        changes = Changes()
 
         def consider(queue: str, message_id: str, source: str) -> None:
             created = id_time_ms(message_id)
             if created >= cutoffs[queue]:
                 oldest[queue] = min(oldest.get(queue, created), created)
                 return
+            target = self.paths.remove_path(queue, message_id)
             try:
-                self.disk.rename(source, self.remove_path(queue, message_id))
+                self.disk.rename(source, target)
             except (FileNotFoundError, FileExistsError):
                 return
+            changes.renamed(source, target)
             removed[queue] = removed.get(queue, 0) + 1
-            touched.add(os.path.dirname(source))
 
         for queue in cutoffs:
-            folder = self.queue_dir(queue)
+            folder = self.paths.queue_dir(queue)
             try:
                 names = os.listdir(folder)
             except FileNotFoundError:
@@ -149,10 +186,10 @@ class Queues:
             for name in names:
                 if parsed := parse_entry(name):
                     consider(queue, parsed[0], os.path.join(folder, name))
-        delay = self.folder("delay")
+        delay = self.paths.folder("delay")
         for name in os.listdir(delay):
             if (parts := split_name(name)) and parts[0] in cutoffs:
                 consider(parts[0], parts[1], os.path.join(delay, name))
-        if touched:
-            self.flush(touched | {self.folder("remove")})
+        if changes:
+            self.flush(changes)
         return removed, oldest

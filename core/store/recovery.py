@@ -2,9 +2,14 @@
 
 import os
 import time
+from collections.abc import Callable
 
+from mq.store.changes import Changes, Flush
+from mq.store.dedup import DedupKeys
+from mq.store.disk import Disk
 from mq.store.message import CorruptMessage, decode_header
 from mq.store.names import split_name
+from mq.store.root import Root
 
 #: Bytes of a file in new/ read to find its header (writer and de-duplication key).
 HEADER_BYTES = 65536
@@ -14,9 +19,17 @@ ABANDONED_SECONDS = 60.0
 
 
 class Recovery:
-    """Crash clean-up and reaping (a part of Store)."""
+    """Crash clean-up and reaping: a member of Store (store.recovery), given the root's paths,
+    its Disk, its timed flush and its de-duplication keys (a leftover's key is dropped)."""
 
-    def clean_new(self, min_age: float = 0.0, writer: str = "", dead=None) -> int:
+    def __init__(self, paths: Root, disk: Disk, flush: Flush, dedup: DedupKeys):
+        self.paths = paths
+        self.disk = disk
+        self.flush = flush
+        self.dedup = dedup
+
+    def clean_new(self, min_age: float = 0.0, writer: str = "",
+                  dead: Callable[[str], bool] | None = None) -> int:
         """Move files left in new/ by a crash to remove/; return how many.
 
         min_age: only files older than that many seconds (another daemon's adds in progress
@@ -27,9 +40,9 @@ class Recovery:
         never acknowledged; a de-duplication key recorded for one is dropped so that a retry
         of that add is stored.
         """
-        moved, dirs = 0, {self.folder("new"), self.folder("remove")}
+        moved, changes = 0, Changes()
         now = time.time()
-        with os.scandir(self.folder("new")) as it:
+        with os.scandir(self.paths.folder("new")) as it:
             for entry in it:
                 try:
                     info = entry.stat()
@@ -38,39 +51,40 @@ class Recovery:
                     if min_age and changed > now - min_age:
                         continue
                     parts = split_name(entry.name)
-                    header = self.new_header(entry.path, parts) if parts else {}
+                    header = new_header(entry.path, parts) if parts else {}
                     if writer and header.get("w") != writer:
                         continue
                     abandoned = not header and changed < now - ABANDONED_SECONDS
                     if dead is not None and not (abandoned or dead(header.get("w", ""))):
                         continue
-                    if header.get("dk"):
-                        self.dedup.forget(parts[0], header["dk"], parts[1])
-                        dirs.add(self.dedup_dir(parts[0]))
-                    self.disk.rename(entry.path, os.path.join(self.folder("remove"), entry.name))
+                    if parts and header.get("dk"):
+                        self.dedup.forget(parts[0], header["dk"], parts[1], changes)
+                    target = os.path.join(self.paths.folder("remove"), entry.name)
+                    self.disk.rename(entry.path, target)
+                    changes.renamed(entry.path, target)
                     moved += 1
                 except (FileNotFoundError, FileExistsError):
                     continue  # Moved by a peer's clean-up first (EEXIST: to the same name).
-        if moved:
-            self.flush(dirs)
+        if changes:
+            self.flush(changes)
         return moved
-
-    @staticmethod
-    def new_header(path: str, parts: tuple) -> dict:
-        """The header of a file in new/, {} when it has none yet (a crash mid-write)."""
-        with open(path, "rb") as f:
-            head = f.read(HEADER_BYTES)
-        try:
-            return decode_header(parts[0], parts[1], head)[0]
-        except CorruptMessage:
-            return {}
 
     def reap(self) -> int:
         """Unlink everything in remove/."""
-        return reap_folder(self.folder("remove"), self.disk)
+        return reap_folder(self.paths.folder("remove"), self.disk)
 
 
-def reap_folder(path: str, disk) -> int:
+def new_header(path: str, parts: tuple[str, str, int]) -> dict:
+    """The header of a file in new/, {} when it has none yet (a crash mid-write)."""
+    with open(path, "rb") as f:
+        head = f.read(HEADER_BYTES)
+    try:
+        return decode_header(parts[0], parts[1], head)[0]
+    except CorruptMessage:
+        return {}
+
+
+def reap_folder(path: str, disk: Disk) -> int:
     """Unlink every file in a folder, and remove its sub-folders (deleted queues) whole."""
     count = 0
     with os.scandir(path) as it:

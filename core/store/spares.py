@@ -11,9 +11,9 @@ import os
 import random
 import stat
 import time
-from collections.abc import Callable
 
 from mq.ids import new_id
+from mq.store.changes import Flush
 from mq.store.disk import Disk
 from mq.store.recovery import reap_folder
 from mq.store.root import Root
@@ -41,7 +41,7 @@ class Spares:
     flush: the names taken from the last listing of spare/ are this object's own state.
     """
 
-    def __init__(self, paths: Root, disk: Disk, flush: Callable[[set], None]):
+    def __init__(self, paths: Root, disk: Disk, flush: Flush):
         self.paths = paths
         self.disk = disk
         self.flush = flush
@@ -78,10 +78,6 @@ class Spares:
                 self.empty_at = now
                 return None
         return self.paths.spare_path(self.listed.pop())
-
-    def list_again(self) -> None:
-        """Forget the last listing, so that the next take lists spare/ again."""
-        self.listed, self.empty_at = None, float("-inf")
 
     def recycle_removed(self, limit: int, grace: float = GRACE_SECONDS) -> tuple[int, int]:
         """One pass of the reaper over remove/: (files moved to spare/, entries unlinked).

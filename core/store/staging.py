@@ -7,23 +7,32 @@ import os
 
 import orjson
 
-from mq.errors import Unavailable
+from mq.errors import Invalid, Unavailable
 from mq.ids import is_id
+from mq.store.disk import Disk
 from mq.store.names import QUEUE_PATTERN, validate_id
+from mq.store.queues import Queues
+from mq.store.root import Root
 
 #: Marker file whose presence in a stage folder means "this job decided to commit".
 COMMIT_MARKER = "COMMIT"
 
 
 class Staging:
-    """The files of Spark write jobs (a part of Store)."""
+    """The files of Spark write jobs: a member of Store (store.staging), given the root's
+    paths, its Disk and its queues (a staged message's queue deleted meanwhile is made again)."""
+
+    def __init__(self, paths: Root, disk: Disk, queues: Queues):
+        self.paths = paths
+        self.disk = disk
+        self.queues = queues
 
     def stage_folder(self, job: str, task: str = "") -> str:
         """{root}/stage/{job}[/{task}]: where a Spark write job's task stages its files."""
         validate_id(job)
         if task:
             validate_id(task)
-        return self.stage_dir(job, task)
+        return self.paths.stage_dir(job, task)
 
     def write_staged(self, folder: str, name: str, data: bytes, due: float | None) -> str:
         """Create one staged file (exclusive create, whole write, due time as mtime); return its
@@ -41,8 +50,12 @@ class Staging:
         one deleted meanwhile is created again. None when the staged file is gone (another
         committer of the same job published it first). `parsed` is parse_staged(name), if known.
         """
-        queue, message_id, delayed, _ = parsed or parse_staged(name)
-        target = self.delay_path(queue, message_id) if delayed else self.ready_path(queue, message_id)
+        parsed = parsed or parse_staged(name)
+        if parsed is None:
+            raise Invalid(f"{name!r} is not the name of a staged message")
+        queue, message_id, delayed, _ = parsed
+        target = (self.paths.delay_path(queue, message_id) if delayed
+                  else self.paths.ready_path(queue, message_id))
         source = os.path.join(folder, name)
         for _ in range(3):
             try:
@@ -53,12 +66,12 @@ class Staging:
             except FileNotFoundError:
                 if not os.path.exists(source):
                     return None
-                self.create_queue(queue)  # False when another thread or process created it first.
+                self.queues.create_queue(queue)  # False when another thread or process created it first.
         raise Unavailable(f"cannot publish {source}: queue {queue!r} keeps disappearing")
 
     def list_stages(self) -> list[tuple[str, str, float]]:
         """(job, folder, folder mtime) of every stage folder under the root."""
-        base = self.stage_dir()
+        base = self.paths.stage_dir()
         try:
             names = os.listdir(base)
         except FileNotFoundError:
@@ -113,7 +126,7 @@ class Staging:
     def make_stage_folder(self, job: str, task: str = "") -> str:
         """Create stage/{job}[/{task}] (each new folder's name made durable); return its path."""
         path = self.stage_folder(job, task)
-        for folder in (self.stage_dir(), self.stage_dir(job), path):
+        for folder in (self.paths.stage_dir(), self.paths.stage_dir(job), path):
             if not os.path.isdir(folder):
                 self.disk.mkdir(folder)
         return path
@@ -135,7 +148,7 @@ class Staging:
         after a crash). Failed attempts' folders in the same job folder are never published."""
         folder = self.stage_folder(job)
         self.disk.create(os.path.join(folder, COMMIT_MARKER), orjson.dumps(tasks))
-        self.disk.flush(self.root, {folder})
+        self.disk.flush(self.paths.root, {folder})
 
 
 def staged_name(queue: str, message_id: str, delayed: bool, keyed: bool) -> str:

@@ -6,10 +6,14 @@ which the caller flushes whole before it answers anyone.
 """
 
 import os
+from collections.abc import Container, Iterator
 
-from mq.errors import NotFound, lost_race
+from mq.errors import lost_race
 from mq.store.changes import Changes, tracked
+from mq.store.disk import Disk
 from mq.store.names import parse_entry, split_name
+from mq.store.queues import Queues
+from mq.store.root import Root
 
 #: Seconds a file in delay/ must have been left alone before the mover releases it: a claim
 #: renames a message into delay/ first and sets its due time right after, so a release must
@@ -20,7 +24,13 @@ READ_CHUNK = 1 << 16
 
 
 class MessageStates:
-    """The renames of a message between the root's folders (a part of Store)."""
+    """The renames of a message between the root's folders: a member of Store (store.states),
+    given the root's paths, its Disk and its queues (a message entering a missing queue)."""
+
+    def __init__(self, paths: Root, disk: Disk, queues: Queues):
+        self.paths = paths
+        self.disk = disk
+        self.queues = queues
 
     def deliver_new(self, queue: str, message_id: str, delayed: bool,
                     changes: Changes | None = None) -> str:
@@ -29,13 +39,10 @@ class MessageStates:
         The queue is created first if it is missing (auto-create), also for a delayed
         message, so that it has a queue to become ready in.
         """
-        source = self.new_path(queue, message_id)
-        if not self.queue_exists(queue):
-            if not self.auto_create:
-                self.disk.discard(source)
-                raise NotFound(f"queue {queue!r} does not exist")
-            self.create_queue(queue)
-        target = self.delay_path(queue, message_id) if delayed else self.ready_path(queue, message_id)
+        source = self.paths.new_path(queue, message_id)
+        self.queues.admit(queue, source)
+        target = (self.paths.delay_path(queue, message_id) if delayed
+                  else self.paths.ready_path(queue, message_id))
         self.disk.rename(source, target)
         tracked(changes).renamed(source, target)
         return os.path.dirname(target)
@@ -45,7 +52,8 @@ class MessageStates:
         """Unlink a message deliver_new renamed into view whose add was not acknowledged (its
         batch failed before the flush); return the folder. An unlink, not a rename to remove/,
         so that a disk refusing renames can still take it back."""
-        path = self.delay_path(queue, message_id) if delayed else self.ready_path(queue, message_id)
+        path = (self.paths.delay_path(queue, message_id) if delayed
+                else self.paths.ready_path(queue, message_id))
         self.disk.unlink(path)
         tracked(changes).changed(path)
         return os.path.dirname(path)
@@ -63,8 +71,8 @@ class MessageStates:
         of a file that is gone by then, is a lost race. Any other OSError means the message
         is where it was (or, if the undo failed too, in delay/ for the mover to return).
         """
-        source = self.ready_path(queue, message_id, attempts)
-        target = self.delay_path(queue, message_id, attempts + 1)
+        source = self.paths.ready_path(queue, message_id, attempts)
+        target = self.paths.delay_path(queue, message_id, attempts + 1)
         try:
             fd = os.open(source, os.O_RDONLY)
         except OSError as err:
@@ -95,18 +103,19 @@ class MessageStates:
             os.close(fd)
         return data
 
-    def candidates(self, queue: str, message_id: str, max_attempts: int):
+    def candidates(self, queue: str, message_id: str,
+                   max_attempts: int) -> Iterator[tuple[str, int, str]]:
         """Every (state, deliveries, path) a message may have, in the order it moves through
         them: new/, then per delivery count n: delay/ (delayed or in flight), then queues/.
 
         Probing in this order finds a message that moves meanwhile: each move (claim n ->
         delay n+1, release delay n -> ready n) goes to a name probed later.
         """
-        yield "new", 0, self.new_path(queue, message_id)
+        yield "new", 0, self.paths.new_path(queue, message_id)
         for attempts in range(max_attempts + 1):
             yield "delayed" if attempts == 0 else "in_flight", attempts, \
-                self.delay_path(queue, message_id, attempts)
-            yield "ready", attempts, self.ready_path(queue, message_id, attempts)
+                self.paths.delay_path(queue, message_id, attempts)
+            yield "ready", attempts, self.paths.ready_path(queue, message_id, attempts)
 
     def locate(self, queue: str, message_id: str, max_attempts: int) -> tuple[str, int] | None:
         """(state, deliveries) of a message, probing its possible names (no folder listing).
@@ -127,7 +136,7 @@ class MessageStates:
         `known` is the caller's (state, deliveries) guess, tried first; then every name the
         message may have up to max_attempts deliveries is tried in turn, twice (see locate).
         """
-        target = self.remove_path(queue, message_id)
+        target = self.paths.remove_path(queue, message_id)
         if known:
             # Tried alone first: the list of every name (two hundred with the full retry
             # range) is built only when the guess is wrong.
@@ -157,16 +166,17 @@ class MessageStates:
     def state_path(self, queue: str, message_id: str, state: str, attempts: int) -> str:
         """The path of a message in a given state after a given number of deliveries."""
         if state == "new":
-            return self.new_path(queue, message_id)
+            return self.paths.new_path(queue, message_id)
         if state == "ready":
-            return self.ready_path(queue, message_id, attempts)
-        return self.delay_path(queue, message_id, attempts)
+            return self.paths.ready_path(queue, message_id, attempts)
+        return self.paths.delay_path(queue, message_id, attempts)
 
     def ack(self, queue: str, message_id: str, attempts: int,
             changes: Changes | None = None) -> bool:
         """Remove delivery `attempts` of an in-flight message; False when that delivery is over
         (returned, or removed by another ack of it: EEXIST, the peer's remove/ name)."""
-        source, target = self.delay_path(queue, message_id, attempts), self.remove_path(queue, message_id)
+        source = self.paths.delay_path(queue, message_id, attempts)
+        target = self.paths.remove_path(queue, message_id)
         try:
             self.disk.rename(source, target)
         except OSError as err:
@@ -179,7 +189,7 @@ class MessageStates:
     def extend(self, queue: str, message_id: str, attempts: int, due: float,
                changes: Changes | None = None) -> bool:
         """Set a new due time on delivery `attempts`; False when that delivery is over."""
-        path = self.delay_path(queue, message_id, attempts)
+        path = self.paths.delay_path(queue, message_id, attempts)
         try:
             fd = os.open(path, os.O_RDONLY)
         except OSError as err:
@@ -209,7 +219,7 @@ class MessageStates:
         (removed or moved by a peer); "removed" (its queue no longer exists: to remove/).
         """
         changes = tracked(changes)
-        source = self.delay_path(queue, message_id, attempts)
+        source = self.paths.delay_path(queue, message_id, attempts)
         try:
             info = os.stat(source)
         except OSError as err:
@@ -220,12 +230,12 @@ class MessageStates:
         if not force and (due > now or now - info.st_ctime < SETTLE_SECONDS):
             return "not_due", max(due, info.st_ctime + SETTLE_SECONDS)
         if dead_letter:
-            target = self.ready_path(dead_letter, message_id, dead_count)
+            target = self.paths.ready_path(dead_letter, message_id, dead_count)
             outcome = "dead"
-            if not self.queue_exists(dead_letter):
-                self.create_queue(dead_letter)
+            if not self.queues.queue_exists(dead_letter):
+                self.queues.create_queue(dead_letter)
         else:
-            target = self.ready_path(queue, message_id, attempts)
+            target = self.paths.ready_path(queue, message_id, attempts)
             outcome = "ready"
         try:
             self.disk.rename(source, target)
@@ -249,12 +259,12 @@ class MessageStates:
                     return "gone", now
                 raise
         try:
-            self.disk.rename(source, self.remove_path(queue, message_id))
+            self.disk.rename(source, self.paths.remove_path(queue, message_id))
         except OSError as err:
             if lost_race(err):
                 return "gone", now
             raise
-        changes.renamed(source, self.remove_path(queue, message_id))
+        changes.renamed(source, self.paths.remove_path(queue, message_id))
         return "removed", now
 
     def _unless_extended(self, source: str, target: str, outcome: str, due: float, now: float,
@@ -284,16 +294,16 @@ class MessageStates:
     def redrive(self, dead_letter: str, queue: str, changes: Changes | None = None) -> list[str]:
         """Move every ready message of a dead-letter queue back to `queue` as new; return ids."""
         moved = []
-        if not self.queue_exists(queue):
-            self.create_queue(queue)
-        for name in os.listdir(self.queue_dir(dead_letter)):
+        if not self.queues.queue_exists(queue):
+            self.queues.create_queue(queue)
+        for name in os.listdir(self.paths.queue_dir(dead_letter)):
             parsed = parse_entry(name)
             if not parsed:
                 continue
             try:
-                source = os.path.join(self.queue_dir(dead_letter), name)
-                self.disk.rename(source, self.ready_path(queue, parsed[0]))
-                tracked(changes).renamed(source, self.ready_path(queue, parsed[0]))
+                source = os.path.join(self.paths.queue_dir(dead_letter), name)
+                self.disk.rename(source, self.paths.ready_path(queue, parsed[0]))
+                tracked(changes).renamed(source, self.paths.ready_path(queue, parsed[0]))
                 moved.append(parsed[0])
             except OSError as err:
                 if not lost_race(err):
@@ -303,32 +313,33 @@ class MessageStates:
     def quarantine(self, queue: str, message_id: str, attempts: int,
                    changes: Changes | None = None) -> str:
         """Move a claimed file that is not a message from delay/ to corrupt/; return the folder."""
-        source = self.delay_path(queue, message_id, attempts)
-        target = self.corrupt_path(queue, message_id, attempts)
+        source = self.paths.delay_path(queue, message_id, attempts)
+        target = self.paths.corrupt_path(queue, message_id, attempts)
         self.disk.rename(source, target)
         tracked(changes).renamed(source, target)
-        return self.folder("corrupt")
+        return self.paths.folder("corrupt")
 
-    def list_ready(self, queue: str, known=()) -> list[tuple[str, int]]:
+    def list_ready(self, queue: str, known: Container[str] = ()) -> list[tuple[str, int]]:
         """(id, deliveries) of a queue's ready messages (to rebuild an index, never per fetch).
 
         Names in `known` (ids of never-delivered messages the caller has: such an entry's name
         is its id) are skipped unparsed, which halves a re-listing of a deep queue.
         """
         try:
-            names = os.listdir(self.queue_dir(queue))
+            names = os.listdir(self.paths.queue_dir(queue))
         except FileNotFoundError:
             return []
         return [parsed for name in names if name not in known and (parsed := parse_entry(name))]
 
-    def list_delayed(self, known=()) -> list[tuple[float, str, str, int]]:
+    def list_delayed(self, known: Container[tuple[str, str, int]] = ()
+                     ) -> list[tuple[float, str, str, int]]:
         """(due, queue, id, deliveries) of every message in delay/ (at start and to self-heal).
 
         Entries whose (queue, id, deliveries) is in `known` are skipped without a stat: the
         mover already times them, and re-reads the due time before it moves one anyway.
         """
-        entries = []
-        with os.scandir(self.folder("delay")) as it:
+        entries: list[tuple[float, str, str, int]] = []
+        with os.scandir(self.paths.folder("delay")) as it:
             for entry in it:
                 parts = split_name(entry.name)
                 if not parts or parts in known:

@@ -126,10 +126,10 @@ async def to_properties(given: dict, fifo: bool, exists, creating: bool) -> tupl
             kept[name] = (_bool(name, value) if check == "bool" else
                           str(_int(name, value, *check)) if isinstance(check, tuple) else str(value))
         elif name in FIFO_ONLY and fifo:
-            check = FIFO_ONLY[name]
-            if check == "bool":
+            allowed = FIFO_ONLY[name]
+            if allowed == "bool":
                 kept[name] = _bool(name, value)
-            elif str(value) not in check:
+            elif str(value) not in allowed:
                 raise _bad(name)
             else:
                 kept[name] = str(value)

@@ -16,7 +16,8 @@ from mq.http.messages import UNLIMITED_CHUNKED_BODY
 from mq.http.sqs import attributes, authorization, permissions, protocol, queues, receiving, sending
 from mq.http.sqs.errors import SqsError, from_mq
 from mq.http.sqs.names import DEFAULT_REGION, Caller
-from mq.http.sqs.signatures import signed_region
+from mq.http.sqs.service import SqsService
+from mq.http.sqs.signatures import SignatureCheck, signed_region
 
 #: Operation name -> async function(service, caller, params) -> result or None.
 OPERATIONS = {
@@ -88,9 +89,12 @@ class SqsHandler(ApiHandler):
     # (http/sqs/authorization.py); with --token-file alone, serve() refuses every call.
     scope = {"GET": access.OPEN, "POST": access.OPEN}
 
-    def initialize(self, service, options, sqs, signatures=None) -> None:
+    def initialize(self, service, options, sqs: SqsService | None = None,
+                   signatures: SignatureCheck | None = None) -> None:
         """Take the SQS service the operations use and the signature check, if any."""
         super().initialize(service, options)
+        # A default only as ApiHandler.initialize takes two arguments: every route gives it.
+        assert sqs is not None, "the SQS routes give their handler the SqsService"
         self.sqs = sqs
         self.signatures = signatures
 
@@ -103,7 +107,7 @@ class SqsHandler(ApiHandler):
         length = self.request.headers.get("Content-Length", "")
         # A body over the limit is read and dropped (data_received), then refused as SQS
         # refuses a call; a chunked one declares no length and is counted as it comes.
-        self.request.connection.set_max_body_size(
+        self.http_connection().set_max_body_size(
             max(int(length), self.limit) if length.isdigit() else UNLIMITED_CHUNKED_BODY)
 
     def data_received(self, chunk: bytes) -> None:

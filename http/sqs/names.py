@@ -3,11 +3,13 @@ parameters a request gives (numbers arrive as text in the query protocol)."""
 
 import re
 from dataclasses import dataclass, field
+from typing import Literal, overload
 from urllib.parse import urlsplit
 
 from mq import store as fmt
 from mq.errors import Invalid
 from mq.http.sqs.errors import SqsError, invalid, missing, queue_missing
+from mq.tokens import Token
 
 #: An SQS queue name: 1 to 80 characters, with `.fifo` at the end of a FIFO queue's.
 QUEUE_NAME = re.compile(r"[A-Za-z0-9_-]{1,80}")
@@ -30,7 +32,7 @@ class Caller:
     region: str = DEFAULT_REGION
     connection: object = None
     log_fields: dict = field(default_factory=dict)
-    token: object = None
+    token: Token | None = None
 
     def queue_url(self, queue: str) -> str:
         """The URL of a queue."""
@@ -102,6 +104,14 @@ def integer(params: dict, name: str, default, low: int, high: int, reason: str =
         raise invalid(f"Value {value} for parameter {name} is invalid. Reason: "
                       f"{reason or f'Must be between {low} and {high}, if provided.'}")
     return number
+
+
+@overload
+def text(params: dict, name: str, required: Literal[True]) -> str: ...
+
+
+@overload
+def text(params: dict, name: str, required: bool = False) -> str | None: ...
 
 
 def text(params: dict, name: str, required: bool = False) -> str | None:

@@ -29,13 +29,16 @@ REQUEST_MEMBERS = {
     "Entries": ("Entries", "list", None, None),
 }
 
-#: Flattened result members: JSON name -> (element name, key name, value name) for maps.
-RESULT_MEMBERS = {
-    "QueueUrls": ("QueueUrl", None, None),
-    "queueUrls": ("QueueUrl", None, None),
-    "Messages": ("Message", None, None),
-    "Failed": ("BatchResultErrorEntry", None, None),
-    "Results": ("ListMessageMoveTasksResultEntry", None, None),
+#: Flattened result lists: JSON name -> the element name of each item.
+RESULT_LISTS = {
+    "QueueUrls": "QueueUrl",
+    "queueUrls": "QueueUrl",
+    "Messages": "Message",
+    "Failed": "BatchResultErrorEntry",
+    "Results": "ListMessageMoveTasksResultEntry",
+}
+#: Flattened result maps: JSON name -> (element name, key name, value name).
+RESULT_MAPS = {
     "Attributes": ("Attribute", "Name", "Value"),
     "MessageAttributes": ("MessageAttribute", "Name", "Value"),
     "Tags": ("Tag", "Key", "Value"),
@@ -118,15 +121,15 @@ def _members(result: dict, batch_entry: str = "") -> str:
         if key == "Successful":
             parts += [_element(batch_entry, item) for item in value]
             continue
-        member = RESULT_MEMBERS.get(key)
-        if member is None:
-            parts.append(_element(key, value))
-        elif isinstance(value, dict):
-            element, key_name, value_name = member
+        if key in RESULT_MAPS and isinstance(value, dict):
+            element, key_name, value_name = RESULT_MAPS[key]
             parts += [f"<{element}>{_element(key_name, k)}{_element(value_name, v)}</{element}>"
                       for k, v in value.items()]
+        elif key in RESULT_LISTS or key in RESULT_MAPS:
+            element = RESULT_LISTS[key] if key in RESULT_LISTS else RESULT_MAPS[key][0]
+            parts += [_element(element, item) for item in value]
         else:
-            parts += [_element(member[0], item) for item in value]
+            parts.append(_element(key, value))
     return "".join(parts)
 
 

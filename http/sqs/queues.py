@@ -119,7 +119,7 @@ async def list_queues(service, caller: Caller, params: dict) -> dict:
     prefix = text(params, "QueueNamePrefix") or ""
     names, token = page(access.allowed(caller.token, [n for n in service.queue_names()
                                                       if n.startswith(prefix)]), params)
-    result = {}
+    result: dict[str, list[str] | str] = {}
     if names:
         result["QueueUrls"] = [caller.queue_url(n) for n in names]
     if token:
@@ -243,7 +243,7 @@ async def list_dead_letter_source_queues(service, caller: Caller, params: dict) 
     name = queue_from_url(params)
     await service.queue(name)
     names, token = page(access.allowed(caller.token, sources_of(service, name)), params)
-    result = {"queueUrls": [caller.queue_url(n) for n in names]}
+    result: dict[str, list[str] | str] = {"queueUrls": [caller.queue_url(n) for n in names]}
     if token:
         result["NextToken"] = token
     return result

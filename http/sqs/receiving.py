@@ -93,10 +93,11 @@ async def receive_message(service, caller: Caller, params: dict) -> dict:
     props = (await service.queue(queue))["properties"]
     if wait is None:
         wait = int((props.get("attributes") or {}).get("ReceiveMessageWaitTimeSeconds", 0))
-    fetched, holder = [], None
+    fetched: list[dict] = []
+    holder: str | None = None
     while len(fetched) < count:
         seconds = 0 if fetched else wait
-        watch = []
+        watch: list[asyncio.Future] = []
         try:
             result = await service.queues.fetch(
                 service.token, Fetch(queue=queue, wait=seconds, holder=holder),

@@ -96,7 +96,7 @@ def check_message(params: dict, queue: str, props: dict) -> Outgoing:
 
 async def add(service, queue: str, message: Outgoing, fifo: bool) -> dict:
     """Store a checked message through a save actor; its SendMessage result."""
-    stored = {}
+    stored: dict[str, object] = {}
     if message.attributes:
         stored["m"] = message.attributes
     if message.system_attributes:
@@ -145,7 +145,7 @@ async def send_message_batch(service, caller: Caller, params: dict) -> dict:
         raise SqsError("BatchRequestTooLong", f"Batch requests cannot be longer than "
                        f"{MAX_BATCH_BYTES} bytes. You have sent {total} bytes.")
     fifo = is_fifo(queue, props)
-    checked = []
+    checked: list[Outgoing | SqsError] = []
     for entry in entries:
         try:
             checked.append(check_message(entry, queue, props))

@@ -1,0 +1,112 @@
+"""The declared operations (mq.operations): their payloads both ways, the checks a payload
+meets before any handler runs, and the actors' loop answering a bad one `invalid`."""
+
+import os
+from dataclasses import dataclass
+
+import pytest
+
+from actor_support import Actors, request
+from mq import operations as ops
+from mq import protocol
+from mq.errors import Invalid
+from mq.operations.fields import Operation, operation
+
+MESSAGE_ID = "01a2075f-397e-7000-b672-315b943bf3ee"
+
+
+@pytest.mark.parametrize("sent", [
+    ops.Add(queue="orders", body=b"hello", content_type="text/plain", due=12.5,
+            dedup_id="k", group="g", attributes={"tp": "x"}),
+    ops.AddBatch(queue="orders", messages=[{"body": b"a"}, {"body": b"b", "due": 3.0}]),
+    ops.AddFanout(queues=["a", "b"], body=b"x"),
+    ops.Fetch(queue="q", wait=2.5, holder="h"),
+    ops.FetchBatch(queue="q", max=100),
+    ops.FetchAny(queues=["a", "b"], claim=False),
+    ops.Extend(queue="q", id=MESSAGE_ID, receipt=f"{MESSAGE_ID}.1", seconds=30.0),
+    ops.Peek(queue="q", max=1000, after=MESSAGE_ID),
+    ops.PropsPut(queue="q", properties={"timeout": 5}),
+    ops.Delayed(entries=[["q", MESSAGE_ID, 1, 7.0]]),
+    ops.Ready(queue="q", ids=[[MESSAGE_ID, 1]]),
+    ops.Cancel(request=b"\x00" * 8),
+    ops.Stats(),
+])
+def test_a_request_comes_out_of_its_frames_as_it_went_in(sent):
+    rid, payload = protocol.encode_request(b"\x00" * 7 + b"\x01", sent)
+    _, _, decoded = protocol.decode_request([b"peer", rid, payload])
+    assert decoded["op"] == sent.op and decoded["v"] == protocol.VERSION
+    assert ops.OPS[decoded["op"]].from_payload(decoded) == sent
+
+
+def test_nil_or_absent_fields_take_their_defaults():
+    assert ops.Peek.from_payload({"queue": "q", "max": None}) == ops.Peek(queue="q", max=10)
+    assert ops.Fetch.from_payload({"queue": "q"}).wait == 0
+    assert ops.FetchAny.from_payload({"queues": ["q"]}).claim is True
+    # A Sequence field (a list on the wire) defaults to an immutable ().
+    assert ops.Ready.from_payload({"queue": "q"}).ids == ()
+
+
+@pytest.mark.parametrize("op, payload, says", [
+    ("add", {"queue": "q"}, "body is required"),
+    ("add", {"queue": "../q", "body": b"x"}, "invalid queue name"),
+    ("add", {"queue": "q", "body": "text"}, "body must be bytes"),
+    ("add", {"queue": "q", "body": b"x", "must_exist": 1}, "must_exist must be true or false"),
+    ("add_batch", {"queue": "q", "messages": []}, "messages must be a list of 1 to 1000"),
+    ("add_fanout", {"queues": ["a", "a"], "body": b"x"}, "must not repeat"),
+    ("add_fanout", {"queues": ["q"] * 1001, "body": b"x"}, "1 to 1000"),
+    ("fetch", {"queue": "q", "wait": 20.5}, "wait must be between 0 and 20 seconds"),
+    ("fetch", {"queue": "q", "wait": True}, "wait must be a number"),
+    ("fetch_batch", {"queue": "q"}, "max is required"),
+    ("fetch_batch", {"queue": "q", "max": 101}, "max must be from 1 to 100"),
+    ("fetch_any", {"queues": "q"}, "queues must be a list"),
+    ("watch", {"queues": ["q", "bad/name"]}, "invalid queue name"),
+    ("ack", {"queue": "q", "id": "nope"}, "invalid message id"),
+    ("ack_batch", {"queue": "q", "receipts": [f"{MESSAGE_ID}.1"] * 1001}, "1 to 1000"),
+    ("extend", {"queue": "q", "id": MESSAGE_ID, "seconds": -1}, "seconds must be from 0"),
+    ("peek", {"queue": "q", "max": 1001}, "max must be from 1 to 1000"),
+    ("peek", {"queue": "q", "after": "x"}, "invalid message id"),
+    ("purge", {"queue": "q", "keys": "yes"}, "keys must be true or false"),
+    ("props_put", {"queue": "q", "properties": {"bogus": 1}}, "bogus"),
+    ("rules_put", {"rules": {}}, "rules must be a list"),
+    ("ready", {"queue": "q", "ids": "x"}, "ids must be a list"),
+    ("settled", {"entries": {"q": 1}}, "entries must be a list"),
+    ("cancel", {}, "request is required"),
+])
+def test_a_bad_payload_is_invalid_naming_what_is_wrong(op, payload, says):
+    with pytest.raises(Invalid) as raised:
+        ops.OPS[op].from_payload(payload)
+    assert says in raised.value.message
+
+
+def test_a_request_the_actor_cannot_decode_is_invalid_and_reaches_no_handler(tmp_path):
+    actors = Actors(tmp_path)
+    assert "id" in actors.add({"queue": "q", "body": b"kept"})[0]
+    seen = []
+    kind, handler = actors.fetcher.COMMANDS["fetch"]
+    actors.fetcher.COMMANDS = dict(actors.fetcher.COMMANDS, fetch=(
+        kind, lambda actor, batch, req, sender: seen.append(req) or handler(actor, batch, req, sender)))
+    batch = actors.fetcher.handle([request("fetch", queue="q", wait=60),
+                                   request("fetch", queue="q", wait="soon"),
+                                   request("fetch", queue="q")])
+    assert [getattr(r, "kind", "ok") for r in batch.results] == ["invalid", "invalid", "ok"]
+    assert seen == [ops.Fetch(queue="q")]  # Only the valid one reached the handler.
+    assert not os.listdir(actors.store.queue_dir("q"))  # It claimed the one message.
+
+
+def test_a_fan_out_with_a_bad_field_is_invalid_and_adds_nothing(tmp_path):
+    actors = Actors(tmp_path)
+    for queue in ("a", "b"):
+        actors.call("queue_put", queue=queue)
+    results = actors.save.handle([request("add_fanout", queues=["a", "b"], body="not bytes")]).results
+    assert results[0].kind == "invalid" and "body must be bytes" in results[0].message
+    assert not os.listdir(actors.store.queue_dir("a")) and not os.listdir(actors.store.queue_dir("b"))
+
+
+def test_an_op_is_declared_once():
+    with pytest.raises(TypeError, match="declared twice"):
+        @operation("add")
+        @dataclass(slots=True, frozen=True, kw_only=True)
+        class Again(Operation):
+            """A second add."""
+    with pytest.raises(TypeError, match="must be an Operation dataclass"):
+        operation("not_a_dataclass")(type("Plain", (Operation,), {}))

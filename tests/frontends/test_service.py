@@ -1,0 +1,107 @@
+"""The front ends reach the actors only through QueueService (http/service.py), and the service
+checks the caller's token on every queue each operation touches, so no front end can leave a
+queue unchecked."""
+
+import dataclasses
+import re
+import tomllib
+
+import pytest
+
+from mq.errors import Forbidden
+from mq.http import service
+from mq.operations import OPS
+from mq.tokens import RANKS, Token
+
+from repo_support import REPO, lint_imports
+
+#: The modules of http/ that may hold the actor pool: the service's side, and the front's
+#: process, which builds the pool and hands the service to every front end.
+SERVICE_SIDE = {"mq.http.actor_links", "mq.http.service", "mq.http.routing", "mq.http.front"}
+#: The ops a front end sends (the others are notes between the daemon's own processes).
+FRONT_OPS = [cls for cls in OPS.values()
+             if cls.__module__.rpartition(".")[2] in ("admin", "fetch", "save")] + [service.Stats]
+
+
+def contract(contract_id: str) -> dict:
+    """One contract of pyproject.toml's [tool.importlinter]."""
+    settings = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]
+    [found] = [c for c in settings["contracts"] if c["id"] == contract_id]
+    return found
+
+
+def http_modules() -> set[str]:
+    """Every module of http/, by its installed name (the sqs package as one)."""
+    top = {f"mq.http.{path.stem}" for path in (REPO / "http").glob("*.py")}
+    return top | {"mq.http.sqs"}
+
+
+def test_every_front_end_module_is_kept_off_the_actor_links():
+    # A module added to http/ is a front end unless named as the service's: the contract
+    # must name it, or it could reach the pool unseen.
+    front_ends = contract("front-ends")
+    assert set(front_ends["source_modules"]) == http_modules() - SERVICE_SIDE
+    assert front_ends["forbidden_modules"] == ["mq.http.actor_links"]
+
+
+def test_the_contract_sees_an_import_of_the_actor_links(tmp_path):
+    # Held to the service too, the contract is broken: it does see the imports it forbids.
+    front_ends = contract("front-ends")
+    config = tmp_path / "service_too.ini"
+    config.write_text(
+        "[importlinter]\nroot_packages =\n    mq\n    mq.http\n"
+        "\n[importlinter:contract:service-too]\nname = service too\ntype = forbidden\n"
+        "source_modules =\n" + "".join(f"    {m}\n" for m in front_ends["source_modules"])
+        + "    mq.http.service\nforbidden_modules =\n    mq.http.actor_links\n"
+        "allow_indirect_imports = true\n")
+    result = lint_imports(str(config))
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "mq.http.service -> mq.http.actor_links" in result.stdout
+
+
+def sample(cls) -> tuple[object, list[str]]:
+    """An instance of the op with every queue field a distinct name; the names."""
+    values, queues = {}, []
+    for field in dataclasses.fields(cls):
+        if field.name in ("queue", "source"):
+            values[field.name] = f"q-{field.name}"
+            queues.append(values[field.name])
+        elif field.name == "queues":
+            values[field.name] = ["q-queues-1", "q-queues-2"]
+            queues += values[field.name]
+        elif field.name == "properties":  # Its dead-letter queue is written and read too.
+            values[field.name] = {"dead_letter_queue": "q-dead"}
+            queues.append("q-dead")
+        elif field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
+            values[field.name] = {"body": b"x", "id": "0" * 16}.get(field.name, [])
+    return cls(**values), queues
+
+
+def token(queues: str, scope: str = "admin") -> Token:
+    """A token of the scope for the queues whose whole name matches the regex."""
+    return Token(name="t", digest=b"", rank=RANKS[scope], queues=re.compile(queues))
+
+
+@pytest.mark.parametrize("cls", FRONT_OPS, ids=lambda cls: cls.op)
+def test_each_op_is_checked_on_every_queue_it_touches(cls):
+    request, queues = sample(cls)
+    service.check(token(".*"), request)  # Every queue allowed: passes.
+    if not queues:  # About every queue (rules, statistics): a token limited to some is refused.
+        assert service.touched(request) is None
+        with pytest.raises(Forbidden):
+            service.check(token("q-.*"), request)
+        return
+    for queue in queues:  # Each queue it touches, refused alone, refuses the op.
+        with pytest.raises(Forbidden, match=re.escape(repr(queue))):
+            service.check(token(f"(?!{re.escape(queue)}$).*"), request)
+
+
+@pytest.mark.parametrize("cls", FRONT_OPS, ids=lambda cls: cls.op)
+def test_each_op_needs_its_scope(cls):
+    request, _ = sample(cls)
+    needed = service.SCOPES.get(cls.op, "admin")
+    service.check(token(".*", needed), request)
+    lower = [scope for scope, rank in RANKS.items() if rank == RANKS[needed] - 1]
+    if lower:
+        with pytest.raises(Forbidden, match="lacks the"):
+            service.check(token(".*", lower[0]), request)

@@ -1,0 +1,200 @@
+"""GET /metrics, GET /health and the StatsD output of a real daemon, read with
+prometheus_client's own parser and a real UDP socket on 127.0.0.1."""
+
+import os
+import re
+import signal
+import socket
+import subprocess
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from support import command, poll_for, ready_daemon
+from repo_support import REPO
+
+OPERATIONS = REPO / "docs" / "OPERATIONS.md"
+README = REPO / "README.md"
+
+
+@pytest.fixture(scope="module")
+def statsd_socket():
+    """A UDP socket on 127.0.0.1 standing in for a StatsD server."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.settimeout(0.2)
+    yield sock
+    sock.close()
+
+
+@pytest.fixture(scope="module")
+def daemon(tmp_path_factory, statsd_socket):
+    """One daemon sending StatsD lines to the socket every 0.2 s."""
+    host, port = statsd_socket.getsockname()
+    yield from ready_daemon(tmp_path_factory.mktemp("metrics"), workers=2, timeout=30,
+                            args=(f"--statsd={host}:{port}", "--statsd-interval=0.2",
+                                  "--statsd-prefix=mqt"))
+
+
+def scrape(daemon) -> dict:
+    """{(metric sample name, labels as a tuple): value} of one GET /metrics."""
+    resp = daemon.request("GET", "/metrics")
+    assert resp.status == 200
+    assert resp.header("Content-Type").startswith("text/plain; version=")
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(resp.body.decode())
+            for s in family.samples}
+
+
+def readme_examples() -> list[tuple[str, str]]:
+    """(command, expected output) of each `$ ` line in README's "Watching mq" section."""
+    section = README.read_text().split("\n## Watching mq\n", 1)[1].split("\n## ", 1)[0]
+    block = re.search(r"^```\n(.*?)^```$", section, re.S | re.M).group(1)
+    return [tuple(chunk.partition("\n")[::2]) for chunk in re.split(r"^\$ ", block, flags=re.M)[1:]]
+
+
+def test_readme_examples_run_as_written(start_mq):
+    # A daemon of its own, so that "orders" is its only queue, as in the README (the module's
+    # daemon serves tests that may run before this one, on the same pytest-xdist worker).
+    daemon = start_mq(workers=2, timeout=30)
+    for body in (b"one", b"two"):
+        assert daemon.request("POST", "/orders/messages", body).status == 201
+    assert daemon.request("GET", "/orders/messages").status == 200
+    examples = readme_examples()
+    assert [command.split()[2] for command, _ in examples] == [
+        "http://127.0.0.1:8080/_mq/stats", "http://127.0.0.1:8080/metrics",
+        "http://127.0.0.1:8080/health"]
+
+    def runs_as_written(command, expected):
+        command = command.replace("127.0.0.1:8080", f"127.0.0.1:{daemon.port}")
+        out = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=30).stdout
+        # Times and rates differ from run to run; every count is as shown.
+        # (curl prints no newline after a JSON body; the README's block has one.)
+        return re.sub(r"\d+\.\d+", "F", out.strip()) == re.sub(r"\d+\.\d+", "F", expected.strip())
+
+    for command, expected in examples:
+        poll_for(lambda: runs_as_written(command, expected), 10, what=command)
+
+
+def test_metrics_show_each_queue_with_conventional_names(daemon):
+    for n in range(3):
+        assert daemon.request("POST", "/m1/messages", b"x%d" % n).status == 201
+    assert daemon.request("POST", "/m1/messages?delay=60", b"later").status == 201
+    assert daemon.request("GET", "/m1/messages").status == 200
+    q = (("queue", "m1"),)
+    samples = poll_for(lambda: (s := scrape(daemon)).get(("mq_messages_in_flight", q)) == 1 and s,
+                       10, what="the fetch to be in the metrics")
+    assert samples[("mq_messages_ready", q)] == 2
+    assert samples[("mq_messages_delayed", q)] == 1
+    assert samples[("mq_messages_dead", q)] == 0
+    assert samples[("mq_adds_total", q)] == 4
+    assert samples[("mq_fetches_total", q)] == 1
+    assert samples[("mq_acks_total", q)] == 0
+    assert samples[("mq_oldest_ready_age_seconds", q)] >= 0
+    assert samples[("mq_actor_up", (("actor", "fetch-1"),))] == 1
+    assert samples[("mq_process_up", (("process", "reaper-0"),))] == 1
+    assert samples[("mq_process_restarts_total", (("process", "save-0"),))] == 0
+    assert samples[("mq_process_resident_memory_bytes", (("process", "front-0"),))] > 0
+
+
+def flush_figures(samples: dict, actor: str) -> tuple[float, float, list[float]]:
+    """(count, sum, cumulative bucket counts in bound order) of one actor's mq_flush_seconds."""
+    buckets = sorted((float(dict(labels)["le"]), value) for (name, labels), value in samples.items()
+                     if name == "mq_flush_seconds_bucket" and dict(labels)["actor"] == actor)
+    labels = (("actor", actor),)
+    return (samples[("mq_flush_seconds_count", labels)], samples[("mq_flush_seconds_sum", labels)],
+            [value for _, value in buckets])
+
+
+def responses(samples: dict, code: int) -> float:
+    """mq_http_responses_total of front-0 for one status code (0 before the first)."""
+    return samples.get(("mq_http_responses_total", (("code", str(code)), ("front", "front-0"))), 0)
+
+
+def test_flush_times_and_responses_by_status_are_counted(daemon):
+    before = scrape(daemon)
+    for n in range(3):
+        assert daemon.request("POST", "/flushed/messages", b"f%d" % n).status == 201
+    assert daemon.request("GET", "/no/such/path/here").status == 404
+    after = scrape(daemon)
+    # Each add waits for its batch's two flushes (the data, then the renames), in a save actor.
+    flushes = sum(flush_figures(after, actor)[0] - flush_figures(before, actor)[0]
+                  for actor in ("save-0", "save-1"))
+    assert flushes >= 2
+    for actor in ("save-0", "save-1", "fetch-0", "fetch-1", "mover-0"):
+        count, total, buckets = flush_figures(after, actor)
+        assert buckets == sorted(buckets) and buckets[-1] == count  # cumulative, +Inf last
+        assert (total > 0) == (count > 0)
+    assert responses(after, 201) - responses(before, 201) == 3
+    assert responses(after, 404) - responses(before, 404) == 1
+    # The scrape before counts once it is sent: this one sees it.
+    assert responses(after, 200) > responses(before, 200)
+
+
+def test_every_metric_is_documented_and_every_documented_metric_exists(daemon):
+    # A queue with a message in flight and one ready, whatever ran before on this daemon:
+    # queue metrics exist only then (the oldest ready age only while one is ready).
+    for body in (b"one", b"two"):
+        assert daemon.request("POST", "/documented/messages", body).status == 201
+    assert daemon.request("GET", "/documented/messages").status == 200
+    q = (("queue", "documented"),)
+    samples = poll_for(lambda: (s := scrape(daemon)).get(("mq_messages_ready", q)) == 1 and s,
+                       10, what="the documented queue's metrics")
+    exposed = {re.sub(r"_total$", "", name) for name, _ in samples}
+    documented = {re.sub(r"_total$", "", name)
+                  for name in re.findall(r"`(mq_[a-z_]+)`", OPERATIONS.read_text())}
+    assert exposed == documented
+
+
+def test_health_is_503_naming_an_actor_that_is_down_then_200_again(daemon):
+    resp = daemon.request("GET", "/health")
+    assert (resp.status, resp.json()) == (200, {"status": "ok", "down": []})
+    victim = daemon.children()["fetch-1"]
+    # A stopped supervisor restarts nothing, so the actor stays down while we look.
+    os.kill(daemon.pid, signal.SIGSTOP)
+    try:
+        victim.kill()
+        resp = poll_for(lambda: (r := daemon.request("GET", "/health")).status == 503 and r, 10,
+                        what="/health to notice the dead actor")
+        assert resp.json() == {"status": "degraded", "down": ["fetch-1"]}
+        assert resp.header("Retry-After") == "1"
+        samples = scrape(daemon)
+        assert samples[("mq_actor_up", (("actor", "fetch-1"),))] == 0
+        assert responses(samples, 503) >= 1  # the /health answers above
+        assert daemon.request("GET", "/_mq/stats").json()["complete"] is False
+    finally:
+        os.kill(daemon.pid, signal.SIGCONT)
+    poll_for(lambda: daemon.request("GET", "/health").status == 200, 15,
+             what="/health to be 200 once the actor is back")
+
+
+def received_lines(sock) -> list[str]:
+    """Every StatsD line waiting on the socket."""
+    lines = []
+    while True:
+        try:
+            lines += sock.recv(65536).decode().splitlines()
+        except socket.timeout:
+            return lines
+
+
+def test_statsd_gets_depths_as_gauges_and_new_events_as_counters(daemon, statsd_socket):
+    received_lines(statsd_socket)
+    for n in range(4):
+        assert daemon.request("POST", "/st.q/messages", b"x%d" % n).status == 201
+    lines = []
+
+    def all_adds_counted():
+        lines.extend(received_lines(statsd_socket))
+        return sum(int(line.split(":")[1].split("|")[0]) for line in lines
+                   if line.startswith("mqt.st_q.adds:")) == 4 and "mqt.st_q.ready:4|g" in lines
+
+    poll_for(all_adds_counted, 10, what="StatsD lines counting the 4 adds")
+    assert all(re.fullmatch(r"mqt\.[A-Za-z0-9_-]+\.[a-z_]+:\d+\|[gc]", line) for line in lines)
+
+
+def test_a_bad_statsd_address_stops_mq_with_status_2(tmp_path):
+    run = subprocess.run([command("mq"), "--statsd=nohost", "--print-config"],
+                         capture_output=True, text=True, timeout=30)
+    assert run.returncode == 2
+    assert run.stderr.strip() == "mq: --statsd must be HOST:PORT, with a port from 1 to 65535"

@@ -1,0 +1,53 @@
+"""mypy, with the settings of pyproject.toml ([tool.mypy]), finds nothing in the installed
+package: `mypy -p mq` checks it as installed, where the folders form the one package mq."""
+
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from repo_support import REPO
+
+MYPY = Path(sys.executable).with_name("mypy")
+
+# A whole-package check takes a core for 5 to 30 s: one worker runs both, one after the other,
+# with room for a loaded machine.
+pytestmark = [pytest.mark.xdist_group("mypy"), pytest.mark.timeout(300)]
+
+
+def mypy(*args: str, cache: Path) -> subprocess.CompletedProcess:
+    """Run mypy from the repository root, where pyproject.toml is, with a cache of its own (a
+    shared one could be written by two runs at once)."""
+    return subprocess.run([str(MYPY), "--cache-dir", str(cache), *args], cwd=REPO,
+                          capture_output=True, text=True, timeout=280)
+
+
+def test_the_package_has_no_mypy_finding(tmp_path):
+    result = mypy("-p", "mq", cache=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    # It checked the package, not an empty set of files.
+    checked = re.search(r"no issues found in (\d+) source files", result.stdout)
+    assert checked and int(checked.group(1)) > 100, result.stdout
+
+
+def test_mypy_reports_a_finding_where_there_is_one(tmp_path):
+    # The settings and the package's own types (py.typed) reach mypy: a call that breaks a
+    # signature of mq is reported.
+    probe = "from mq.errors import from_os_error\n\nfrom_os_error('not an OSError', 1)\n"
+    result = mypy("-c", probe, cache=tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert result.stdout.count("[arg-type]") == 2, result.stdout
+
+
+def test_no_setting_hides_findings_of_the_package():
+    # An override that ignores errors (or skips modules) would let the check above pass over
+    # findings: none may cover a module of mq.
+    settings = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["mypy"]
+    for override in settings.get("overrides", []):
+        modules = override["module"]
+        for pattern in [modules] if isinstance(modules, str) else modules:
+            hides = override.get("ignore_errors") or override.get("follow_imports") == "skip"
+            assert not (hides and pattern.split(".")[0] in ("mq", "mq*", "*")), override
