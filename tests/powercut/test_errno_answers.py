@@ -5,15 +5,27 @@ ENOTCONN, what a network file system gives while its server or metadata engine i
 and never an absence (404) that is not one."""
 
 import errno
+import socket
 
+import msgpack
 import pytest
 
 from support import Daemon, free_port, poll_for
 from test_power_cut import LazyMount, fuse_missing
-from test_rpc import RpcClient
 
 #: The front's reads under test: pull-any (its queue list), SQS ListQueues (query protocol).
 READS = ("/_mq/messages?qre=ord.*", "/?Action=ListQueues")
+
+
+def rpc_error(port: int, method: str, *params):
+    """The error of one MessagePack-RPC request (None when it succeeded)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(msgpack.packb([0, 1, method, list(params)], use_bin_type=True))
+        unpacker = msgpack.Unpacker(raw=False)
+        while True:
+            for _, _, error, _ in unpacker:
+                return error
+            unpacker.feed(sock.recv(65536))
 
 
 def answers(daemon: Daemon) -> list:
@@ -52,14 +64,12 @@ def test_a_failing_read_of_the_root_in_the_front_is_answered_by_its_errno(tmp_pa
     try:
         daemon.wait_ready()
         message_id = daemon.add("orders", b"hello")
-        rpc = RpcClient(daemon.rpc_port)
         for code in (errno.EIO, errno.ENOTCONN):
             faults.write_text(f"readdir /root/queues {code}\n")
             for status, retry_after, body in answers(daemon):
                 assert (status, retry_after) == (503, "1"), body
-            error, _ = rpc.answer(rpc.request("pull_any", "ord.*", 0))
+            error = rpc_error(daemon.rpc_port, "pull_any", "ord.*", 0)
             assert error["error"] == "unavailable", error
-        rpc.close()
         faults.write_text(f"readdir /root/queues {errno.EACCES}\n")
         pull_any, list_queues = answers(daemon)
         assert pull_any[0] == 500 and b'"error":"storage"' in pull_any[2], pull_any
