@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from mq.errors import Invalid
 from mq.http import access, routing
 from mq.http.actor_links import ActorPool
-from mq.http.stats import merge
+from mq.http.figures import merge
 from mq.operations import (
     MAX_FANOUT_QUEUES,
     Add,
@@ -174,7 +174,7 @@ class QueueService:
                 + [("mover-0", pool.mover)])
 
     async def stats(self, token: Token | None) -> dict:
-        """Every actor's statistics, asked concurrently and merged per queue (http/stats.py)."""
+        """Every actor's statistics, asked concurrently and merged per queue (http/figures.py)."""
         check(token, Stats())
         links = self._links()
         answers = await asyncio.gather(*(link.call(Stats()) for _, link in links),

@@ -20,6 +20,8 @@ ROOT = Path(__file__).resolve().parent.parent
 #: The modules of http/ that may hold the actor pool: the service's side, and the front's
 #: process, which builds the pool and hands the service to every front end.
 SERVICE_SIDE = {"mq.http.actor_links", "mq.http.service", "mq.http.routing", "mq.http.front"}
+#: What the service shares with the front ends: the access check, the merging of statistics.
+SHARED = {"mq.http.access", "mq.http.figures"}
 #: The ops a front end sends (the others are notes between the daemon's own processes).
 FRONT_OPS = [cls for cls in OPS.values()
              if cls.__module__.rpartition(".")[2] in ("admin", "fetch", "save")] + [service.Stats]
@@ -59,6 +61,15 @@ def test_the_contract_sees_an_import_of_the_actor_links(tmp_path):
     result = lint_imports(str(config))
     assert result.returncode == 1, result.stdout + result.stderr
     assert "mq.http.service -> mq.http.actor_links" in result.stdout
+
+
+def test_the_service_side_imports_no_front_end():
+    # The front ends call the service; were it to import one of them (the statistics route,
+    # say), a front end could not change without the service.
+    below = contract("service-below-front-ends")
+    assert set(below["source_modules"]) == SERVICE_SIDE - {"mq.http.front"}
+    assert set(below["forbidden_modules"]) == http_modules() - SERVICE_SIDE - SHARED | {
+        "mq.http.front"}
 
 
 def sample(cls) -> tuple[object, list[str]]:
