@@ -17,7 +17,6 @@ import time
 import msgpack
 
 from mq import store as fmt
-from mq.adds import check_add
 from mq.errors import Invalid, Unauthorized
 from mq.http import access, trace
 from mq.operations import (
@@ -160,12 +159,13 @@ async def push(caller: Caller, params: list):
         raise Invalid("delay must be a finite number of seconds, 0 or more")
     queue = queue_name(name)
     token = caller.check("write", [queue])
-    add = check_add(queue, body, options.get("content_type") or content_type,
-                    now + delay if delay else None, options.get("dedup_id"), now)
     context = trace.parse(options.get("traceparent"), options.get("tracestate"))
-    await caller.service.add(token, Add(queue=add.queue, body=add.body,
-                                        content_type=add.content_type, due=add.due,
-                                        dedup_id=add.dedup_id or None, attributes=context or None))
+    # Checked once, by the save actor as it decodes the add (its fields' checks).
+    await caller.service.add(token, Add(queue=queue, body=body,
+                                        content_type=options.get("content_type") or content_type,
+                                        due=now + delay if delay else None,
+                                        dedup_id=options.get("dedup_id"),
+                                        attributes=context or None))
     return "ok"
 
 
