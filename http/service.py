@@ -100,14 +100,22 @@ class QueueService:
         """Add the message to every existing queue the pattern matches and the token may use,
         durably and together (one save actor's batch and flush); each copy's queue and id.
         NotFound when no queue matches."""
-        queues = routing.matching_queues(self.root, pattern, token)
+        queues = self.reached(token, pattern)
         if len(queues) > MAX_FANOUT_QUEUES:
             raise Invalid(f"{len(queues)} queues match {pattern!r}; a fan-out may add to at most "
                           f"{MAX_FANOUT_QUEUES}")
         request = AddFanout(queues=queues, body=body, content_type=content_type or "", due=due,
                             attributes=attributes or None)
-        check(token, request)
         return (await self._pool.saver().call(request))["messages"]
+
+    def reached(self, token: Token | None, pattern) -> list[str]:
+        """The queues a fan-out or a pull-any reaches, its access check: the write scope, then
+        the existing queues the pattern matches, filtered to those the token may use (each
+        tested once: a queue it may not use is, for it, one that does not exist, never a
+        refusal); NotFound when none is left."""
+        if token is not None:
+            access.check(token, WRITE, ())
+        return routing.matching_queues(self.root, pattern, token)
 
     # Everything naming a queue: to the queue's fetch actor.
 
@@ -157,9 +165,7 @@ class QueueService:
         up to `wait` seconds; None when none came (or gone() turned true). The fetch result,
         with "queue" added; NotFound when no queue matches (docs/DELIVERY.md, "Pull-any")."""
         check_wait(wait)
-        queues = routing.matching_queues(self.root, pattern, token)
-        if token is not None:
-            access.check(token, WRITE, queues)
+        queues = self.reached(token, pattern)
         groups: dict = {}
         for queue in queues:
             groups.setdefault(self._pool.fetcher(queue), []).append(queue)

@@ -2,18 +2,24 @@
 checks the caller's token on every queue each operation touches, so no front end can leave a
 queue unchecked."""
 
+import asyncio
 import dataclasses
 import re
+import time
 import tomllib
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
+from mq.config import Options
 from mq.errors import Forbidden
 from mq.http import service
+from mq.http.actor_links import ActorPool
 from mq.operations import OPS
 from mq.tokens import RANKS, Token
 
+from support import Daemon
 from test_layers import lint_imports
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -118,3 +124,62 @@ def test_each_op_needs_its_scope(cls):
     if lower:
         with pytest.raises(Forbidden, match="lacks the"):
             service.check(token(".*", lower[0]), request)
+
+
+class CountingQueues:
+    """A token's queue pattern that counts the queues it is asked about."""
+
+    def __init__(self, regex: str):
+        self.pattern = regex
+        self.asked: Counter = Counter()
+
+    def fullmatch(self, queue: str):
+        """re.Pattern.fullmatch, counted."""
+        self.asked[queue] += 1
+        return re.fullmatch(self.pattern, queue)
+
+
+async def connected_pool(daemon: Daemon, options: Options) -> ActorPool:
+    """Links in this process to the daemon's own actors, once every one is up."""
+    pool = ActorPool(options, str(daemon.run_dir()))
+    deadline = time.monotonic() + 30
+    while not all(link.connected for link in [*pool.savers, *pool.fetchers]):
+        if time.monotonic() > deadline:
+            pool.close()
+            raise AssertionError("the actors' links did not connect")
+        await asyncio.sleep(0.05)
+    return pool
+
+
+def test_a_pattern_tests_each_queue_against_the_token_once(tmp_path):
+    # A fan-out and a pull-any reach only the token's queues: they are filtered once, and not
+    # tested again as the op's queues (they could not be refused).
+    daemon = Daemon(tmp_path / "root", tmp_path, workers=2)
+    try:
+        daemon.start().wait_ready()
+        for queue in ("mine-a", "mine-b", "other-a"):
+            assert daemon.request("PUT", f"/{queue}").status == 201
+        queues = CountingQueues("mine-.*")
+        writer = Token(name="w", digest=b"", rank=RANKS["write"], queues=queues)
+
+        async def reach():
+            options = Options(root=str(daemon.root), workers=daemon.workers)
+            pool = await connected_pool(daemon, options)
+            try:
+                queues_service = service.QueueService(pool, options)
+                copies = await queues_service.fan_out(writer, ".*", b"x", None, None)
+                every = set(queues.asked)
+                fanned, queues.asked = dict(queues.asked), Counter()
+                pulled = await queues_service.pull_any(writer, ".*", 0)
+            finally:
+                pool.close()
+            return copies, every, fanned, dict(queues.asked), pulled
+
+        copies, every, fanned, pulled_asked, pulled = asyncio.run(reach())
+        assert sorted(m["queue"] for m in copies) == ["mine-a", "mine-b"]
+        assert {"mine-a", "mine-b", "other-a"} <= every
+        assert set(fanned.values()) == {1} and set(pulled_asked.values()) == {1}, (
+            fanned, pulled_asked)
+        assert pulled["queue"] in ("mine-a", "mine-b")
+    finally:
+        daemon.cleanup()
