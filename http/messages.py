@@ -66,8 +66,6 @@ class MessagesHandler(ApiHandler):
     rather than the bare 400 Tornado's connection gives a body over its own limit.
     """
 
-    scope = {"GET": "write", "POST": "write"}
-    queue_arg = 0
 
     def prepare(self) -> None:
         """Refuse a declared Content-Length over the limit before reading the body."""
@@ -210,8 +208,6 @@ class MessagesHandler(ApiHandler):
 class MessageHandler(ApiHandler):
     """DELETE /{queue}/messages/{id}, and POST /{queue}/messages/{id}?reply=ack|nack|ext."""
 
-    scope = {"DELETE": "write", "POST": "write"}
-    queue_arg = 0
     REPLIES = {"ack": Ack, "nack": Nack, "ext": Extend, "extend": Extend}
 
     async def delete(self, name: str, message_id: str) -> None:

@@ -41,8 +41,9 @@ from mq.tokens import Token
 READ, WRITE, ADMIN = "read", "write", "admin"
 
 #: The scope each operation needs; one not named here needs admin (queue, properties and
-#: rules changes, purge, redrive). The HTTP routes, the RPC methods and the SQS operations ask
-#: at least as much for the work they do with it (http/sqs/authorization.py's SCOPES).
+#: rules changes, purge, redrive). The HTTP routes and the RPC methods are checked on these
+#: alone; an SQS operation also asks its own scope first (http/sqs/authorization.py's SCOPES),
+#: at least that of each op it runs.
 SCOPES: dict[str, str] = {
     "add": WRITE, "add_batch": WRITE, "add_fanout": WRITE,
     "fetch": WRITE, "fetch_batch": WRITE, "fetch_any": WRITE, "watch": WRITE,

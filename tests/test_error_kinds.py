@@ -34,7 +34,6 @@ from mq.client import Client, Message
 from mq.client.errors import CLASSES, ClientError, error_for
 from mq.ctl import errors as ctl
 from mq.errors import BY_NAME, KINDS, from_value
-from mq.http import access
 from mq.http.api import STATUS, ApiHandler
 from mq.http.sqs.errors import ERRORS, from_mq
 from mq.local import LocalClient
@@ -138,7 +137,7 @@ def test_a_kind_has_one_class_and_only_a_declared_kind_has_one(base, classes):
 class Raising(ApiHandler):
     """A route of the real ApiHandler that fails with the kind its path names."""
 
-    scope = {"GET": access.OPEN}
+    open_methods = frozenset({"GET"})
 
     def get(self, kind: str) -> None:
         """Raise the kind's MqError."""

@@ -11,15 +11,17 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import tornado.httpclient
+import tornado.httpserver
 
 from mq.config import Options
 from mq.errors import Forbidden
-from mq.http import service
+from mq.http import front, service
 from mq.http.actor_links import ActorPool
 from mq.operations import OPS
-from mq.tokens import RANKS, Token
+from mq.tokens import RANKS, Token, digest_of
 
-from support import Daemon
+from support import Daemon, free_port
 from test_layers import lint_imports
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -181,5 +183,64 @@ def test_a_pattern_tests_each_queue_against_the_token_once(tmp_path):
         assert set(fanned.values()) == {1} and set(pulled_asked.values()) == {1}, (
             fanned, pulled_asked)
         assert pulled["queue"] in ("mine-a", "mine-b")
+    finally:
+        daemon.cleanup()
+
+
+class OneToken:
+    """A token file holding one token (what the front asks of a TokenFile)."""
+
+    def __init__(self, token: Token):
+        self.token = token
+
+    def current(self) -> list[Token]:
+        """The tokens in force."""
+        return [self.token]
+
+
+def test_an_http_request_is_checked_once_by_the_service_on_its_queue(tmp_path):
+    # The route neither permits its path's queue nor re-tests it when it reads the name: the
+    # service's check of the operation is the one check, each queue tested once.
+    daemon = Daemon(tmp_path / "root", tmp_path, workers=2)
+    secret = "s3cret-one-check"
+    queues = CountingQueues("mine-.*")
+    writer = Token(name="w", digest=digest_of(secret), rank=RANKS["write"], queues=queues)
+    requests = [("POST", "/mine-a/messages", b"x"), ("GET", "/mine-a/messages", None),
+                ("GET", "/mine-a", None), ("POST", "/other/messages", b"x"),
+                ("PUT", "/mine-a", b"")]
+    try:
+        daemon.start().wait_ready()
+
+        async def serve():
+            options = Options(root=str(daemon.root), workers=daemon.workers)
+            pool = await connected_pool(daemon, options)
+            app = front.make_app(service.QueueService(pool, options), options,
+                                 str(daemon.run_dir()))
+            app.tokens = OneToken(writer)
+            server = tornado.httpserver.HTTPServer(app)
+            port = free_port()
+            server.listen(port, "127.0.0.1")
+            client = tornado.httpclient.AsyncHTTPClient()
+            answers = []
+            try:
+                for method, path, body in requests:
+                    queues.asked.clear()
+                    resp = await client.fetch(f"http://127.0.0.1:{port}{path}", method=method,
+                                              body=body, raise_error=False,
+                                              headers={"Authorization": f"Bearer {secret}"})
+                    answers.append((method, path, resp.code, dict(queues.asked)))
+            finally:
+                client.close()
+                server.stop()
+                pool.close()
+            return answers
+
+        assert asyncio.run(serve()) == [
+            ("POST", "/mine-a/messages", 201, {"mine-a": 1}),
+            ("GET", "/mine-a/messages", 200, {"mine-a": 1}),
+            ("GET", "/mine-a", 200, {"mine-a": 1}),
+            ("POST", "/other/messages", 403, {"other": 1}),
+            ("PUT", "/mine-a", 403, {}),  # Write is not admin: refused on the scope alone.
+        ]
     finally:
         daemon.cleanup()
