@@ -239,11 +239,16 @@ class FetchActor(Actor[FetchBatch]):
         a watch claims nothing)."""
         if self.sock is None:
             return
-        answers = batch.results[len(batch.requests):]
-        for (peer, rid), result in zip(batch.answered, answers):
-            self.reply(peer, rid, result)
-        del batch.results[len(batch.requests):]
+        self.reply_answered(batch)
         self.watches.serve(self)
+
+    def reply_answered(self, batch: FetchBatch) -> None:
+        """Reply to each long poll the batch answered, with its result (after the requests'
+        own in batch.results), and leave the batch only its requests' results."""
+        first = len(batch.requests)
+        for (peer, rid), result in zip(batch.answered, batch.results[first:]):
+            self.reply(peer, rid, result)
+        del batch.results[first:]
 
     def serve_waiters(self) -> None:
         """Answer long polls between batches: a message for each waiter that can have one,
@@ -253,8 +258,7 @@ class FetchActor(Actor[FetchBatch]):
             self.waiters.feed(batch, lambda queue, limit: self.take_or_error(batch, queue, limit))
             self.settle(batch)
             self.send_notes(batch)
-        for (peer, rid), result in zip(batch.answered, batch.results):
-            self.reply(peer, rid, result)
+        self.reply_answered(batch)
         self.watches.serve(self)
 
     def take_or_error(self, batch: Batch, queue: str, limit: int | None = None):
@@ -284,8 +288,7 @@ class FetchActor(Actor[FetchBatch]):
         refusal (503): none is left to time out, so the loop has no deadline to spin on."""
         batch = self.batch_class([])
         self.waiters.feed(batch, lambda queue, limit: self.root_refusal())
-        for (peer, rid), result in zip(batch.answered, batch.results):
-            self.reply(peer, rid, result)
+        self.reply_answered(batch)
         self.watches.refuse_all(self, self.root_refusal())
 
     def poll_timeout_ms(self) -> int:

@@ -7,10 +7,10 @@ ack removes each delivery exactly as an ack does (actors/replies.py).
 
 import os
 
-from mq import store as fmt
 from mq.actors.batch import DEFERRED
 from mq.actors.replies import ack_delivery
-from mq.errors import Invalid, MqError, NotFound, from_os_error
+from mq.delivery import parse_receipt
+from mq.errors import MqError, NotFound, from_os_error
 from mq.operations import AckBatch, FetchBatch
 
 #: Most body bytes one answer of a batch fetch or a peek gathers: it stops before the message
@@ -79,13 +79,3 @@ def ack_batch(actor, batch, request: AckBatch, sender) -> dict:
                             error=error.message, kind=error.kind)
             results.append({"receipt": receipt, "status": error.kind, "message": error.message})
     return {"queue": queue, "results": results}
-
-
-def parse_receipt(receipt) -> tuple[str, int]:
-    """(id, delivery) of a receipt '{id}.{n}'; Invalid when it is not one."""
-    if not isinstance(receipt, str):
-        raise Invalid("a receipt must be a string")
-    message_id, _, number = receipt.rpartition(".")
-    if not number.isdigit() or int(number) < 1 or len(number) > 4:
-        raise Invalid(f"{receipt!r} is not a receipt ('{{id}}.{{n}}', n >= 1)")
-    return fmt.validate_id(message_id), int(number)

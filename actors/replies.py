@@ -37,7 +37,7 @@ def delete(actor, batch, request: Delete | Ack, sender=None) -> Acked:
 def delivery_of(actor, request: Ack | Nack | Extend) -> int:
     """The delivery a reply is about: its receipt's, or the message's current one."""
     if request.receipt:
-        return parse_receipt(request.id, request.receipt)
+        return parse_receipt(request.receipt, request.id)[1]
     return current_delivery(actor.store, request.queue, request.id)
 
 

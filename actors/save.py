@@ -15,7 +15,7 @@ from mq.actors.add_batch import AddBatch, Written
 from mq.actors.base import Actor
 from mq.actors.batch import DEFERRED, Request
 from mq.actors.counters import Counters
-from mq.adds import check_add, with_properties
+from mq.adds import checked_add, with_properties
 from mq.errors import MqError, NotFound, Unavailable, from_os_error
 from mq.ids import new_id
 
@@ -58,10 +58,10 @@ class SaveActor(Actor[AddBatch]):
         return f"{os.path.basename(self.run_dir)}/save-{self.index}"
 
     def add(self, batch: AddBatch, request: ops.Add, sender: Request):
-        """Check an add and write its file into new/ (renamed into view by settle)."""
+        """Write an add (checked as it was decoded) into new/ (renamed into view by settle)."""
         now = time.time()
-        add = check_add(request.queue, request.body, request.content_type, request.due,
-                        request.dedup_id, now, request.group, request.attributes)
+        add = checked_add(request.queue, request.body, request.content_type, request.due,
+                          request.dedup_id, now, request.group, request.attributes)
         props = batch.properties(add.queue, self.props)
         accumulation.refuse_schedule(add, props)
         with_properties(add, props, self.options.max_body_bytes, now,

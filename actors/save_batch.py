@@ -14,8 +14,8 @@ import time
 from mq import store as fmt
 from mq.actors import accumulation
 from mq.actors.add_batch import Written
-from mq.adds import check_add, with_properties
-from mq.errors import Invalid, MqError, NotFound, Unavailable
+from mq.adds import checked_add, with_properties
+from mq.errors import MqError, NotFound, Unavailable
 from mq.ids import new_id
 from mq.operations import AddBatch
 
@@ -54,13 +54,12 @@ def add_batch(actor, batch, request: AddBatch, sender):
 
 
 def checked(number: int, queue: str, message, props: dict, max_body_bytes: int, now: float):
-    """One message of a batch checked (mq.adds), its error naming its place in the batch."""
-    if not isinstance(message, dict):
-        raise Invalid(f"message {number}: expected a map")
+    """One message of a batch (checked as it was decoded) with the queue's properties applied,
+    its error naming its place in the batch."""
     try:
-        add = check_add(queue, message.get("body"), message.get("content_type"),
-                        message.get("due"), message.get("dedup_id"), now,
-                        attributes=message.get("attributes"))
+        add = checked_add(queue, message["body"], message.get("content_type"),
+                          message.get("due"), message.get("dedup_id"), now,
+                          attributes=message.get("attributes"))
         accumulation.refuse_schedule(add, props)
         with_properties(add, props, max_body_bytes, now)
         if props["accum"] > 0:

@@ -1,6 +1,9 @@
-"""An add, checked in one place: the front, the save actor and the Spark stager all call this."""
+"""An add's fields, each checked by one function declared here: the add operations
+(mq.operations.Add, AddFanout, AddBatch's messages) name them as their fields' checks, and the
+writers that build no operation (mq.local, the Spark stager) call check_add, made of them."""
 
 import math
+import time
 from dataclasses import dataclass
 
 from mq.errors import Invalid, TooLarge
@@ -28,33 +31,78 @@ class Add:
     attributes: dict | None = None
 
 
-def check_add(queue, body, content_type=None, due=None, dedup_id=None, now: float = 0.0,
-              group=None, attributes=None) -> Add:
-    """Return the add checked; raise Invalid naming the first thing wrong with it.
-
-    due: Unix seconds when it becomes visible (None: now), at most a year and a day ahead;
-    a due time already past means now. group: the message group (1 to MAX_GROUP characters);
-    attributes: a map of a protocol layer's metadata, stored as given.
-    """
-    validate_queue(queue)
+def check_body(body) -> bytes:
+    """A message body: bytes."""
     if not isinstance(body, bytes):
         raise Invalid("message body must be bytes")
-    if content_type is not None and not isinstance(content_type, str):
+    return body
+
+
+def check_content_type(content_type) -> str:
+    """A content type: a string of one line (empty: application/octet-stream)."""
+    if not isinstance(content_type, str):
         raise Invalid("content type must be a string")
-    if content_type and any(ord(c) < 32 or ord(c) == 127 for c in content_type):
+    if any(ord(c) < 32 or ord(c) == 127 for c in content_type):
         # It is sent back as a header (of a fetch, of a batch fetch's part): one line only.
         raise Invalid("content type must not contain control characters")
-    if due is not None:
-        if isinstance(due, bool) or not isinstance(due, (int, float)) or not math.isfinite(due):
-            raise Invalid(f"due time {due!r}: expected finite Unix seconds")
-        if due - now > MAX_AHEAD_SECONDS:
-            raise Invalid(f"a message may be scheduled at most {MAX_AHEAD_SECONDS} seconds ahead")
-    if dedup_id is not None and (not isinstance(dedup_id, str) or not 0 < len(dedup_id) <= MAX_DEDUP_ID):
-        raise Invalid(f"dedup_id must be 1 to {MAX_DEDUP_ID} characters")
-    if group is not None and (not isinstance(group, str) or not 0 < len(group) <= MAX_GROUP):
-        raise Invalid(f"group must be 1 to {MAX_GROUP} characters")
-    if attributes is not None and not isinstance(attributes, dict):
+    return content_type
+
+
+def check_due(due, now: float | None = None):
+    """A due time: finite Unix seconds, at most MAX_AHEAD_SECONDS after now (default: the
+    time of the check); one already past means now."""
+    if isinstance(due, bool) or not isinstance(due, (int, float)) or not math.isfinite(due):
+        raise Invalid(f"due time {due!r}: expected finite Unix seconds")
+    if due - (time.time() if now is None else now) > MAX_AHEAD_SECONDS:
+        raise Invalid(f"a message may be scheduled at most {MAX_AHEAD_SECONDS} seconds ahead")
+    return due
+
+
+def check_dedup_id(dedup_id) -> str:
+    """A de-duplication key: 1 to MAX_DEDUP_ID characters."""
+    return _name(dedup_id, MAX_DEDUP_ID, "dedup_id")
+
+
+def check_group(group) -> str:
+    """A message group: 1 to MAX_GROUP characters."""
+    return _name(group, MAX_GROUP, "group")
+
+
+def _name(value, high: int, what: str) -> str:
+    """A string of 1 to high characters; Invalid saying what it is otherwise."""
+    if not isinstance(value, str) or not 0 < len(value) <= high:
+        raise Invalid(f"{what} must be 1 to {high} characters")
+    return value
+
+
+def check_attributes(attributes) -> dict:
+    """A protocol layer's metadata: a map, stored as given."""
+    if not isinstance(attributes, dict):
         raise Invalid("attributes must be a map")
+    return attributes
+
+
+def check_add(queue, body, content_type=None, due=None, dedup_id=None, now: float = 0.0,
+              group=None, attributes=None) -> Add:
+    """The add of writers that build no operation (mq.local, the Spark stager), checked field
+    by field as the add operation's fields are (mq.operations.Add); Invalid naming the first
+    thing wrong with it. None: the field is not given."""
+    validate_queue(queue)
+    check_body(body)
+    for value, check in ((content_type, check_content_type), (dedup_id, check_dedup_id),
+                         (group, check_group), (attributes, check_attributes)):
+        if value is not None:
+            check(value)
+    if due is not None:
+        check_due(due, now)
+    return checked_add(queue, body, content_type, due, dedup_id, now, group, attributes)
+
+
+def checked_add(queue: str, body: bytes, content_type: str | None, due: float | None,
+                dedup_id: str | None, now: float, group: str | None = None,
+                attributes: dict | None = None) -> Add:
+    """The Add of fields already checked: the default content type, a due time not ahead as
+    none (ready now), no key or group as empty."""
     return Add(queue, body, content_type or DEFAULT_CONTENT_TYPE,
                float(due) if due is not None and due > now else None, dedup_id or "",
                group or "", attributes or None)

@@ -56,14 +56,28 @@ def holds_back(in_flight, message_id: str, holder: str | None = None) -> bool:
 # -- receipts -----------------------------------------------------------------------------------
 
 
-def parse_receipt(message_id: str, receipt) -> int:
-    """The delivery number a receipt '{id}.{n}' names; Invalid if it is not this message's."""
+#: The most digits of a receipt's delivery number: far more deliveries than a message gets, few
+#: enough that reading one costs nothing.
+MAX_RECEIPT_DIGITS = 9
+
+
+def parse_receipt(receipt, message_id: str | None = None) -> tuple[str, int]:
+    """(id, delivery) of a receipt '{id}.{n}', n >= 1 (docs/DELIVERY.md, "Receipts and stale
+    receipts"), the one reading of that wire form; Invalid when it is not one, or, with
+    message_id, not a receipt of that message."""
     if not isinstance(receipt, str):
-        raise Invalid("receipt must be a string")
+        raise Invalid("a receipt must be a string")
     rid, _, number = receipt.rpartition(".")
-    if rid != message_id or not number.isdigit() or int(number) < 1:
+    # isdigit() alone takes other scripts' digits (and "²", which int() refuses).
+    if not (number.isascii() and number.isdigit() and len(number) <= MAX_RECEIPT_DIGITS
+            and int(number) >= 1):
+        raise Invalid(f"{receipt!r} is not a receipt ('{{id}}.{{n}}', n >= 1)")
+    if message_id is not None and rid != message_id:
         raise Invalid(f"receipt {receipt!r} is not a receipt of message {message_id}")
-    return int(number)
+    try:
+        return fmt.validate_id(rid), int(number)
+    except Invalid:
+        raise Invalid(f"{receipt!r} is not a receipt ('{{id}}.{{n}}', n >= 1)") from None
 
 
 def located(store, queue: str, message_id: str) -> tuple[str, int]:

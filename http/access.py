@@ -1,8 +1,7 @@
-"""Access control of the HTTP front: which requests a bearer token lets through (docs/OPERATIONS.md,
-"Access control"). ApiHandler.prepare calls `authenticate` and `permit` for every route.
-
-A route says what each method needs with `scope = {"GET": "read", ...}`; a method it does not
-name needs "admin". OPEN instead of a scope lets a method through without a token (health).
+"""Access control (docs/OPERATIONS.md, "Access control"): who a request is (`authenticate`, which
+ApiHandler.prepare calls for every route but its open methods), and the one check of what it
+may do (`check`), which the queue service (http/service.py) makes for every operation, over
+every front end: the token's scope, on every queue the operation touches.
 """
 
 import ipaddress
@@ -12,10 +11,6 @@ from mq import logs
 from mq.errors import Forbidden, Unauthorized
 from mq.tokens import Token, TokenFile, find
 
-#: A method that needs no token at all.
-OPEN = "open"
-#: `queue_arg` of a route that names its queues itself, each through ApiHandler.queue_name.
-IN_HANDLER = "in_handler"
 #: The realm of every challenge.
 REALM = 'Bearer realm="mq"'
 
@@ -108,15 +103,3 @@ def named_queues(props) -> list[str]:
         return []
     dead = props.get("dead_letter_queue")
     return [dead] if isinstance(dead, str) and dead else []
-
-
-def permit(token: Token, scope: str, queue: str | None) -> None:
-    """The route's check: its scope on its path's queue. queue None: a route about no single
-    queue; IN_HANDLER: the scope now, and the handler checks each queue it touches (check)."""
-    check(token, scope, [] if queue == IN_HANDLER else None if queue is None else [queue])
-
-
-def allow_queue(token: Token | None, queue: str) -> None:
-    """Forbidden unless the token (None: access control is off) may use this queue."""
-    if token is not None:
-        check(token, "read", [queue])

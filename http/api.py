@@ -1,5 +1,5 @@
 """ApiHandler: what every route shares (JSON errors through the status table of the error
-kinds, the access log's fields, the queue service, the access check and the URL limit)."""
+kinds, the access log's fields, the queue service, the bearer token and the URL limit)."""
 
 import functools
 import time
@@ -52,16 +52,14 @@ class FrontApplication(tornado.web.Application):
 
 class ApiHandler(tornado.web.RequestHandler):
     """Shared by every route: JSON error bodies, the access log fields, the queue service
-    (http/service.py, the one way to the actors), the access check (http/access.py) and the URL limit."""
+    (http/service.py, the one way to the actors and the one access check), the bearer token
+    (http/access.py) and the URL limit."""
 
-    #: What each HTTP method of the route needs: "read", "write", "admin" or access.OPEN; a
-    #: method not named here needs "admin".
-    scope: dict = {}
-    #: Which path argument names the route's queue; None: the route is about no single queue
-    #: (a token limited to some queues may not use it); access.IN_HANDLER: the handler names
-    #: each queue it touches through queue_name().
-    queue_arg: int | str | None = None
-    #: The request's token once checked (None while access control is off).
+    #: The HTTP methods any client may call without a token (health, the OpenAPI document).
+    #: The others authenticate here, and the queue service checks what the token may do on
+    #: the operation each method runs (http/service.py): the one access check.
+    open_methods: frozenset = frozenset()
+    #: The request's token once authenticated (None while access control is off).
     token: Token | None = None
     #: Every route of mq is served by a FrontApplication.
     application: FrontApplication
@@ -85,7 +83,7 @@ class ApiHandler(tornado.web.RequestHandler):
 
     def prepare(self) -> None:
         """Count the request as in flight so a drain can wait for it; refuse a URL over the
-        limit (414) and a request its token does not allow (401, 403)."""
+        limit (414) and a request without a valid token (401)."""
         self.application.in_flight += 1
         self._counted = True
         if len(self.request.uri) > self.config.max_url_bytes:
@@ -94,19 +92,24 @@ class ApiHandler(tornado.web.RequestHandler):
         self.authorize()
 
     def authorize(self) -> None:
-        """Check the request's bearer token against the route's scope and queue."""
-        scope = self.scope.get(self.request.method, "admin")
-        if scope == access.OPEN:
+        """Authenticate the request's bearer token (401), unless its method is open. A method
+        the route does not serve runs no operation: it needs the admin scope, so that only an
+        admin learns that it is not served (405)."""
+        if self.request.method in self.open_methods:
             return
         self.token = access.authenticate(self.application.tokens,
                                          self.request.headers.get("Authorization"))
         if self.token is None:
             return  # Access control is off.
         self.log_fields["token"] = self.token.name
-        queue = self.queue_arg
-        if isinstance(queue, int):
-            queue = self.path_args[queue] if len(self.path_args) > queue else None
-        access.permit(self.token, scope, queue)
+        if not self.serves(self.request.method):
+            access.check(self.token, "admin", ())
+
+    @classmethod
+    def serves(cls, method: str) -> bool:
+        """Whether the route has a handler of its own for the HTTP method."""
+        name = method.lower()
+        return getattr(cls, name, None) is not getattr(tornado.web.RequestHandler, name, None)
 
     def on_finish(self) -> None:
         """Uncount the request."""
@@ -125,9 +128,8 @@ class ApiHandler(tornado.web.RequestHandler):
         return None
 
     def queue_name(self, name: str) -> str:
-        """The validated queue name from the path."""
+        """The validated queue name from the path (the service checks the token on it)."""
         self.log_fields["queue"] = name
-        access.allow_queue(self.token, name)
         return fmt.validate_queue(name)
 
     def param(self, query: str, header: str) -> str | None:

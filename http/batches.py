@@ -260,8 +260,6 @@ def multipart_body(deliveries: list[tuple[dict, bytes]], boundary: str) -> bytes
 class AckBatchHandler(ApiHandler):
     """POST /{queue}/messages/ack: acknowledge many deliveries by their receipts."""
 
-    scope = {"POST": "write"}
-    queue_arg = 0
 
     async def post(self, name: str) -> None:
         """200 with each receipt's outcome in order: acked, conflict (stale), not_found, invalid."""

@@ -10,7 +10,6 @@ import functools
 import importlib.resources
 
 from mq.errors import NotFound
-from mq.http import access
 from mq.http.api import ApiHandler
 
 #: The files of the page, with their content types.
@@ -34,7 +33,7 @@ class HomeHandler(ApiHandler):
     """GET /: a redirect to the dashboard. Other methods on / are not this page's: they stay
     the JSON 404 of an unknown endpoint (POST / is left to an API that wants it)."""
 
-    scope = {"GET": access.OPEN, "HEAD": access.OPEN}
+    open_methods = frozenset({"GET", "HEAD"})
 
     def prepare(self) -> None:
         """Answer 404 to anything but GET and HEAD."""
@@ -53,7 +52,7 @@ class DashboardHandler(ApiHandler):
     """GET /_mq/dashboard and its files, /_mq/dashboard/{name}."""
 
     # Open: the files hold no data; the page asks for the statistics with the token typed in it.
-    scope = {"GET": access.OPEN}
+    open_methods = frozenset({"GET"})
 
     def get(self, name: str | None = None) -> None:
         """The page (no name), or one of its files; 404 for any other name."""

@@ -41,7 +41,7 @@ class HealthHandler(ApiHandler):
     """GET /_mq/health: the supervisor's view of every process (pid, alive, restarts, memory)."""
 
     # Open: a load balancer probes it without a token, and it holds no message or queue name.
-    scope = {"GET": access.OPEN}
+    open_methods = frozenset({"GET"})
 
     def initialize(self, service: QueueService, options, run_dir: str = "") -> None:
         """Also take the run folder, where the supervisor publishes health.json."""
@@ -64,7 +64,7 @@ class OpenApiHandler(ApiHandler):
     """GET /_mq/openapi.yaml: the OpenAPI document of this API."""
 
     # Open: the same document for every daemon of this version; it holds no data.
-    scope = {"GET": access.OPEN}
+    open_methods = frozenset({"GET"})
 
     def get(self) -> None:
         """The document, as YAML."""

@@ -10,7 +10,6 @@ from typing import Any
 import tornado.web
 
 from mq import store as fmt
-from mq.adds import check_add
 from mq.errors import Invalid, TooLarge
 from mq.http import batches, compound, trace
 from mq.http.api import ApiHandler
@@ -127,9 +126,6 @@ class StreamedBodyHandler(ApiHandler):
 class MessagesHandler(StreamedBodyHandler):
     """GET and POST /{queue}/messages."""
 
-    scope = {"GET": "write", "POST": "write"}
-    queue_arg = 0
-
     async def post(self, name: str) -> None:
         """Add a message: 201 with X-Message-Id once durable; 200 for a duplicate's first id."""
         queue = self.queue_name(name)
@@ -141,15 +137,14 @@ class MessagesHandler(StreamedBodyHandler):
         dedup_id = self.get_query_argument("dedup_id", None) if self.request.query else None
         if dedup_id is None:  # In the query, text is UTF-8 already; as a header, made so.
             dedup_id = utf8_header(self.request.headers.get("X-Dedup-Id"), "X-Dedup-Id")
-        add = check_add(queue, body,
-                        utf8_header(self.request.headers.get("Content-Type"), "Content-Type"),
-                        due_time(self.param("delay", "X-Delay"), self.param("at", "X-At"), now),
-                        dedup_id, now)
+        due = due_time(self.param("delay", "X-Delay"), self.param("at", "X-At"), now)
         context = trace.parse(self.request.headers.get("traceparent"),
                               self.request.headers.get("tracestate"))
+        # Checked once, by the save actor as it decodes the add (its fields' checks).
         result: Added = await self.service.add(self.token, Add(
-            queue=add.queue, body=add.body, content_type=add.content_type, due=add.due,
-            dedup_id=add.dedup_id or None, attributes=context or None))
+            queue=queue, body=body,
+            content_type=utf8_header(self.request.headers.get("Content-Type"), "Content-Type") or "",
+            due=due, dedup_id=dedup_id, attributes=context or None))
         message_id = result["id"]
         self.log_fields["id"] = message_id
         if context:
@@ -216,8 +211,6 @@ class MessagesHandler(StreamedBodyHandler):
 class MessageHandler(ApiHandler):
     """DELETE /{queue}/messages/{id}, and POST /{queue}/messages/{id}?reply=ack|nack|ext."""
 
-    scope = {"DELETE": "write", "POST": "write"}
-    queue_arg = 0
     REPLIES = {"ack": Ack, "nack": Nack, "ext": Extend, "extend": Extend}
 
     async def delete(self, name: str, message_id: str) -> None:

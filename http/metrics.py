@@ -10,7 +10,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from mq import event_loops
 from mq.errors import MqError
-from mq.http import access, responses
+from mq.http import responses
 from mq.http.health import read_health
 from mq.http.queues import QueueHandler
 from mq.supervisor import heartbeat
@@ -118,13 +118,6 @@ class MetricsHandler(QueueHandler):
 
     PUT and DELETE /metrics still manage a queue named "metrics" (QueueHandler's)."""
 
-    scope = {**QueueHandler.scope, "GET": "read"}
-
-    @property
-    def queue_arg(self):
-        """GET is about every queue; the other methods about the queue named metrics."""
-        return None if self.request.method == "GET" else 0
-
     async def get(self, *_) -> None:
         """200 with every metric (docs/OPERATIONS.md lists them)."""
         figures = await self.service.stats(self.token)
@@ -147,7 +140,7 @@ class HealthCheckHandler(QueueHandler):
     PUT and DELETE /health still manage a queue named "health" (QueueHandler's)."""
 
     # Open, like /_mq/health: a load balancer probes it without a token.
-    scope = {**QueueHandler.scope, "GET": access.OPEN}
+    open_methods = frozenset({"GET"})
 
     def initialize(self, service, options, run_dir: str = "") -> None:
         """Also take the run folder, where the supervisor publishes health.json."""

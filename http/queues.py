@@ -24,8 +24,6 @@ from mq.operations import (
 class QueueHandler(ApiHandler):
     """GET, PUT and DELETE /{queue}."""
 
-    scope = {"GET": "read", "PUT": "admin", "DELETE": "admin"}
-    queue_arg = 0
 
     async def get(self, name: str) -> None:
         """200 when the queue exists, 404 when not."""
@@ -50,8 +48,6 @@ class QueueHandler(ApiHandler):
 class RedriveHandler(ApiHandler):
     """POST /{queue}/redrive: move the queue's dead letters back into it."""
 
-    scope = {"POST": "admin"}
-    queue_arg = 0
 
     async def post(self, name: str) -> None:
         """Answer how many messages came back."""
@@ -63,8 +59,6 @@ class RedriveHandler(ApiHandler):
 class PeekHandler(ApiHandler):
     """GET /{queue}/peek?max=N&after=ID: the oldest ready messages, none claimed."""
 
-    scope = {"GET": "read"}
-    queue_arg = 0
 
     async def get(self, name: str) -> None:
         """Up to max (default 10) messages, bodies in base64, oldest first."""
@@ -84,8 +78,6 @@ class PeekHandler(ApiHandler):
 class PurgeHandler(ApiHandler):
     """POST /{queue}/purge: remove every message of the queue, keep the queue."""
 
-    scope = {"POST": "admin"}
-    queue_arg = 0
 
     async def post(self, name: str) -> None:
         """Answer how many messages went."""
@@ -96,8 +88,6 @@ class PurgeHandler(ApiHandler):
 class PropertiesHandler(ApiHandler):
     """GET|PUT|PATCH|DELETE /{queue}/properties."""
 
-    scope = {"GET": "read", "PUT": "admin", "PATCH": "admin", "DELETE": "admin"}
-    queue_arg = 0
 
     async def props(self, name: str, op: type, value=None) -> None:
         """Send the properties op (one of PropsGet, PropsPut, PropsPatch, PropsDelete) and
@@ -127,7 +117,6 @@ class PropertiesHandler(ApiHandler):
 class DefaultRulesHandler(ApiHandler):
     """GET|PUT|DELETE /_mq/properties: the ordered [regex, properties] default rules."""
 
-    scope = {"GET": "read", "PUT": "admin", "DELETE": "admin"}
 
     async def get(self) -> None:
         """The rules."""

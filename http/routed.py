@@ -7,7 +7,7 @@ import time
 import tornado.web
 
 from mq.errors import Invalid
-from mq.http import access, compound, trace
+from mq.http import compound, trace
 from mq.http.messages import StreamedBodyHandler, connection_closed
 from mq.numbers import parse_number
 from mq.schedule import due_time
@@ -17,9 +17,7 @@ from mq.schedule import due_time
 class RoutedMessagesHandler(StreamedBodyHandler):
     """POST and GET /_mq/messages?qre=REGEX (the body is streamed in as for one queue)."""
 
-    # The write scope; of the queues that match, only those the token may use are reached.
-    scope = {"GET": "write", "POST": "write"}
-    queue_arg = access.IN_HANDLER
+    # Of the queues that match, only those the token may use are reached (QueueService.reached).
 
     def pattern(self) -> str:
         """The qre parameter: a regular expression of whole queue names."""

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from mq.errors import Invalid
 from mq.http import access, routing
 from mq.http.actor_links import ActorLink, ActorPool
-from mq.http.stats import merge
+from mq.http.figures import merge
 from mq.operations import (
     MAX_FANOUT_QUEUES,
     Add,
@@ -44,8 +44,9 @@ from mq.tokens import Token
 READ, WRITE, ADMIN = "read", "write", "admin"
 
 #: The scope each operation needs; one not named here needs admin (queue, properties and
-#: rules changes, purge, redrive). The HTTP routes, the RPC methods and the SQS operations ask
-#: at least as much for the work they do with it (http/sqs/authorization.py's SCOPES).
+#: rules changes, purge, redrive). The HTTP routes and the RPC methods are checked on these
+#: alone; an SQS operation also asks its own scope first (http/sqs/authorization.py's SCOPES),
+#: at least that of each op it runs.
 SCOPES: dict[str, str] = {
     "add": WRITE, "add_batch": WRITE, "add_fanout": WRITE,
     "fetch": WRITE, "fetch_batch": WRITE, "fetch_any": WRITE, "watch": WRITE,
@@ -105,14 +106,22 @@ class QueueService:
         """Add the message to every existing queue the pattern matches and the token may use,
         durably and together (one save actor's batch and flush); each copy's queue and id.
         NotFound when no queue matches."""
-        queues = routing.matching_queues(self.root, pattern, token)
+        queues = self.reached(token, pattern)
         if len(queues) > MAX_FANOUT_QUEUES:
             raise Invalid(f"{len(queues)} queues match {pattern!r}; a fan-out may add to at most "
                           f"{MAX_FANOUT_QUEUES}")
         request = AddFanout(queues=queues, body=body, content_type=content_type or "", due=due,
                             attributes=attributes or None)
-        check(token, request)
         return (await self._pool.saver().call(request))["messages"]
+
+    def reached(self, token: Token | None, pattern) -> list[str]:
+        """The queues a fan-out or a pull-any reaches, its access check: the write scope, then
+        the existing queues the pattern matches, filtered to those the token may use (each
+        tested once: a queue it may not use is, for it, one that does not exist, never a
+        refusal); NotFound when none is left."""
+        if token is not None:
+            access.check(token, WRITE, ())
+        return routing.matching_queues(self.root, pattern, token)
 
     # Everything naming a queue: to the queue's fetch actor.
 
@@ -162,9 +171,7 @@ class QueueService:
         up to `wait` seconds; None when none came (or gone() turned true). The fetch result,
         with "queue" added; NotFound when no queue matches (docs/DELIVERY.md, "Pull-any")."""
         check_wait(wait)
-        queues = routing.matching_queues(self.root, pattern, token)
-        if token is not None:
-            access.check(token, WRITE, queues)
+        queues = self.reached(token, pattern)
         groups: dict = {}
         for queue in queues:
             groups.setdefault(self._pool.fetcher(queue), []).append(queue)
@@ -179,7 +186,7 @@ class QueueService:
                 + [("mover-0", pool.mover)])
 
     async def stats(self, token: Token | None) -> dict:
-        """Every actor's statistics, asked concurrently and merged per queue (http/stats.py)."""
+        """Every actor's statistics, asked concurrently and merged per queue (http/figures.py)."""
         check(token, Stats())
         links = self._links()
         answers = await asyncio.gather(*(link.call(Stats()) for _, link in links),

@@ -6,7 +6,7 @@ import asyncio
 import socket
 
 from mq import logs
-from mq.http import stats
+from mq.http.figures import DEPTHS
 
 #: Largest datagram sent: lines are packed, newline-separated, up to this many bytes (a
 #: common path MTU less headers, so no datagram is fragmented).
@@ -24,7 +24,7 @@ def statsd_lines(figures: dict, prefix: str, previous: dict) -> list[str]:
     lines = []
     for queue, entry in figures["queues"].items():
         path = f"{prefix}.{metric_name(queue)}"
-        for depth in stats.DEPTHS:
+        for depth in DEPTHS:
             lines.append(f"{path}.{depth}:{entry[depth]}|g")
         if entry["oldest_ready_age_s"] is not None:
             lines.append(f"{path}.oldest_ready_age_ms:{round(entry['oldest_ready_age_s'] * 1000)}|g")

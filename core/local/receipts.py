@@ -20,7 +20,7 @@ def delivery(store, message) -> int:
     validate_id(message.id)
     if message.receipt is None:
         return current_delivery(store, message.queue, message.id)
-    return parse_receipt(message.id, message.receipt)
+    return parse_receipt(message.receipt, message.id)[1]
 
 
 def ack(store, message) -> None:

@@ -38,9 +38,15 @@ class Operation:
     @classmethod
     def from_payload(cls, payload: dict):
         """The request a payload holds, checked; Invalid naming the first field that is wrong."""
+        return cls(**cls.checked(payload, cls.spec))
+
+    @classmethod
+    def checked(cls, payload: dict, spec: tuple | list) -> dict:
+        """The values of the fields of spec (some of cls.spec) in payload, each checked as
+        the op declares it (a missing one: its default); Invalid naming the first wrong."""
         values = {}
         get = payload.get
-        for name, check, default in cls.spec:
+        for name, check, default in spec:
             value = get(name)
             if value is None:
                 if default is _REQUIRED:
@@ -48,7 +54,7 @@ class Operation:
                 values[name] = default
             else:
                 values[name] = check(value) if check is not None else value
-        return cls(**values)
+        return values
 
     def to_payload(self) -> dict:
         """The request's fields as the payload map (without "v" and "op")."""

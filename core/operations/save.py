@@ -1,13 +1,22 @@
 """The save actor's operations: add, add_batch and add_fanout (docs/PROTOCOL.md, "Save actor").
 
-The add's content (body size, content type, due time, key and group lengths) is checked by
-mq.adds.check_add, which the front and the Spark stager share; these declare the wire fields.
+Each field of an add names its check (mq.adds: content type, due time, key and group
+lengths), so an add is checked once, where the save actor decodes it: an add's fields, a
+fan-out's (and so each copy's) and each message of a batch add alike. The queue's own limits
+(its body size, its default delay) are the save actor's (mq.adds.with_properties).
 """
 
 from dataclasses import dataclass
 from typing import Annotated, TypedDict
 
-from mq.adds import MAX_BATCH_MESSAGES
+from mq.adds import (
+    MAX_BATCH_MESSAGES,
+    check_attributes,
+    check_content_type,
+    check_dedup_id,
+    check_due,
+    check_group,
+)
 from mq.errors import Invalid
 from mq.operations.fields import OnQueue, Operation, Queue, count, each, operation
 from mq.store import validate_queue
@@ -16,6 +25,13 @@ from mq.store import validate_queue
 MAX_FANOUT_QUEUES = 1000
 
 __all__ = ["Add", "AddBatch", "AddFanout", "Added", "MAX_BATCH_MESSAGES", "MAX_FANOUT_QUEUES"]
+
+#: A content type of one line ("": application/octet-stream).
+ContentType = Annotated[str, check_content_type]
+#: A due time, finite Unix seconds at most a year and a day ahead (one not ahead: now).
+Due = Annotated[float, check_due]
+#: A protocol layer's metadata (the SQS API's message attributes, the trace context).
+Attributes = Annotated[dict, check_attributes]
 
 
 def distinct(queues: list) -> list:
@@ -32,13 +48,13 @@ class Add(OnQueue):
 
     queue: Queue
     body: bytes
-    content_type: str = ""
-    due: float | None = None
-    dedup_id: str | None = None
+    content_type: ContentType = ""
+    due: Due | None = None
+    dedup_id: Annotated[str, check_dedup_id] | None = None
     #: not_found rather than creating a missing queue (each copy of a fan-out).
     must_exist: bool = False
-    group: str | None = None
-    attributes: dict | None = None
+    group: Annotated[str, check_group] | None = None
+    attributes: Attributes | None = None
 
 
 class Added(TypedDict, total=False):
@@ -51,14 +67,32 @@ class Added(TypedDict, total=False):
     duplicate: bool
 
 
+#: The fields of an add that a message of a batch add holds.
+MESSAGE_FIELDS = ("body", "content_type", "due", "dedup_id", "attributes")
+
+
+def batch_messages(messages: list) -> list:
+    """Each message of a batch add checked as an add's fields are; Invalid naming the
+    message's place in the batch."""
+    spec = [field for field in Add.spec if field[0] in MESSAGE_FIELDS]
+    for number, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise Invalid(f"message {number}: expected a map")
+        try:
+            Add.checked(message, spec)
+        except Invalid as err:
+            raise Invalid(f"message {number}: {err.message}") from None
+    return messages
+
+
 @operation("add_batch")
 @dataclass(slots=True, frozen=True, kw_only=True)
 class AddBatch(OnQueue):
     """Store 1 to MAX_BATCH_MESSAGES messages in one queue, all or none; each message a map of
-    body, content_type, due, dedup_id and attributes (as an add)."""
+    body, content_type, due, dedup_id and attributes, checked as an add's."""
 
     queue: Queue
-    messages: Annotated[list, count(MAX_BATCH_MESSAGES, "messages")]
+    messages: Annotated[list, count(MAX_BATCH_MESSAGES, "messages"), batch_messages]
 
 
 @operation("add_fanout")
@@ -68,9 +102,9 @@ class AddFanout(Operation):
 
     queues: Annotated[list, count(MAX_FANOUT_QUEUES, "queues"), each(validate_queue), distinct]
     body: bytes
-    content_type: str = ""
-    due: float | None = None
-    attributes: dict | None = None
+    content_type: ContentType = ""
+    due: Due | None = None
+    attributes: Attributes | None = None
 
     def copy(self, queue: str) -> Add:
         """The add of one copy: to a queue that must still exist."""

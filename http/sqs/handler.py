@@ -9,7 +9,6 @@ import tornado.web
 
 from mq import logs
 from mq.errors import MqError
-from mq.http import access
 from mq.http.api import ApiHandler
 from mq.http.disk_errors import disk_error
 from mq.http.messages import UNLIMITED_CHUNKED_BODY
@@ -87,7 +86,7 @@ class SqsHandler(ApiHandler):
     # SQS clients sign their requests (SigV4) and send no bearer token: with --sqs-credentials
     # the signature is the check, and with --token-file too the signing key's token decides
     # (http/sqs/authorization.py); with --token-file alone, serve() refuses every call.
-    scope = {"GET": access.OPEN, "POST": access.OPEN}
+    open_methods = frozenset({"GET", "POST"})
 
     def initialize(self, service, options, sqs: SqsService | None = None,
                    signatures: SignatureCheck | None = None) -> None:

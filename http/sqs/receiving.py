@@ -5,7 +5,7 @@ fetch actor. A receipt handle is mq's receipt, {id}.{delivery}."""
 import asyncio
 import time
 
-from mq import store as fmt
+from mq.delivery import parse_receipt
 from mq.errors import Conflict, Invalid, MqError, NotFound
 from mq.http import trace
 from mq.http.messages import connection_closed
@@ -26,19 +26,16 @@ MAX_VISIBILITY = 43200
 CLIENT_CHECK_SECONDS = 0.5
 
 
-def receipt_of(handle) -> tuple[str, str]:
-    """(message id, receipt) of a receipt handle; ReceiptHandleIsInvalid when it is not one."""
+def receipt_of(handle) -> tuple[str, int]:
+    """(message id, delivery) of a receipt handle (mq.delivery.parse_receipt reads it);
+    ReceiptHandleIsInvalid when it is not one."""
     if handle is None or handle == "":
         raise missing("ReceiptHandle")
-    message_id, _, delivery = handle.rpartition(".") if isinstance(handle, str) else ("", "", "")
     try:
-        fmt.validate_id(message_id)
+        return parse_receipt(handle)
     except Invalid:
-        message_id = ""
-    if not message_id or not delivery.isdigit() or int(delivery) < 1:
         raise SqsError("ReceiptHandleIsInvalid",
-                       f'The input receipt handle "{handle}" is not a valid receipt handle.')
-    return message_id, handle
+                       f'The input receipt handle "{handle}" is not a valid receipt handle.') from None
 
 
 def system_attributes(result: dict, names: list[str], caller: Caller, fifo: bool) -> dict:
@@ -151,20 +148,20 @@ async def set_visibility(service, queue: str, message_id: str, receipt: str, sec
             queue=queue, id=message_id, receipt=receipt, seconds=float(max(seconds, MIN_TIMEOUT))))
 
 
-def expired(error: Conflict, receipt: str) -> bool:
+def expired(error: Conflict, delivery: int) -> bool:
     """Whether a stale receipt's delivery timed out and nobody has received the message since
     (the fetch actor says it is ready with this delivery's count)."""
-    return f"now ready (delivery {receipt.rpartition('.')[2]})" in error.message
+    return f"now ready (delivery {delivery})" in error.message
 
 
 async def delete_one(service, queue: str, handle) -> None:
     """Delete a delivery. An old receipt succeeds and deletes nothing, as in SQS; in a FIFO
     queue a receipt whose visibility timeout ran out is refused, as in SQS."""
-    message_id, receipt = receipt_of(handle)
+    message_id, delivery = receipt_of(handle)
     try:
-        await service.queues.ack(service.token, Ack(queue=queue, id=message_id, receipt=receipt))
+        await service.queues.ack(service.token, Ack(queue=queue, id=message_id, receipt=handle))
     except Conflict as err:
-        if expired(err, receipt) and is_fifo(queue, (await service.queue(queue))["properties"]):
+        if expired(err, delivery) and is_fifo(queue, (await service.queue(queue))["properties"]):
             raise invalid(f"Value {handle} for parameter ReceiptHandle is invalid. Reason: The "
                           "receipt handle has expired.") from None
         return
@@ -176,18 +173,18 @@ async def delete_one(service, queue: str, handle) -> None:
 
 async def change_one(service, queue: str, handle, params: dict) -> None:
     """Change the visibility timeout of an in-flight delivery."""
-    message_id, receipt = receipt_of(handle)
+    message_id, delivery = receipt_of(handle)
     seconds = integer(params, "VisibilityTimeout", None, 0, MAX_VISIBILITY)
     if seconds is None:
         raise missing("VisibilityTimeout")
     try:
-        await set_visibility(service, queue, message_id, receipt, seconds)
+        await set_visibility(service, queue, message_id, handle, seconds)
     except NotFound:
         await service.queue(queue)
         raise invalid(f"Value {handle} for parameter ReceiptHandle is invalid. Reason: Message "
                       "does not exist or is not available for visibility timeout change.") from None
     except Conflict as err:
-        if expired(err, receipt):
+        if expired(err, delivery):
             return  # Visible again and not received since: SQS accepts the change.
         raise SqsError("MessageNotInflight", "Message does not exist or is not available for "
                        "visibility timeout change.") from None

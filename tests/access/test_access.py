@@ -156,6 +156,8 @@ def test_an_admin_token_may_do_everything(daemon):
     assert call(daemon, "DELETE", "/adminq/properties", admin).status == 200
     assert call(daemon, "DELETE", "/adminq", admin).status == 204
     assert call(daemon, "GET", "/no/such/path", admin).status == 404
+    # A method the route does not serve: only an admin learns it is not served.
+    assert call(daemon, "DELETE", "/adminq/peek", admin).status == 405
 
 
 def test_the_token_file_is_read_again_when_it_changes_and_a_bad_one_is_refused(daemon):

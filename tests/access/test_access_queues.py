@@ -110,6 +110,7 @@ def test_rpc_calls_need_auth_and_are_checked_on_every_queue_they_touch(daemon):
         for method, *params in (("push", "payments.r", "x"), ("pull", "payments.r"),
                                 ("delete", "payments.r"),
                                 ("update_props", "orders.r", {"dead_letter_queue": "payments.r"}),
+                                ("update_props", "orders.new", {"dead_letter_queue": "payments.r"}),
                                 ("set_default_props", []), ("get_default_props",)):
             error, _ = rpc.answer(method, *params)
             assert error and error["error"] == "forbidden", (method, error)
@@ -123,6 +124,9 @@ def test_rpc_calls_need_auth_and_are_checked_on_every_queue_they_touch(daemon):
         rpc.close()
     assert len(daemon.request("GET", "/payments.r/peek").json()["messages"]) == 1
     assert daemon.request("GET", "/payments.r/properties").json()["own"] == {}
+    # A refused update_props changed nothing: not even the queue it would have created.
+    assert daemon.request("GET", "/orders.new").status == 404
+    assert daemon.request("GET", "/orders.new/properties").json()["own"] == {}
 
 
 def test_sqs_calls_act_as_the_token_of_their_access_key(daemon):

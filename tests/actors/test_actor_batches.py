@@ -224,6 +224,34 @@ def test_a_corrupt_file_does_not_end_a_long_poll_or_the_actor(tmp_path):
     assert answers == [] and files_in(actors.store.folder("corrupt")) == [f"q:{bad}.1"]
 
 
+def test_each_long_poll_a_batch_answers_gets_its_own_result_and_the_batch_keeps_its_own(tmp_path):
+    actors = Actors(tmp_path)
+    first, second = (ok(r)["id"] for r in actors.add({"queue": "q", "body": b"one"},
+                                                     {"queue": "q", "body": b"two"}))
+    fetcher = actors.fetcher
+    answers = []
+    fetcher.reply = lambda peer, rid, result: answers.append((peer, rid, result))
+    fetcher.sock = object()  # Served as over a socket: the batch answers its long polls.
+    fetcher.waiters.park("q", b"p1", b"r1", 5)
+    fetcher.waiters.park("q", b"p2", b"r2", 5, limit=2)
+    fetcher.waiters.park("q", b"p3", b"r3", 0)  # Time up, nothing left for it: empty.
+    batch = fetcher.handle([request("queue_get", queue="q")])
+    assert [r["queue"] for r in batch.results] == ["q"]  # Its request's own result alone.
+    assert [(peer, rid) for peer, rid, _ in answers] == [(b"p1", b"r1"), (b"p2", b"r2"),
+                                                          (b"p3", b"r3")]
+    assert answers[0][2]["id"] == first
+    assert [m["id"] for m in answers[1][2]["messages"]] == [second]
+    assert answers[2][2] == {"empty": True}
+    # Between batches, and while the root is away, a long poll is answered the same way.
+    answers.clear()
+    fetcher.waiters.park("q", b"p4", b"r4", 0)
+    fetcher.serve_waiters()
+    fetcher.waiters.park("q", b"p5", b"r5", 5)
+    fetcher.root_away()
+    assert [(peer, rid) for peer, rid, _ in answers] == [(b"p4", b"r4"), (b"p5", b"r5")]
+    assert answers[0][2] == {"empty": True} and isinstance(answers[1][2], Unavailable)
+
+
 @pytest.mark.parametrize("data", [msgpack.packb([1]), msgpack.packb({"ct": 1, "t": 0}),
                                   msgpack.packb({"t": 0}), msgpack.packb("text"), b"\xc1"])
 def test_any_header_that_is_not_a_message_header_is_corrupt(data):

@@ -18,6 +18,18 @@ def stored(mq, queue: str) -> list[str]:
     return ready + [n for n in files_in(mq.root / "delay") if n.startswith(queue + ":")]
 
 
+def test_a_key_too_long_or_empty_is_400_naming_its_limit(shared_mq):
+    # Checked where the save actor decodes the add; the front answers its error as its own.
+    queue = fresh_queue("dedup-bad")
+    for resp in (add(shared_mq, queue, b"x", dedup_id="k" * 257),
+                 add(shared_mq, queue, b"x", dedup_id=""),
+                 shared_mq.request("POST", f"/{queue}/messages", b"x", {"X-Dedup-Id": "k" * 257})):
+        assert resp.status == 400, resp.body
+        assert resp.json() == {"error": "invalid",
+                               "message": "dedup_id must be 1 to 256 characters"}
+    assert stored(shared_mq, queue) == []
+
+
 def test_same_key_within_the_window_stores_once_and_answers_200_with_the_first_id(shared_mq):
     queue = fresh_queue("dedup")
     first = add(shared_mq, queue, b"first", dedup_id="order-17")

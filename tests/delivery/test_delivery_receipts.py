@@ -3,10 +3,15 @@
 import os
 import time
 
+import pytest
+
 from delivery_support import (added, assert_json_error, fetch, fetch_when_ready, fetched,
                               fresh_queue, names_of, reply, restart, set_props, shared_mq,
                               start_killed)  # noqa: F401
 from support import files_in, poll_for
+
+from mq.delivery import parse_receipt
+from mq.errors import Invalid
 
 
 def test_each_delivery_has_its_own_receipt_and_attempt_count(shared_mq):
@@ -143,6 +148,10 @@ def test_bad_replies_are_400_and_unknown_messages_404(shared_mq):
     assert_json_error(reply(shared_mq, queue, message_id, "ack", f"{other}.1"), 400, "invalid",
                       "receipt")
     assert_json_error(reply(shared_mq, queue, message_id, "ack", f"{message_id}.x"), 400, "invalid")
+    # A digit of another script is no delivery number (int() refuses "²": not a 500).
+    for number in ("\u00b2", "\u0661", "1" * 10):
+        assert_json_error(reply(shared_mq, queue, message_id, "ack", f"{message_id}.{number}"),
+                          400, "invalid", "receipt")
     assert_json_error(reply(shared_mq, queue, message_id, "ext", seconds=-1), 400, "invalid")
     gone = "01a20000-0000-7000-8000-000000000000"
     assert_json_error(reply(shared_mq, queue, gone, "ack", f"{gone}.1"), 404, "not_found")
@@ -229,3 +238,27 @@ def test_delete_and_ack_find_a_message_after_its_retry_was_lowered(shared_mq):
     assert_json_error(reply(shared_mq, queue, message_id, "ack", f"{message_id}.3"), 409, "conflict")
     assert shared_mq.delete(queue, message_id).status == 204
     assert names_of(shared_mq, message_id) == []
+
+
+MESSAGE = "01a20000-0000-7000-8000-000000000000"
+
+
+def test_the_one_reading_of_a_receipt():
+    assert parse_receipt(f"{MESSAGE}.3") == (MESSAGE, 3)
+    assert parse_receipt(f"{MESSAGE}.3", MESSAGE) == (MESSAGE, 3)
+    assert parse_receipt(f"{MESSAGE}.{'9' * 9}") == (MESSAGE, 999_999_999)
+
+
+@pytest.mark.parametrize("receipt", [
+    None, 3, b"x.1", "", ".1", f"{MESSAGE}", f"{MESSAGE}.", f"{MESSAGE}.0", f"{MESSAGE}.-1",
+    f"{MESSAGE}.+1", f"{MESSAGE}. 1", f"{MESSAGE}.\u00b2", f"{MESSAGE}.\u0661",
+    f"{MESSAGE}.{'1' * 10}", f"{MESSAGE.upper()}.1", "not-an-id.1", f"{MESSAGE}.1.1"])
+def test_anything_else_is_not_a_receipt(receipt):
+    with pytest.raises(Invalid, match="receipt"):
+        parse_receipt(receipt)
+
+
+def test_a_receipt_of_another_message_is_not_this_ones():
+    other = MESSAGE.replace("8000", "9000")
+    with pytest.raises(Invalid, match=f"not a receipt of message {other}"):
+        parse_receipt(f"{MESSAGE}.1", other)

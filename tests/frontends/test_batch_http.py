@@ -84,6 +84,11 @@ def test_a_json_lines_batch_is_stored_in_order_and_fetched_and_acked_in_batches(
     assert resp.status == 200
     assert resp.json()["acked"] == 2
     assert [r["status"] for r in resp.json()["results"]] == ["acked", "acked", "not_found"]
+    # A receipt that is not one is that receipt's "invalid", never the whole batch's 500.
+    resp = mq.request("POST", "/lines/messages/ack", json.dumps(
+        {"receipts": [f"{got[0]['id']}.\u00b2", f"{got[0]['id']}.{'1' * 10}", "x.1"]}).encode())
+    assert resp.status == 200, resp.body
+    assert [r["status"] for r in resp.json()["results"]] == ["invalid"] * 3
     assert mq.request("GET", "/lines/messages?max=5").status == 204
     # Every message a duplicate: 200, as for a single add.
     again = mq.request("POST", "/lines/messages", lines({"body": "x", "dedup_id": "k"}), NDJSON)

@@ -137,7 +137,7 @@ def test_a_kind_has_one_class_and_only_a_declared_kind_has_one(base, classes):
 class Raising(ApiHandler):
     """A route of the real ApiHandler that fails with the kind its path names."""
 
-    scope = {"GET": access.OPEN}
+    open_methods = frozenset({"GET"})
 
     def get(self, kind: str) -> None:
         """Raise the kind's MqError."""

@@ -225,6 +225,12 @@ def test_errors_are_values_and_the_connection_stays_open(rpc):
                                  ("done", ["q", "not-an-id"], "invalid")]:
         error, result = rpc.answer(rpc.request(method, *params))
         assert error["error"] == kind and result is None, (method, error)
+    # A push's content is checked where the save actor decodes it; its answer is the same.
+    for options, says in [({"dedup_id": "k" * 257}, "dedup_id must be 1 to 256 characters"),
+                          ({"content_type": "a\r\nb"}, "must not contain control characters"),
+                          ({"content_type": 7}, "content_type must be a string")]:
+        error, result = rpc.answer(rpc.request("push", "checked", "x", options))
+        assert error["error"] == "invalid" and says in error["message"], (options, error)
     assert rpc.call("get_default_props") is not None
 
 

@@ -2,22 +2,32 @@
 checks the caller's token on every queue each operation touches, so no front end can leave a
 queue unchecked."""
 
+import asyncio
 import dataclasses
 import re
+import time
 import tomllib
+from collections import Counter
 
 import pytest
+import tornado.httpclient
+import tornado.httpserver
 
+from mq.config import Options
 from mq.errors import Forbidden
-from mq.http import service
+from mq.http import front, service
+from mq.http.actor_links import ActorPool
 from mq.operations import OPS
-from mq.tokens import RANKS, Token
+from mq.tokens import RANKS, Token, digest_of
 
 from repo_support import REPO, lint_imports
+from support import Daemon, free_port
 
 #: The modules of http/ that may hold the actor pool: the service's side, and the front's
 #: process, which builds the pool and hands the service to every front end.
 SERVICE_SIDE = {"mq.http.actor_links", "mq.http.service", "mq.http.routing", "mq.http.front"}
+#: What the service shares with the front ends: the access check, the merging of statistics.
+SHARED = {"mq.http.access", "mq.http.figures"}
 #: The ops a front end sends (the others are notes between the daemon's own processes).
 FRONT_OPS = [cls for cls in OPS.values()
              if cls.__module__.rpartition(".")[2] in ("admin", "fetch", "save")] + [service.Stats]
@@ -57,6 +67,15 @@ def test_the_contract_sees_an_import_of_the_actor_links(tmp_path):
     result = lint_imports(str(config))
     assert result.returncode == 1, result.stdout + result.stderr
     assert "mq.http.service -> mq.http.actor_links" in result.stdout
+
+
+def test_the_service_side_imports_no_front_end():
+    # The front ends call the service; were it to import one of them (the statistics route,
+    # say), a front end could not change without the service.
+    below = contract("service-below-front-ends")
+    assert set(below["source_modules"]) == SERVICE_SIDE - {"mq.http.front"}
+    assert set(below["forbidden_modules"]) == http_modules() - SERVICE_SIDE - SHARED | {
+        "mq.http.front"}
 
 
 def sample(cls) -> tuple[object, list[str]]:
@@ -105,3 +124,121 @@ def test_each_op_needs_its_scope(cls):
     if lower:
         with pytest.raises(Forbidden, match="lacks the"):
             service.check(token(".*", lower[0]), request)
+
+
+class CountingQueues:
+    """A token's queue pattern that counts the queues it is asked about."""
+
+    def __init__(self, regex: str):
+        self.pattern = regex
+        self.asked: Counter = Counter()
+
+    def fullmatch(self, queue: str):
+        """re.Pattern.fullmatch, counted."""
+        self.asked[queue] += 1
+        return re.fullmatch(self.pattern, queue)
+
+
+async def connected_pool(daemon: Daemon, options: Options) -> ActorPool:
+    """Links in this process to the daemon's own actors, once every one is up."""
+    pool = ActorPool(options, str(daemon.run_dir()))
+    deadline = time.monotonic() + 30
+    while not all(link.connected for link in [*pool.savers, *pool.fetchers]):
+        if time.monotonic() > deadline:
+            pool.close()
+            raise AssertionError("the actors' links did not connect")
+        await asyncio.sleep(0.05)
+    return pool
+
+
+def test_a_pattern_tests_each_queue_against_the_token_once(tmp_path):
+    # A fan-out and a pull-any reach only the token's queues: they are filtered once, and not
+    # tested again as the op's queues (they could not be refused).
+    daemon = Daemon(tmp_path / "root", tmp_path, workers=2)
+    try:
+        daemon.start().wait_ready()
+        for queue in ("mine-a", "mine-b", "other-a"):
+            assert daemon.request("PUT", f"/{queue}").status == 201
+        queues = CountingQueues("mine-.*")
+        writer = Token(name="w", digest=b"", rank=RANKS["write"], queues=queues)
+
+        async def reach():
+            options = Options(root=str(daemon.root), workers=daemon.workers)
+            pool = await connected_pool(daemon, options)
+            try:
+                queues_service = service.QueueService(pool, options)
+                copies = await queues_service.fan_out(writer, ".*", b"x", None, None)
+                every = set(queues.asked)
+                fanned, queues.asked = dict(queues.asked), Counter()
+                pulled = await queues_service.pull_any(writer, ".*", 0)
+            finally:
+                pool.close()
+            return copies, every, fanned, dict(queues.asked), pulled
+
+        copies, every, fanned, pulled_asked, pulled = asyncio.run(reach())
+        assert sorted(m["queue"] for m in copies) == ["mine-a", "mine-b"]
+        assert {"mine-a", "mine-b", "other-a"} <= every
+        assert set(fanned.values()) == {1} and set(pulled_asked.values()) == {1}, (
+            fanned, pulled_asked)
+        assert pulled["queue"] in ("mine-a", "mine-b")
+    finally:
+        daemon.cleanup()
+
+
+class OneToken:
+    """A token file holding one token (what the front asks of a TokenFile)."""
+
+    def __init__(self, token: Token):
+        self.token = token
+
+    def current(self) -> list[Token]:
+        """The tokens in force."""
+        return [self.token]
+
+
+def test_an_http_request_is_checked_once_by_the_service_on_its_queue(tmp_path):
+    # The route neither permits its path's queue nor re-tests it when it reads the name: the
+    # service's check of the operation is the one check, each queue tested once.
+    daemon = Daemon(tmp_path / "root", tmp_path, workers=2)
+    secret = "s3cret-one-check"
+    queues = CountingQueues("mine-.*")
+    writer = Token(name="w", digest=digest_of(secret), rank=RANKS["write"], queues=queues)
+    requests = [("POST", "/mine-a/messages", b"x"), ("GET", "/mine-a/messages", None),
+                ("GET", "/mine-a", None), ("POST", "/other/messages", b"x"),
+                ("PUT", "/mine-a", b"")]
+    try:
+        daemon.start().wait_ready()
+
+        async def serve():
+            options = Options(root=str(daemon.root), workers=daemon.workers)
+            pool = await connected_pool(daemon, options)
+            app = front.make_app(service.QueueService(pool, options), options,
+                                 str(daemon.run_dir()))
+            app.tokens = OneToken(writer)
+            server = tornado.httpserver.HTTPServer(app)
+            port = free_port()
+            server.listen(port, "127.0.0.1")
+            client = tornado.httpclient.AsyncHTTPClient()
+            answers = []
+            try:
+                for method, path, body in requests:
+                    queues.asked.clear()
+                    resp = await client.fetch(f"http://127.0.0.1:{port}{path}", method=method,
+                                              body=body, raise_error=False,
+                                              headers={"Authorization": f"Bearer {secret}"})
+                    answers.append((method, path, resp.code, dict(queues.asked)))
+            finally:
+                client.close()
+                server.stop()
+                pool.close()
+            return answers
+
+        assert asyncio.run(serve()) == [
+            ("POST", "/mine-a/messages", 201, {"mine-a": 1}),
+            ("GET", "/mine-a/messages", 200, {"mine-a": 1}),
+            ("GET", "/mine-a", 200, {"mine-a": 1}),
+            ("POST", "/other/messages", 403, {"other": 1}),
+            ("PUT", "/mine-a", 403, {}),  # Write is not admin: refused on the scope alone.
+        ]
+    finally:
+        daemon.cleanup()

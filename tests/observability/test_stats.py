@@ -11,7 +11,7 @@ from mq.actors.counters import WINDOW_SECONDS, Counters
 from mq.client import Client
 from mq.errors import Unavailable
 from mq.flush_times import FlushTimes
-from mq.http.stats import EVENTS, merge
+from mq.http.figures import EVENTS, merge
 from mq.local import LocalClient
 from support import command, poll_for, ready_daemon
 

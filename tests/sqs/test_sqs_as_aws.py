@@ -102,6 +102,9 @@ def test_every_sqs_error_is_400(sqs, sqs_daemon, queue_url):
     error = error_of(sqs.delete_message, QueueUrl=queue_url, ReceiptHandle="not-a-handle")
     assert (error["Code"], error["Status"]) == ("ReceiptHandleIsInvalid", 400)
     assert error["Message"] == 'The input receipt handle "not-a-handle" is not a valid receipt handle.'
+    for handle in ("01a20000-0000-7000-8000-000000000000.\u00b2", "x.1"):  # int() refuses "²"
+        error = error_of(sqs.delete_message, QueueUrl=queue_url, ReceiptHandle=handle)
+        assert (error["Code"], error["Status"]) == ("ReceiptHandleIsInvalid", 400), handle
     error = error_of(sqs.list_message_move_tasks, SourceArn=f"arn:aws:sqs:{REGION}:000000000000:{unique_name()}")
     assert (error["Code"], error["Status"]) == ("ResourceNotFoundException", 400)
     error = error_of(sqs.send_message, QueueUrl="http://127.0.0.1/12/34/56", MessageBody="x")

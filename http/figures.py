@@ -1,0 +1,59 @@
+"""The daemon's statistics, merged per queue from every actor's answer: what QueueService.stats
+returns to the front ends that show them (http/stats.py's route, /metrics, the StatsD sender).
+
+Nothing here lists a folder: the save actors count adds, the fetch actors hold the ready
+indexes and count fetches, acks, nacks, redeliveries and dead letters, and the mover knows
+which entries of delay/ are delayed and which are in flight (docs/OPERATIONS.md, "Watching mq").
+Each of them also times its own flushes (mq.flush_times), served per actor.
+"""
+
+from mq.errors import MqError
+
+#: The events every queue is counted for, in the order the stats show them.
+EVENTS = ("adds", "fetches", "acks", "nacks", "redeliveries", "dead_letters")
+#: The depths every queue shows, gauges at the time of the request.
+DEPTHS = ("ready", "delayed", "in_flight", "dead")
+
+
+def blank_queue() -> dict:
+    """One queue's figures before any actor's answer is added in."""
+    return {**{depth: 0 for depth in DEPTHS}, "oldest_ready_age_s": None,
+            "dead_letter_queue": None,
+            "totals": {event: 0 for event in EVENTS}, "rates": {event: 0.0 for event in EVENTS}}
+
+
+def merge(names: list[str], answers: list, now: float) -> dict:
+    """The per-queue statistics of the daemon from each actor's answer (or failure)."""
+    queues: dict[str, dict] = {}
+    actors: dict[str, str] = {}
+    existing: set[str] = set()
+    flush: dict[str, dict] = {}
+    all_fetchers = True
+    for name, answer in zip(names, answers):
+        if isinstance(answer, BaseException):
+            actors[name] = answer.message if isinstance(answer, MqError) else repr(answer)
+            all_fetchers = all_fetchers and not name.startswith("fetch-")
+            continue
+        actors[name] = "ok"
+        if "flush" in answer:
+            flush[name] = answer["flush"]
+        for queue, entry in answer["queues"].items():
+            merged = queues.setdefault(queue, blank_queue())
+            for event, n in entry.get("totals", {}).items():
+                merged["totals"][event] = merged["totals"].get(event, 0) + n
+            for event, rate in entry.get("rates", {}).items():
+                merged["rates"][event] = round(merged["rates"].get(event, 0.0) + rate, 3)
+            for depth in ("ready", "delayed", "in_flight"):
+                merged[depth] += entry.get(depth, 0)
+            if name.startswith("fetch-"):
+                existing.add(queue)
+                merged["oldest_ready_age_s"] = entry.get("oldest_ready_age_s")
+                merged["dead_letter_queue"] = entry.get("dead_letter_queue")
+    if all_fetchers:
+        # The fetch actors know every queue there is; the others may still count deleted ones.
+        queues = {queue: entry for queue, entry in queues.items() if queue in existing}
+    for entry in queues.values():
+        dead = queues.get(entry["dead_letter_queue"] or "")
+        entry["dead"] = dead["ready"] if dead is not None else 0
+    return {"time": round(now, 3), "complete": all(state == "ok" for state in actors.values()),
+            "actors": actors, "queues": dict(sorted(queues.items())), "flush": flush}
