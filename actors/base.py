@@ -31,11 +31,6 @@ ROOT_FREE_OPS = frozenset({"stats", "cancel"})
 #: Error kinds a vanished root produces in the moment before the supervisor sees it (a queue
 #: "not found" in the empty mount point, ENOENT on new/): checked against the root then.
 ROOT_SUSPECT_KINDS = frozenset({"not_found", "internal", "storage", "unavailable"})
-#: Seconds after a batch with no root check begun since (the supervisor stopped or starved)
-#: before its actor checks the root itself rather than wait for one.
-STALE_CHECK_SECONDS = 1.0
-#: Longest wait for requests (ms) while answers wait for the supervisor's next root check.
-HELD_POLL_MS = 20
 
 #: The Batch class of an actor's batches, which its hooks (settle, send_notes, ...) receive.
 B = TypeVar("B", bound=Batch)
@@ -73,9 +68,6 @@ class Actor(Generic[B]):
         self.stopping = False
         self.root_watch = RootWatch(options.root, options.root_id)
         self.root_was_lost = False
-        #: Answers waiting for a root check begun after their batch: (its end, [(peer, rid,
-        #: result)]) in order (recheck_root).
-        self.held: list[tuple[float, list]] = []
 
     # -- sockets --------------------------------------------------------------------------
 
@@ -253,19 +245,15 @@ class Actor(Generic[B]):
             # Once a turn: a loop that stops turning (a batch that never ends) stops beating.
             heartbeat.beat()
             try:
-                timeout = self.poll_timeout_ms()
-                ready = poller.poll(min(timeout, HELD_POLL_MS) if self.held else timeout)
+                ready = poller.poll(self.poll_timeout_ms())
             except zmq.ZMQError:
                 continue
             if ready:
                 self.serve()
-            if self.held:
-                self.release_held()
             if not self.root_lost():
                 self.tick()
             else:  # Its chores would meet an empty folder meanwhile.
                 self.root_away()
-        self.release_held(stopping=True)
         self.log.info("actor.stop")
 
     # -- the root's file system (docs/OPERATIONS.md, "The root's file system") -------------
@@ -289,43 +277,16 @@ class Actor(Generic[B]):
         return Unavailable(f"the root {self.store.root} is not available (its file system is "
                            "not mounted); retry later")
 
-    def recheck_root(self, finished: float, replies: list) -> list:
-        """The replies of a batch (peer, rid, result) to send now; errors the root's loss may
-        have caused in the moment before the supervisor saw it (a queue "not found" in the
-        empty mount point) are held until a check of the root begun after the batch (ended
-        at `finished`, monotonic) says whether the root was there (release_held).
-
-        The supervisor's verdict is reused rather than the root statted again: that check
-        comes within ROOT_CHECK_SECONDS (0.2 s), and costs the actor no system call."""
-        send: list = []
-        suspect: list = []
-        for reply in replies:
-            error = reply[2]
-            (suspect if isinstance(error, MqError) and error.kind in ROOT_SUSPECT_KINDS
-             else send).append(reply)
-        if suspect:
-            self.held.append((finished, suspect))
-            if heartbeat.root_checked_at() is None:  # Outside a supervised tree no one checks.
-                self.release_held()
-        return send
-
-    def release_held(self, stopping: bool = False) -> None:
-        """Send the held answers whose batch a root check has covered since: each, or the
-        refusal when that check (or a later one) found the root away. Where no check came in
-        STALE_CHECK_SECONDS (the supervisor stopped or starved) or none is made (an actor run
-        alone), or the actor stops, it checks the root itself."""
-        checked, now = heartbeat.root_checked_at(), time.monotonic()
-        while self.held:
-            finished, replies = self.held[0]
-            if checked is not None and checked > finished:
-                away = bool(heartbeat.root_lost_since())
-            elif checked is None or stopping or now - finished > STALE_CHECK_SECONDS:
-                away = bool(self.root_watch.check())
-            else:
-                return  # Later batches wait behind this one: they ended later.
-            self.held.pop(0)
-            for peer, rid, result in replies:
-                self.reply(peer, rid, self.root_refusal() if away else result)
+    def recheck_root(self, results: list) -> None:
+        """Replace errors the root's loss may have caused in the moment before the supervisor
+        saw it (a queue "not found" in the empty mount point) by the refusal: the root checked
+        on the file system itself (one stat of FORMAT), on such errors only. The supervisor's
+        last verdict can be 0.2 s old, too old to tell a missing queue from a missing root."""
+        if any(isinstance(r, MqError) and r.kind in ROOT_SUSPECT_KINDS for r in results):
+            if self.root_watch.check():
+                for pos, result in enumerate(results):
+                    if isinstance(result, MqError) and result.kind in ROOT_SUSPECT_KINDS:
+                        results[pos] = self.root_refusal()
 
     def reply(self, peer: bytes, rid: bytes, result) -> None:
         """Send one reply (a result dict or an MqError)."""
@@ -364,9 +325,9 @@ class Actor(Generic[B]):
                 return
         started = time.monotonic()
         batch = self.handle(requests)
-        replies = [(request.peer, request.rid, result) for request, result
-                   in zip(requests, batch.results) if request.rid and result is not DEFERRED]
-        for peer, rid, result in self.recheck_root(time.monotonic(), replies):
-            self.reply(peer, rid, result)
+        self.recheck_root(batch.results)
+        for request, result in zip(requests, batch.results):
+            if request.rid and result is not DEFERRED:
+                self.reply(request.peer, request.rid, result)
         self.log.debug("actor.batch", size=len(requests),
                        ms=round((time.monotonic() - started) * 1000, 2))

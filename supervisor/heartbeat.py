@@ -12,12 +12,10 @@ if it had died.
 CLOCK_MONOTONIC is one clock for every process of the host, so stamps and the supervisor's
 `now` compare directly.
 
-The same mapping carries two more slots, written by the supervisor alone: the root's state
-(docs/OPERATIONS.md, "The root's file system"), 0.0 while the root is there, else the Unix time
-it was found gone; and the monotonic time its last check of the root began. The supervisor
-checks the root a few times a second; every child reads the verdict with a load from memory,
-so the hot path of a request pays no system call for it, and an actor that must know whether
-the root was there after a failure waits for a check begun after it (actors/base.py).
+The same mapping carries one more slot, written by the supervisor alone: the root's state
+(docs/OPERATIONS.md, "The root's file system"). 0.0 while the root is there, else the Unix time
+it was found gone. The supervisor checks the root a few times a second; every child reads the
+verdict with a load from memory, so the hot path of a request pays no system call for it.
 """
 
 import asyncio
@@ -52,10 +50,9 @@ class Heartbeats:
 
     def __init__(self, slots: int):
         # Anonymous and MAP_SHARED (mmap's default): forked children share these pages.
-        # Two slots more than children: the root's state and the start of its last check.
-        self.memory = mmap.mmap(-1, SLOT.size * (max(1, slots) + 2))
+        # One slot more than children: the root's state, last.
+        self.memory = mmap.mmap(-1, SLOT.size * (max(1, slots) + 1))
         self.root_state = Slot(self.memory, SLOT.size * max(1, slots))
-        self.root_checked = Slot(self.memory, SLOT.size * (max(1, slots) + 1))
 
     def slot(self, index: int) -> Slot:
         """The slot of the child at this position in the tree."""
@@ -66,21 +63,12 @@ class Heartbeats:
 _mine: Slot | None = None
 #: The root's state slot; set in the supervisor before it forks, so every child inherits it.
 _root: Slot | None = None
-#: The slot of the time the supervisor's last root check began; set with _root.
-_root_checked: Slot | None = None
 
 
-def share_root_state(slot: Slot | None, checked: Slot | None = None) -> None:
-    """In the supervisor, before the first fork: the slots that tell children the root's
-    state and when it was last checked."""
-    global _root, _root_checked
-    _root, _root_checked = slot, checked
-
-
-def root_checked_at() -> float | None:
-    """The monotonic time the supervisor's last check of the root began (0.0 before the
-    first); None outside a supervised tree, where no one checks."""
-    return _root_checked.read() if _root_checked is not None else None
+def share_root_state(slot: Slot | None) -> None:
+    """In the supervisor, before the first fork: the slot that tells children the root's state."""
+    global _root
+    _root = slot
 
 
 def root_lost_since() -> float:

@@ -26,21 +26,18 @@ ROOT_CHECK_SECONDS = 0.2
 class RootState:
     """Whether the root is there, as the supervisor last saw it; published to the children."""
 
-    def __init__(self, root: str, slot: Slot, root_id: str = "", missing: str = "",
-                 checked: Slot | None = None):
+    def __init__(self, root: str, slot: Slot, root_id: str = "", missing: str = ""):
         """root_id: the root's ID, when known (a root with another is away); missing: why the
-        path is no root at start (it is then away from the start); checked: the slot where
-        the start of each check is published."""
+        path is no root at start (it is then away from the start)."""
         self.root = root
         self.watch = RootWatch(root, root_id)
         self.slot = slot
-        self.checked = checked
         self.lost_since = 0.0  # Unix time the root was found gone; 0.0 while it is there
         self.error = ""
         self.last_check = float("-inf")
         slot.stamp(0.0)
         # Set before the first fork: every child inherits the module's reference to the slot.
-        share_root_state(slot, checked)
+        share_root_state(slot)
         if missing:
             self.set_missing(missing)
 
@@ -63,7 +60,6 @@ class RootState:
         if now - self.last_check < ROOT_CHECK_SECONDS:
             return False
         self.last_check = now
-        began = time.monotonic()
         error = self.watch.check()
         changed = False
         if error and not self.lost:
@@ -80,14 +76,7 @@ class RootState:
             changed = True
         elif error:
             self.error = error
-        self.published(began)
         return changed
-
-    def published(self, began: float) -> None:
-        """Say the check begun at `began` (monotonic) is in the state slot: published after
-        the verdict, so a child that sees this time sees that verdict or a newer one."""
-        if self.checked is not None:
-            self.checked.stamp(began)
 
     def health(self) -> dict:
         """The "root" entry of health.json."""

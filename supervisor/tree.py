@@ -109,7 +109,7 @@ class Tree:
         for position, child in enumerate(self.children):
             child.slot = self.heartbeats.slot(position)
         self.root_state = RootState(options.root, self.heartbeats.root_state, options.root_id,
-                                    missing, self.heartbeats.root_checked)
+                                    missing)
         # While the root is away: health.json only where it is not under the root, or (none
         # left) in the host's temporary folder, where the front looks then (http/health.py).
         self.standby_health = standby_health_path(os.getpid())
