@@ -279,6 +279,16 @@ class Actor:
         """Send one reply (a result dict or an MqError)."""
         self.sock.send_multipart(protocol.encode_reply(peer, rid, result))
 
+    def reply_all(self, answers) -> None:
+        """Send (peer, request id, result) answers: one message per peer (a front sends a
+        batch's requests over one link), as protocol.encode_replies splits them."""
+        by_peer: dict = {}
+        for peer, rid, result in answers:
+            by_peer.setdefault(peer, []).append((rid, result))
+        for peer, replies in by_peer.items():
+            for frames in protocol.encode_replies(peer, replies):
+                self.sock.send_multipart(frames)
+
     def _stop(self, *_):
         self.stopping = True
 
@@ -311,8 +321,8 @@ class Actor:
         started = time.monotonic()
         batch = self.handle(requests)
         self.recheck_root(batch.results)
-        for request, result in zip(requests, batch.results):
-            if request.rid and result is not DEFERRED:
-                self.reply(request.peer, request.rid, result)
+        self.reply_all((request.peer, request.rid, result)
+                       for request, result in zip(requests, batch.results)
+                       if request.rid and result is not DEFERRED)
         self.log.debug("actor.batch", size=len(requests),
                        ms=round((time.monotonic() - started) * 1000, 2))

@@ -239,8 +239,7 @@ class FetchActor(Actor):
         if self.sock is None:
             return
         answers = batch.results[len(batch.requests):]
-        for (peer, rid), result in zip(batch.answered, answers):
-            self.reply(peer, rid, result)
+        self.reply_all((peer, rid, result) for (peer, rid), result in zip(batch.answered, answers))
         del batch.results[len(batch.requests):]
         self.watches.serve(self)
 
@@ -252,8 +251,8 @@ class FetchActor(Actor):
             self.waiters.feed(batch, lambda queue, limit: self.take_or_error(batch, queue, limit))
             self.settle(batch)
             self.send_notes(batch)
-        for (peer, rid), result in zip(batch.answered, batch.results):
-            self.reply(peer, rid, result)
+        self.reply_all((peer, rid, result)
+                       for (peer, rid), result in zip(batch.answered, batch.results))
         self.watches.serve(self)
 
     def take_or_error(self, batch: Batch, queue: str, limit: int | None = None):

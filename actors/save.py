@@ -130,9 +130,8 @@ class SaveActor(Actor):
         requests = [request for request, _ in waiting]
         batch = self.handle(requests)
         self.deadlines = {}
-        for request, result in zip(requests, batch.results):
-            if result is not DEFERRED:
-                self.reply(request.peer, request.rid, result)
+        self.reply_all((request.peer, request.rid, result)
+                       for request, result in zip(requests, batch.results) if result is not DEFERRED)
 
     def poll_timeout_ms(self) -> int:
         """Look again soon while adds wait for a key's earlier add."""

@@ -124,13 +124,15 @@ class ActorLink:
 
     def _deliver(self, frames: list[bytes]) -> None:
         try:
-            rid, result = protocol.decode_reply(frames)
+            replies = protocol.decode_replies(frames)
         except Exception as err:
             logs.get().warning("front.bad_reply", actor=self.name, error=str(err))
             return
-        future = self.pending.get(rid)
-        if future is not None and not future.done():
-            future.set_result(result)
+        pending = self.pending
+        for rid, result in replies:
+            future = pending.get(rid)
+            if future is not None and not future.done():
+                future.set_result(result)
 
     async def _watch(self) -> None:
         while True:
