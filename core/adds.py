@@ -1,6 +1,7 @@
 """An add, checked in one place: the front, the save actor and the Spark stager all call this."""
 
 import math
+import re
 from dataclasses import dataclass
 
 from mq.errors import Invalid, TooLarge
@@ -13,6 +14,9 @@ MAX_DEDUP_ID = 256
 MAX_BATCH_MESSAGES = 1000
 #: Longest message group id, in characters.
 MAX_GROUP = 256
+#: A control character (C0 or DEL): not allowed in a content type, which is sent back as a
+#: header (of a fetch, of a batch fetch's part) and must stay one line.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 @dataclass
@@ -41,8 +45,7 @@ def check_add(queue, body, content_type=None, due=None, dedup_id=None, now: floa
         raise Invalid("message body must be bytes")
     if content_type is not None and not isinstance(content_type, str):
         raise Invalid("content type must be a string")
-    if content_type and any(ord(c) < 32 or ord(c) == 127 for c in content_type):
-        # It is sent back as a header (of a fetch, of a batch fetch's part): one line only.
+    if content_type and _CONTROL.search(content_type):
         raise Invalid("content type must not contain control characters")
     if due is not None:
         if isinstance(due, bool) or not isinstance(due, (int, float)) or not math.isfinite(due):
