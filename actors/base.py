@@ -293,7 +293,8 @@ class Actor:
         self.stopping = True
 
     def serve(self) -> None:
-        """Take every request waiting (at most MAX_BATCH), handle them as one batch, reply."""
+        """Take every request waiting (from MAX_BATCH on, no further message), handle them as
+        one batch, reply."""
         requests = []
         while len(requests) < MAX_BATCH:
             try:
@@ -301,11 +302,19 @@ class Actor:
             except zmq.Again:
                 break
             try:
-                requests.append(Request(*protocol.decode_request(frames)))
+                decoded = protocol.decode_requests(frames)
             except Exception as err:  # A malformed frame is answered "invalid", never fatal.
                 self.log.warning("actor.bad_frame", error=str(err))
                 if len(frames) == 3 and frames[1]:
                     self.reply(frames[0], frames[1], Invalid(f"bad request frame: {err}"))
+                continue
+            for peer, rid, payload in decoded:
+                if isinstance(payload, dict):
+                    requests.append(Request(peer, rid, payload))
+                    continue
+                self.log.warning("actor.bad_frame", error=str(payload))
+                if rid:
+                    self.reply(peer, rid, Invalid(f"bad request frame: {payload}"))
         if not requests:
             return
         if self.root_lost():

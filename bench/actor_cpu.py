@@ -14,11 +14,20 @@ that runs it (getrusage RUSAGE_THREAD: the kernel's work in the actor's own syst
 counted, the client's and ZeroMQ's I/O thread's are not), given as user + system; each
 figure is the median over --runs. Creating a file on ext4 without a journal costs system
 time that grows with the inodes freed near it lately (bench/RESULTS.md, "Why batch adds were
-slow"), so the system part of an add moves from run to run; the user part does not. Ops: "add" (single adds to one queue), then on that queue
-"fetch" (each keeping its receipt), "ack" of half of them (a DELETE with the receipt) and
-"delete" of the rest (without one: the single fetch+delete path's DELETE), then
-"fetch+delete" pairs (a fetch then a delete of the same message, as bench/cores.py's clients
-make them). --profile prints cProfile's hottest functions of one op's serving.
+slow"), so the system part of an add moves from run to run; the user part does not.
+
+Ops: "add" (single adds to one queue), then on that queue "fetch" (each keeping its
+receipt), "ack" of half of them (a DELETE with the receipt) and "delete" of the rest
+(without one: the single fetch+delete path's DELETE), then "fetch+delete" pairs (a fetch
+then a delete of the same message, as bench/cores.py's clients make them). --profile prints
+cProfile's hottest functions of one op's serving.
+
+CPU time moves with the load of a shared machine; instructions do not. Under
+`valgrind --tool=callgrind`, two runs that differ only in --ops give the instructions per
+operation by difference (the whole process, this client's side too):
+
+    valgrind --tool=callgrind --callgrind-out-file=/dev/null .venv/bin/python \
+        bench/actor_cpu.py --runs 1 --ops 320 [--adds-only] --tmp /dev/shm
 """
 
 import argparse
@@ -40,7 +49,7 @@ from mq.actors.fetch import FetchActor
 from mq.actors.save import SaveActor
 from mq.config import Options
 from mq.store import Store
-from mq.store.root import actor_endpoint, mover_endpoint
+from mq.store.root import mover_endpoint
 
 BODY = b"x" * 100
 QUEUE = "hot"
@@ -165,6 +174,8 @@ def run_ops(rig: Rig, args, profiles: dict) -> dict:
     n = args.ops
     timed("add", "save", lambda _: ops.Add(queue=QUEUE, body=BODY, content_type="text/plain"),
           list(range(n)))
+    if args.adds_only:
+        return out
     fetched = timed("fetch", "fetch", lambda _: ops.Fetch(queue=QUEUE), list(range(n)))
     taken = [(r["id"], r["receipt"]) for r in fetched]
     half = n // 2
@@ -201,6 +212,8 @@ def main(argv=None) -> int:
     parser.add_argument("--runs", type=int, default=3, help="runs, each on a fresh root (default 3)")
     parser.add_argument("--profile", choices=("add", "fetch", "ack", "delete", "fetch+delete"),
                         help="print cProfile's hottest functions of this op (last run)")
+    parser.add_argument("--adds-only", action="store_true",
+                        help="only the adds (under valgrind: instructions per add by difference)")
     parser.add_argument("--tmp", default=None, help="folder for the roots (on the disk to measure)")
     args = parser.parse_args(argv)
     runs = []

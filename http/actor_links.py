@@ -30,6 +30,7 @@ class ActorLink:
         self.timeout = timeout
         self.pending: dict[bytes, asyncio.Future] = {}
         self.weight = 0  # Messages the pending requests carry (a batch add counts each).
+        self.outbox: list = []  # (request id, request) to send at the end of this loop turn
         self.numbers = itertools.count(1)
         sock = context.socket(zmq.DEALER)
         sock.linger = 0
@@ -56,7 +57,8 @@ class ActorLink:
         """Send a request (mq.operations) and return the actor's result; raise its error, or
         Unavailable.
 
-        on_sent(request_id) is called once the request is on its way (to cancel it later);
+        on_sent(request_id) is called once the request is posted (to cancel it later); it
+        leaves with the other requests of this turn of the event loop (_post);
         weight is how many messages it carries, counted in load until it is answered.
         """
         timeout = self.timeout if timeout is None else timeout
@@ -64,11 +66,7 @@ class ActorLink:
         loop = asyncio.get_running_loop()
         future = loop.create_future()
         self.pending[rid] = future
-        try:
-            self._send(protocol.encode_request(rid, request))
-        except zmq.Again:
-            self.pending.pop(rid, None)
-            raise Unavailable(f"{self.name} is not running; it is being restarted") from None
+        self._post(rid, request)
         if on_sent is not None:
             on_sent(rid)
         # A timer on the future itself: cheaper than asyncio.wait_for, which wraps every call
@@ -90,13 +88,30 @@ class ActorLink:
     def cancel(self, rid: bytes) -> None:
         """Give up on a request (its client went away): the actor drops it if it still waits
         (a long poll), and the caller's await ends now with an empty result."""
-        try:
-            self._send(protocol.encode_notification(Cancel(request=rid)))
-        except zmq.Again:
-            pass  # The actor is gone: its waiters went with it.
+        self._post(b"", Cancel(request=rid))  # After the request, if it still waits to go.
         future = self.pending.get(rid)
         if future is not None and not future.done():
             future.set_result({"empty": True, "cancelled": True})
+
+    def _post(self, rid: bytes, request: Operation) -> None:
+        """Send a request at the end of this turn of the event loop, with the others of the
+        turn: one message and one ZeroMQ send for them all (protocol.encode_requests)."""
+        if not self.outbox:
+            self.loop.call_soon(self._flush)
+        self.outbox.append((rid, request))
+
+    def _flush(self) -> None:
+        """Send the turn's requests; when the actor is not connected, each caller gets 503 at
+        once (IMMEDIATE: nothing waits in a queue for an actor being restarted)."""
+        outbox, self.outbox = self.outbox, []
+        try:
+            self._send(protocol.encode_requests(outbox))
+        except zmq.Again:
+            refusal = Unavailable(f"{self.name} is not running; it is being restarted")
+            for rid, _ in outbox:
+                future = self.pending.get(rid)
+                if future is not None and not future.done():
+                    future.set_result(refusal)
 
     @property
     def load(self) -> int:
