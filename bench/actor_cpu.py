@@ -111,9 +111,16 @@ class Rig:
         the replies, and the fetch actor's CPU seconds on the notifications it sent."""
         actor, sock = (self.save, self.client["save"]) if kind == "save" else \
             (self.fetch, self.client["fetch"])
-        for request in requests:
-            self.sent += 1
-            sock.send_multipart(protocol.encode_request(protocol.request_id(self.sent), request))
+        if hasattr(protocol, "encode_requests"):  # As a front sends one loop turn's requests.
+            pairs = []
+            for request in requests:
+                self.sent += 1
+                pairs.append((protocol.request_id(self.sent), request))
+            sock.send_multipart(protocol.encode_requests(pairs))
+        else:
+            for request in requests:
+                self.sent += 1
+                sock.send_multipart(protocol.encode_request(protocol.request_id(self.sent), request))
         # ZeroMQ does not count what waits in a socket: the first request there, then a moment
         # for the rest over ipc://, so that the actor takes them as one batch.
         while actor.sock.getsockopt(zmq.EVENTS) & zmq.POLLIN == 0:
