@@ -106,7 +106,7 @@ class ActorLink:
         outbox, self.outbox = self.outbox, []
         try:
             self._send(protocol.encode_requests(outbox))
-        except zmq.Again:
+        except zmq.ZMQError:  # Again; or the link closed in this turn (the front stopping)
             refusal = Unavailable(f"{self.name} is not running; it is being restarted")
             for rid, _ in outbox:
                 future = self.pending.get(rid)
