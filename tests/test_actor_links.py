@@ -1,0 +1,47 @@
+"""The front's link to an actor on a real ipc:// socket: the requests of one event-loop turn
+leave as one message, and one message of replies answers them all."""
+
+import asyncio
+
+import zmq
+import zmq.asyncio
+
+from mq import protocol
+from mq.errors import NotFound
+from mq.http.actor_links import ActorLink
+from mq.operations import Fetch
+
+
+def test_one_turn_of_requests_is_one_message_and_one_message_of_replies_answers_them(tmp_path):
+    async def scenario():
+        context = zmq.asyncio.Context()
+        actor = zmq.Context.instance().socket(zmq.ROUTER)
+        actor.linger = 0
+        endpoint = f"ipc://{tmp_path}/fetch-0.sock"
+        actor.bind(endpoint)
+        link = ActorLink(context, endpoint, "fetch actor 0", timeout=10)
+        try:
+            while not link.connected:  # The monitor's "connected" event.
+                await asyncio.sleep(0.01)
+            calls = [asyncio.ensure_future(link.call(Fetch(queue=f"q{n}"))) for n in range(3)]
+            await asyncio.sleep(0)  # The calls post their requests in this turn.
+            loop = asyncio.get_running_loop()
+            frames = await loop.run_in_executor(None, actor.recv_multipart)
+            assert len(frames) == 2  # [peer, requests]: one message for the three.
+            requests = protocol.decode_requests(frames)
+            assert [payload["queue"] for _, _, payload in requests] == ["q0", "q1", "q2"]
+            assert not actor.poll(50)  # Nothing else was sent.
+            peer = frames[0]
+            answers = [(rid, {"queue": payload["queue"]}) for _, rid, payload in requests[:2]]
+            answers.append((requests[2][1], NotFound("no q2")))
+            for message in protocol.encode_replies(peer, answers):
+                actor.send_multipart(message)
+            results = await asyncio.wait_for(asyncio.gather(*calls, return_exceptions=True), 5)
+            assert results[:2] == [{"queue": "q0"}, {"queue": "q1"}]
+            assert isinstance(results[2], NotFound)
+        finally:
+            link.close()
+            actor.close()
+            context.term()
+
+    asyncio.run(scenario())
