@@ -2,14 +2,16 @@
 leave as one message, and one message of replies answers them all."""
 
 import asyncio
+import os
 
 import zmq
 import zmq.asyncio
+from actor_support import Actors
 
 from mq import protocol
-from mq.errors import NotFound
+from mq.errors import Invalid, NotFound
 from mq.http.actor_links import ActorLink
-from mq.operations import Fetch
+from mq.operations import Add, Fetch
 
 
 def test_one_turn_of_requests_is_one_message_and_one_message_of_replies_answers_them(tmp_path):
@@ -45,3 +47,38 @@ def test_one_turn_of_requests_is_one_message_and_one_message_of_replies_answers_
             context.term()
 
     asyncio.run(scenario())
+
+
+def test_an_actor_answers_a_batch_from_one_peer_in_one_message(tmp_path):
+    actors = Actors(tmp_path)
+    save = actors.save
+    os.makedirs(save.run_dir, exist_ok=True)
+    save.context = zmq.Context()
+    save.sock = save.bind()
+    front = save.context.socket(zmq.DEALER)
+    front.linger = 0
+    front.connect(save.endpoint())
+    try:
+        # One request in three frames, as the pipeline's notifications come; then a front's
+        # turn of two, one of which is refused.
+        front.send_multipart(protocol.encode_request(protocol.request_id(1),
+                                                     Add(queue="q", body=b"0")))
+        front.send_multipart(protocol.encode_requests(
+            [(protocol.request_id(2), Add(queue="q", body=b"1")),
+             (protocol.request_id(3), Add(queue="no/such", body=b"2"))]))
+        messages: list = []
+        while sum(len(m) for m in messages) < 3:
+            if save.sock.poll(10):
+                save.serve()
+            while front.poll(0):
+                messages.append(protocol.decode_replies(front.recv_multipart()))
+        got = dict(pair for message in messages for pair in message)
+        assert sorted(got) == [protocol.request_id(n) for n in (1, 2, 3)]
+        assert got[protocol.request_id(1)]["queue"] == got[protocol.request_id(2)]["queue"] == "q"
+        assert isinstance(got[protocol.request_id(3)], Invalid)
+        # The two of one batch from one peer came back as one message, not one each.
+        assert max(len(message) for message in messages) >= 2
+    finally:
+        front.close()
+        save.sock.close()
+        save.context.term()
