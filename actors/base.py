@@ -277,7 +277,11 @@ class Actor:
 
     def reply(self, peer: bytes, rid: bytes, result) -> None:
         """Send one reply (a result dict or an MqError)."""
-        self.sock.send_multipart(protocol.encode_reply(peer, rid, result))
+        self.send_frames(protocol.encode_reply(peer, rid, result))
+
+    def send_frames(self, frames: list[bytes]) -> None:
+        """Send one message of replies on the actor's own socket."""
+        self.sock.send_multipart(frames)
 
     def reply_all(self, answers) -> None:
         """Send (peer, request id, result) answers: one message per peer (a front sends a
@@ -287,7 +291,7 @@ class Actor:
             by_peer.setdefault(peer, []).append((rid, result))
         for peer, replies in by_peer.items():
             for frames in protocol.encode_replies(peer, replies):
-                self.sock.send_multipart(frames)
+                self.send_frames(frames)
 
     def _stop(self, *_):
         self.stopping = True
