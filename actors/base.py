@@ -290,14 +290,29 @@ class Actor(Generic[B]):
 
     def reply(self, peer: bytes, rid: bytes, result) -> None:
         """Send one reply (a result dict or an MqError)."""
+        self.send_frames(protocol.encode_reply(peer, rid, result))
+
+    def send_frames(self, frames: list[bytes]) -> None:
+        """Send one message of replies on the actor's own socket."""
         assert self.sock is not None, "replies go out once run() has bound the socket"
-        self.sock.send_multipart(protocol.encode_reply(peer, rid, result))
+        self.sock.send_multipart(frames)
+
+    def reply_all(self, answers) -> None:
+        """Send (peer, request id, result) answers: one message per peer (a front sends a
+        batch's requests over one link), as protocol.encode_replies splits them."""
+        by_peer: dict = {}
+        for peer, rid, result in answers:
+            by_peer.setdefault(peer, []).append((rid, result))
+        for peer, replies in by_peer.items():
+            for frames in protocol.encode_replies(peer, replies):
+                self.send_frames(frames)
 
     def _stop(self, *_):
         self.stopping = True
 
     def serve(self) -> None:
-        """Take every request waiting (at most MAX_BATCH), handle them as one batch, reply."""
+        """Take every request waiting (from MAX_BATCH on, no further message), handle them as
+        one batch, reply."""
         assert self.sock is not None, "run() binds the socket before it serves"
         requests: list[Request] = []
         while len(requests) < MAX_BATCH:
@@ -306,11 +321,19 @@ class Actor(Generic[B]):
             except zmq.Again:
                 break
             try:
-                requests.append(Request(*protocol.decode_request(frames)))
+                decoded = protocol.decode_requests(frames)
             except Exception as err:  # A malformed frame is answered "invalid", never fatal.
                 self.log.warning("actor.bad_frame", error=str(err))
                 if len(frames) == 3 and frames[1]:
                     self.reply(frames[0], frames[1], Invalid(f"bad request frame: {err}"))
+                continue
+            for peer, rid, payload in decoded:
+                if isinstance(payload, dict):
+                    requests.append(Request(peer, rid, payload))
+                    continue
+                self.log.warning("actor.bad_frame", error=str(payload))
+                if rid:
+                    self.reply(peer, rid, Invalid(f"bad request frame: {payload}"))
         if not requests:
             return
         if self.root_lost():
@@ -326,8 +349,8 @@ class Actor(Generic[B]):
         started = time.monotonic()
         batch = self.handle(requests)
         self.recheck_root(batch.results)
-        for request, result in zip(requests, batch.results):
-            if request.rid and result is not DEFERRED:
-                self.reply(request.peer, request.rid, result)
+        self.reply_all((request.peer, request.rid, result)
+                       for request, result in zip(requests, batch.results)
+                       if request.rid and result is not DEFERRED)
         self.log.debug("actor.batch", size=len(requests),
                        ms=round((time.monotonic() - started) * 1000, 2))

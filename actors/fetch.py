@@ -246,8 +246,8 @@ class FetchActor(Actor[FetchBatch]):
         """Reply to each long poll the batch answered, with its result (after the requests'
         own in batch.results), and leave the batch only its requests' results."""
         first = len(batch.requests)
-        for (peer, rid), result in zip(batch.answered, batch.results[first:]):
-            self.reply(peer, rid, result)
+        self.reply_all((peer, rid, result)
+                       for (peer, rid), result in zip(batch.answered, batch.results[first:]))
         del batch.results[first:]
 
     def serve_waiters(self) -> None:

@@ -38,6 +38,7 @@ class SaveActor(Actor[AddBatch]):
         self.pending_keys: list = []  # (request, deadline) of adds waiting for their key's add
         self.deadlines: dict = {}
         self.counters = Counters()
+        self.writer_name = f"{os.path.basename(self.run_dir)}/save-{self.index}"
 
     def start(self) -> None:
         """Clean up a crashed predecessor's files, then connect to the mover and fetch actors."""
@@ -55,7 +56,7 @@ class SaveActor(Actor[AddBatch]):
 
     def writer(self) -> str:
         """The name this actor writes into every file's header: its daemon's folder and index."""
-        return f"{os.path.basename(self.run_dir)}/save-{self.index}"
+        return self.writer_name
 
     def add(self, batch: AddBatch, request: ops.Add, sender: Request):
         """Write an add (checked as it was decoded) into new/ (renamed into view by settle)."""
@@ -78,7 +79,7 @@ class SaveActor(Actor[AddBatch]):
                 return self.duplicate(batch, sender, add.queue, earlier)
         message_id = new_id(int(now * 1000))
         data = fmt.encode_message(add.body, add.content_type, int(now * 1000), message_id,
-                                  add.dedup_id, self.writer(), group=add.group,
+                                  add.dedup_id, self.writer_name, group=add.group,
                                   attributes=add.attributes)
         self.store.write_new(add.queue, message_id, data, add.due)
         batch.written.append(Written(len(batch.results), add, message_id, props["dedup_window"],
@@ -130,9 +131,8 @@ class SaveActor(Actor[AddBatch]):
         requests = [request for request, _ in waiting]
         batch = self.handle(requests)
         self.deadlines = {}
-        for request, result in zip(requests, batch.results):
-            if result is not DEFERRED:
-                self.reply(request.peer, request.rid, result)
+        self.reply_all((request.peer, request.rid, result)
+                       for request, result in zip(requests, batch.results) if result is not DEFERRED)
 
     def poll_timeout_ms(self) -> int:
         """Look again soon while adds wait for a key's earlier add."""

@@ -3,6 +3,7 @@
 writers that build no operation (mq.local, the Spark stager) call check_add, made of them."""
 
 import math
+import re
 import time
 from dataclasses import dataclass
 
@@ -16,6 +17,9 @@ MAX_DEDUP_ID = 256
 MAX_BATCH_MESSAGES = 1000
 #: Longest message group id, in characters.
 MAX_GROUP = 256
+#: A control character (C0 or DEL): not allowed in a content type, which is sent back as a
+#: header (of a fetch, of a batch fetch's part) and must stay one line.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 @dataclass
@@ -42,7 +46,7 @@ def check_content_type(content_type) -> str:
     """A content type: a string of one line (empty: application/octet-stream)."""
     if not isinstance(content_type, str):
         raise Invalid("content type must be a string")
-    if any(ord(c) < 32 or ord(c) == 127 for c in content_type):
+    if _CONTROL.search(content_type):
         # It is sent back as a header (of a fetch, of a batch fetch's part): one line only.
         raise Invalid("content type must not contain control characters")
     return content_type

@@ -32,6 +32,7 @@ class ActorLink:
         self.timeout = timeout
         self.pending: dict[bytes, asyncio.Future] = {}
         self.weight = 0  # Messages the pending requests carry (a batch add counts each).
+        self.outbox: list = []  # (request id, request) to send at the end of this loop turn
         self.numbers = itertools.count(1)
         sock: zmq.asyncio.Socket = context.socket(zmq.DEALER)
         sock.linger = 0
@@ -58,7 +59,8 @@ class ActorLink:
         """Send a request (mq.operations) and return the actor's result; raise its error, or
         Unavailable.
 
-        on_sent(request_id) is called once the request is on its way (to cancel it later);
+        on_sent(request_id) is called once the request is posted (to cancel it later); it
+        leaves with the other requests of this turn of the event loop (_post);
         weight is how many messages it carries, counted in load until it is answered.
         """
         timeout = self.timeout if timeout is None else timeout
@@ -66,14 +68,7 @@ class ActorLink:
         loop = asyncio.get_running_loop()
         future = loop.create_future()
         self.pending[rid] = future
-        try:
-            self._send(protocol.encode_request(rid, request))
-        except zmq.Again:
-            self.pending.pop(rid, None)
-            if heartbeat.root_lost_since():  # No actor runs while a daemon waits for its root.
-                raise Unavailable("the root is not available (its file system is not mounted, "
-                                  "or it is no mq root yet); retry later") from None
-            raise Unavailable(f"{self.name} is not running; it is being restarted") from None
+        self._post(rid, request)
         if on_sent is not None:
             on_sent(rid)
         # A timer on the future itself: cheaper than asyncio.wait_for, which wraps every call
@@ -95,13 +90,34 @@ class ActorLink:
     def cancel(self, rid: bytes) -> None:
         """Give up on a request (its client went away): the actor drops it if it still waits
         (a long poll), and the caller's await ends now with an empty result."""
-        try:
-            self._send(protocol.encode_notification(Cancel(request=rid)))
-        except zmq.Again:
-            pass  # The actor is gone: its waiters went with it.
+        self._post(b"", Cancel(request=rid))  # After the request, if it still waits to go.
         future = self.pending.get(rid)
         if future is not None and not future.done():
             future.set_result({"empty": True, "cancelled": True})
+
+    def _post(self, rid: bytes, request: Operation) -> None:
+        """Send a request at the end of this turn of the event loop, with the others of the
+        turn: one message and one ZeroMQ send for them all (protocol.encode_requests)."""
+        if not self.outbox:
+            self.loop.call_soon(self._flush)
+        self.outbox.append((rid, request))
+
+    def _flush(self) -> None:
+        """Send the turn's requests; when the actor is not connected, each caller gets 503 at
+        once (IMMEDIATE: nothing waits in a queue for an actor being restarted)."""
+        outbox, self.outbox = self.outbox, []
+        try:
+            self._send(protocol.encode_requests(outbox))
+        except zmq.ZMQError:  # Again; or the link closed in this turn (the front stopping)
+            if heartbeat.root_lost_since():  # No actor runs while a daemon waits for its root.
+                refusal = Unavailable("the root is not available (its file system is not "
+                                      "mounted, or it is no mq root yet); retry later")
+            else:
+                refusal = Unavailable(f"{self.name} is not running; it is being restarted")
+            for rid, _ in outbox:
+                future = self.pending.get(rid)
+                if future is not None and not future.done():
+                    future.set_result(refusal)
 
     @property
     def load(self) -> int:
@@ -130,13 +146,15 @@ class ActorLink:
 
     def _deliver(self, frames: list[bytes]) -> None:
         try:
-            rid, result = protocol.decode_reply(frames)
+            replies = protocol.decode_replies(frames)
         except Exception as err:
             logs.get().warning("front.bad_reply", actor=self.name, error=str(err))
             return
-        future = self.pending.get(rid)
-        if future is not None and not future.done():
-            future.set_result(result)
+        pending = self.pending
+        for rid, result in replies:
+            future = pending.get(rid)
+            if future is not None and not future.done():
+                future.set_result(result)
 
     async def _watch(self) -> None:
         while True:

@@ -103,6 +103,7 @@ class Store(Root):
         self.claim = self.states.claim
         self.locate = self.states.locate
         self.remove = self.states.remove
+        self.remove_entry = self.states.remove_entry
         self.ack = self.states.ack
         self.extend = self.states.extend
         self.release = self.states.release

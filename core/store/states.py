@@ -136,6 +136,14 @@ class MessageStates:
         `known` is the caller's (state, deliveries) guess, tried first; then every name the
         message may have up to max_attempts deliveries is tried in turn, twice (see locate).
         """
+        found = self.remove_entry(queue, message_id, max_attempts, known, changes)
+        return None if found is None else os.path.dirname(self.state_path(queue, message_id, *found))
+
+    def remove_entry(self, queue: str, message_id: str, max_attempts: int = 0,
+                     known: tuple[str, int] | None = None,
+                     changes: Changes | None = None) -> tuple[str, int] | None:
+        """As remove, but return the (state, deliveries) the message was removed from: a fetch
+        actor tells the mover which delivery's timer to drop, not every one it might have."""
         target = self.paths.remove_path(queue, message_id)
         if known:
             # Tried alone first: the list of every name (two hundred with the full retry
@@ -144,18 +152,18 @@ class MessageStates:
             try:
                 self.disk.rename(source, target)
                 tracked(changes).renamed(source, target)
-                return os.path.dirname(source)
+                return known
             except FileExistsError:
                 return None  # A peer removed it at the same moment.
             except OSError as err:
                 if not lost_race(err):
                     raise
-        paths = [p for _, _, p in self.candidates(queue, message_id, max_attempts)]
-        for source in paths + paths:
+        entries = list(self.candidates(queue, message_id, max_attempts))
+        for state, attempts, source in entries + entries:
             try:
                 self.disk.rename(source, target)
                 tracked(changes).renamed(source, target)
-                return os.path.dirname(source)
+                return state, attempts
             except FileExistsError:
                 return None
             except OSError as err:

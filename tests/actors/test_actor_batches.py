@@ -109,7 +109,7 @@ def test_a_key_left_by_a_killed_save_actor_never_answers_a_retry_and_its_success
     # The client retries on save actor 1 while 0 restarts: no 200 with an id never stored;
     # the retry waits for the add that holds its key.
     sibling, answers = actors.saver(1), []
-    sibling.reply = lambda peer, rid, result: answers.append(result)
+    sibling.reply_all = lambda sent: answers.extend(result for _, _, result in sent)
     assert actors.add({"queue": "q", "body": b"lost", "dedup_id": "k"}, actor=sibling) == [DEFERRED]
     sibling.tick()
     assert answers == [] and len(sibling.pending_keys) == 1
@@ -129,7 +129,7 @@ def test_an_add_waits_at_most_a_few_seconds_for_the_add_holding_its_key(tmp_path
     actors.store.write_new("q", holder, fmt.encode_message(b"x", "text/plain", 0, holder, "k"), None)
     actors.store.dedup.record("q", "k", holder, 300, time.time())  # An add that never finishes.
     answers = []
-    actors.save.reply = lambda peer, rid, result: answers.append(result)
+    actors.save.reply_all = lambda sent: answers.extend(result for _, _, result in sent)
     assert actors.add({"queue": "q", "body": b"x", "dedup_id": "k"}) == [DEFERRED]
     # Its deadline passes (PENDING_KEY_SECONDS after it first found the key held).
     actors.save.pending_keys = [(r, time.monotonic() - 1) for r, _ in actors.save.pending_keys]
@@ -218,7 +218,7 @@ def test_a_corrupt_file_does_not_end_a_long_poll_or_the_actor(tmp_path):
     with open(actors.store.ready_path("q", bad), "wb") as f:
         f.write(fmt.MAGIC + b"\x00\x00\x00\x01\xc1")  # 0xc1: never valid msgpack.
     answers = []
-    actors.fetcher.reply = lambda peer, rid, result: answers.append(result)
+    actors.fetcher.reply_all = lambda sent: answers.extend(result for _, _, result in sent)
     actors.fetcher.waiters.park("q", b"p", b"r", 5)
     actors.fetcher.serve_waiters()  # Claims the corrupt file, quarantines it, keeps waiting.
     assert answers == [] and files_in(actors.store.folder("corrupt")) == [f"q:{bad}.1"]
@@ -230,7 +230,7 @@ def test_each_long_poll_a_batch_answers_gets_its_own_result_and_the_batch_keeps_
                                                      {"queue": "q", "body": b"two"}))
     fetcher = actors.fetcher
     answers = []
-    fetcher.reply = lambda peer, rid, result: answers.append((peer, rid, result))
+    fetcher.reply_all = answers.extend
     fetcher.sock = object()  # Served as over a socket: the batch answers its long polls.
     fetcher.waiters.park("q", b"p1", b"r1", 5)
     fetcher.waiters.park("q", b"p2", b"r2", 5, limit=2)

@@ -226,6 +226,28 @@ def test_a_delete_of_a_message_this_actor_handed_out_renames_once(tmp_path):
     assert visible(actors) == []
 
 
+def test_a_delete_tells_the_mover_the_one_delivery_it_took_out_of_delay(tmp_path):
+    from mq.actors.mover import MoverActor
+
+    actors = Actors(tmp_path)
+    actors.save.handle([request("add_batch", queue="q", messages=batch_of(2))])
+    handed = actors.fetcher.handle([request("fetch", queue="q")])
+    fetched = handed.results[0]
+    # A second delivery, so a delete that found the message by probing names knows it too.
+    actors.call("nack", queue="q", id=fetched["id"], receipt=fetched["receipt"])
+    again = actors.fetcher.handle([request("fetch", queue="q")])
+    assert again.results[0]["id"] == fetched["id"] and again.results[0]["attempts"] == 2
+    actors.fetcher.deliveries.settled("q", fetched["id"])  # No guess left: the probe finds it.
+    other = actors.fetcher.handle([request("fetch", queue="q")])
+    deleted = actors.fetcher.handle([request("delete", queue="q", id=fetched["id"]),
+                                     request("delete", queue="q", id=other.results[0]["id"])])
+    assert deleted.settled == [("q", fetched["id"], 2), ("q", other.results[0]["id"], 1)]
+    mover = MoverActor(actors.options, 0, actors.run_dir, actors.store)
+    mover.handle([request("delayed", entries=[list(h) for h in again.hidden + other.hidden])])
+    mover.handle([request("settled", entries=[list(s) for s in deleted.settled])])
+    assert list(mover.timers.due) == [] and mover.timers.counts == {}
+
+
 def parts_in_windows(actors: Actors, queue: str = "q") -> list[str]:
     """Every part waiting in the queue's accumulation windows, whatever their stage."""
     return sorted(part for _, window in actors.store.list_windows()

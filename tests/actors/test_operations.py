@@ -4,6 +4,7 @@ meets before any handler runs, and the actors' loop answering a bad one `invalid
 import os
 from dataclasses import dataclass
 
+import msgpack
 import pytest
 
 from actor_support import Actors, request
@@ -36,6 +37,36 @@ def test_a_request_comes_out_of_its_frames_as_it_went_in(sent):
     _, _, decoded = protocol.decode_request([b"peer", rid, payload])
     assert decoded["op"] == sent.op and decoded["v"] == protocol.VERSION
     assert ops.OPS[decoded["op"]].from_payload(decoded) == sent
+
+
+def test_the_requests_of_one_turn_travel_in_one_message_and_a_bad_one_fails_alone():
+    add, fetch = ops.Add(queue="q", body=b"x"), ops.Fetch(queue="q")
+    [packed] = protocol.encode_requests([(b"\x00" * 7 + b"\x01", add), (b"", ops.Cancel(request=b"r"))])
+    decoded = protocol.decode_requests([b"peer", packed])
+    assert [(peer, rid, d["op"]) for peer, rid, d in decoded] == [
+        (b"peer", b"\x00" * 7 + b"\x01", "add"), (b"peer", b"", "cancel")]
+    assert ops.Add.from_payload(decoded[0][2]) == add
+    bad = msgpack.packb([[b"1", {"v": 0, "op": "fetch"}],
+                         [b"2", dict(fetch.to_payload(), v=protocol.VERSION, op="fetch")]])
+    first, second = protocol.decode_requests([b"peer", bad])
+    assert isinstance(first[2], ValueError) and second[2]["op"] == "fetch"
+    with pytest.raises(ValueError):
+        protocol.decode_requests([b"peer", msgpack.packb({"not": "an array"})])
+    with pytest.raises(ValueError):
+        protocol.decode_requests([b"peer"])
+
+
+def test_the_replies_of_a_batch_travel_in_one_message_split_past_reply_bytes():
+    big = b"x" * (protocol.REPLY_BYTES // 2 + 1)
+    replies = [(bytes([n]), {"id": str(n), "body": big}) for n in range(4)] + \
+        [(b"e", Invalid("no"))]
+    messages = protocol.encode_replies(b"peer", replies)
+    assert {m[0] for m in messages} == {b"peer"}
+    # A message takes no more replies once its bodies passed REPLY_BYTES: two bodies each.
+    assert [len(protocol.decode_replies(m[1:])) for m in messages] == [2, 2, 1]
+    got = [pair for m in messages for pair in protocol.decode_replies(m[1:])]
+    assert [rid for rid, _ in got] == [rid for rid, _ in replies]
+    assert got[0][1]["body"] == big and isinstance(got[-1][1], Invalid)
 
 
 def test_nil_or_absent_fields_take_their_defaults():
