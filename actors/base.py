@@ -9,6 +9,7 @@ already made is always flushed and reported, whatever later requests of the batc
 
 import signal
 import time
+from collections.abc import Callable
 from typing import Generic, TypeVar
 
 import zmq
@@ -50,7 +51,7 @@ class Actor(Generic[B]):
     #: op -> (its request type, function(actor, batch, request, sender)) where request is the
     #: payload decoded (mq.operations) and sender the Request it came in (peer and request
     #: id); the function returns a result dict, DEFERRED, or raises.
-    COMMANDS: dict = {}
+    COMMANDS: dict[str, tuple[type[Operation], Callable[..., object]]] = {}
     #: The Batch class this actor's batches use (each actor class names its own).
     batch_class: type[B]
 
@@ -183,7 +184,7 @@ class Actor(Generic[B]):
         """One request through the command table: its payload decoded into the op's request
         type (checked: Invalid before any handler runs), then its handler; every failure
         becomes an error value."""
-        command = self.COMMANDS.get(request.op)
+        command = self.COMMANDS.get(request.op or "")
         if command is None:
             return Invalid(f"{self.kind} actor cannot {request.op!r}")
         kind, handler = command

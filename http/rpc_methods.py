@@ -20,6 +20,7 @@ import msgpack
 from mq import store as fmt
 from mq.errors import Invalid, Unauthorized
 from mq.http import trace
+from mq.http.service import QueueService
 from mq.operations import (
     Ack,
     Add,
@@ -46,7 +47,7 @@ class Caller:
     authenticated with, and the long polls to withdraw when the client hangs up (so that no
     message is claimed for nobody)."""
 
-    def __init__(self, service, options, tokens: TokenFile | None = None):
+    def __init__(self, service: QueueService, options, tokens: TokenFile | None = None):
         self.service = service
         self.options = options
         self.tokens = tokens

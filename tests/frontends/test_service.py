@@ -119,7 +119,7 @@ def test_each_op_is_checked_on_every_queue_it_touches(cls):
 @pytest.mark.parametrize("cls", FRONT_OPS, ids=lambda cls: cls.op)
 def test_each_op_needs_its_scope(cls):
     request, _ = sample(cls)
-    needed = service.SCOPES.get(cls.op, "admin")
+    needed = service.SCOPES.get(cls, "admin")
     service.check(token(".*", needed), request)
     lower = [scope for scope, rank in RANKS.items() if rank == RANKS[needed] - 1]
     if lower:
