@@ -26,6 +26,7 @@ from mq.operations import (
     Add,
     Extend,
     Fetch,
+    Fetched,
     Nack,
     PropsDelete,
     PropsPut,
@@ -124,7 +125,7 @@ def traceparent_of(method: str, params: list, result) -> str | None:
     return None
 
 
-def message(result: dict, queue: str) -> dict:
+def message(result: Fetched, queue: str) -> dict:
     """A fetched message as pull and pull_any return it."""
     return {"queue": queue, "id": result["id"], "type": "normal",
             "content": decode_content(result["body"], result["content_type"]),

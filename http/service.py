@@ -12,7 +12,7 @@ import asyncio
 import functools
 import time
 from collections.abc import Awaitable, Callable
-from typing import cast
+from typing import cast, overload
 
 from mq.errors import Invalid
 from mq.http import access, routing
@@ -31,6 +31,7 @@ from mq.operations import (
     Fetch,
     FetchAny,
     FetchBatch,
+    Fetched,
     Nack,
     OnQueue,
     Operation,
@@ -133,8 +134,17 @@ class QueueService:
 
     # Everything naming a queue: to the queue's fetch actor.
 
+    @overload
+    def fetch(self, token: Token | None, request: Fetch,
+              on_sent: Callable[[Callable[[], None]], None] | None = None) -> Awaitable[Fetched]: ...
+
+    @overload
+    def fetch(self, token: Token | None, request: FetchBatch,
+              on_sent: Callable[[Callable[[], None]], None] | None = None) -> Awaitable[dict]: ...
+
     def fetch(self, token: Token | None, request: Fetch | FetchBatch,
-              on_sent: Callable[[Callable[[], None]], None] | None = None) -> Awaitable[dict]:
+              on_sent: Callable[[Callable[[], None]], None] | None = None
+              ) -> Awaitable[Fetched] | Awaitable[dict]:
         """Fetch (or FetchBatch): claim the oldest ready message(s), waiting up to its wait.
 
         on_sent(cancel) is called once a request is on its way: cancel() withdraws it (its
@@ -174,7 +184,7 @@ class QueueService:
         return await self.call(token, QueueGet(queue=queue, hidden=hidden))
 
     async def pull_any(self, token: Token | None, pattern, wait: float,
-                       gone: Callable[[], bool] = lambda: False) -> dict | None:
+                       gone: Callable[[], bool] = lambda: False) -> Fetched | None:
         """Claim the oldest ready message among the matching queues the token may use, waiting
         up to `wait` seconds; None when none came (or gone() turned true). The fetch result,
         with "queue" added; NotFound when no queue matches (docs/DELIVERY.md, "Pull-any")."""

@@ -18,7 +18,7 @@ from mq.http.sqs.message_attributes import as_sent, selected
 from mq.http.sqs.names import Caller, integer, names_list, queue_from_url
 from mq.http.sqs.sending import sequence_number
 from mq.http.sqs.service import SqsService
-from mq.operations import Ack, Extend, Fetch, Nack
+from mq.operations import Ack, Extend, Fetch, Fetched, Nack
 
 SYSTEM_ATTRIBUTES = ("SenderId", "SentTimestamp", "ApproximateReceiveCount",
                      "ApproximateFirstReceiveTimestamp", "SequenceNumber", "MessageDeduplicationId",
@@ -40,7 +40,7 @@ def receipt_of(handle) -> tuple[str, int]:
                        f'The input receipt handle "{handle}" is not a valid receipt handle.') from None
 
 
-def system_attributes(result: dict, names: list[str], caller: Caller, fifo: bool) -> dict:
+def system_attributes(result: Fetched, names: list[str], caller: Caller, fifo: bool) -> dict:
     """The system attributes of a received message that the receive asked for."""
     wanted = SYSTEM_ATTRIBUTES if "All" in names else [n for n in names if n in SYSTEM_ATTRIBUTES]
     stored = result.get("attributes") or {}
@@ -65,11 +65,11 @@ def system_attributes(result: dict, names: list[str], caller: Caller, fifo: bool
     return {name: values[name] for name in wanted if name in values}
 
 
-def as_message(result: dict, caller: Caller, system_names: list, attribute_names: list,
+def as_message(result: Fetched, caller: Caller, system_names: list, attribute_names: list,
                fifo: bool) -> dict:
     """A fetched message in the shape of ReceiveMessage's Messages."""
     body = result["body"].decode("utf-8", errors="replace")
-    message = {"MessageId": result["id"], "ReceiptHandle": result["receipt"],
+    message: dict = {"MessageId": result["id"], "ReceiptHandle": result["receipt"],
                "MD5OfBody": md5_of_body(body), "Body": body}
     chosen = selected((result.get("attributes") or {}).get("m") or {}, attribute_names)
     if chosen:
@@ -92,7 +92,7 @@ async def receive_message(service: SqsService, caller: Caller, params: dict) -> 
     props = (await service.queue(queue))["properties"]
     if wait is None:
         wait = int((props.get("attributes") or {}).get("ReceiveMessageWaitTimeSeconds", 0))
-    fetched: list[dict] = []
+    fetched: list[Fetched] = []
     holder: str | None = None
     while len(fetched) < count:
         seconds = 0 if fetched else wait
