@@ -17,7 +17,7 @@ import zmq
 from mq import logs, protocol
 from mq.actors.batch import DEFERRED, Batch, Request
 from mq.errors import Invalid, MqError, Unavailable, from_os_error
-from mq.operations import Delayed, Operation, Ready, Relist, Rescan, Settled
+from mq.operations import Cancel, Delayed, Operation, Ready, Relist, Rescan, Settled, Stats
 from mq.store import Store
 from mq.store.group_flush import GroupFlush, flush_file
 from mq.store.root import RootWatch, actor_endpoint, mover_endpoint, socket_path
@@ -28,7 +28,7 @@ MAX_BATCH = 256
 #: Send high-water mark of the actors' own DEALER sockets (notifications to other actors).
 NOTE_HWM = 100_000
 #: Ops served while the root is away: they read the actor's memory only.
-ROOT_FREE_OPS = frozenset({"stats", "cancel"})
+ROOT_FREE_OPS = frozenset({Stats.op, Cancel.op})
 #: Error kinds a vanished root produces in the moment before the supervisor sees it (a queue
 #: "not found" in the empty mount point, ENOENT on new/): checked against the root then.
 ROOT_SUSPECT_KINDS = frozenset({"not_found", "internal", "storage", "unavailable"})
