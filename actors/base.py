@@ -9,6 +9,7 @@ already made is always flushed and reported, whatever later requests of the batc
 
 import signal
 import time
+from collections.abc import Callable
 from typing import Generic, TypeVar
 
 import zmq
@@ -16,7 +17,7 @@ import zmq
 from mq import logs, protocol
 from mq.actors.batch import DEFERRED, Batch, Request
 from mq.errors import Invalid, MqError, Unavailable, from_os_error
-from mq.operations import Delayed, Operation, Ready, Relist, Rescan, Settled
+from mq.operations import Cancel, Delayed, Operation, Ready, Relist, Rescan, Settled, Stats
 from mq.store import Store
 from mq.store.group_flush import GroupFlush, flush_file
 from mq.store.root import RootWatch, actor_endpoint, mover_endpoint, socket_path
@@ -27,7 +28,7 @@ MAX_BATCH = 256
 #: Send high-water mark of the actors' own DEALER sockets (notifications to other actors).
 NOTE_HWM = 100_000
 #: Ops served while the root is away: they read the actor's memory only.
-ROOT_FREE_OPS = frozenset({"stats", "cancel"})
+ROOT_FREE_OPS = frozenset({Stats.op, Cancel.op})
 #: Error kinds a vanished root produces in the moment before the supervisor sees it (a queue
 #: "not found" in the empty mount point, ENOENT on new/): checked against the root then.
 ROOT_SUSPECT_KINDS = frozenset({"not_found", "internal", "storage", "unavailable"})
@@ -50,7 +51,7 @@ class Actor(Generic[B]):
     #: op -> (its request type, function(actor, batch, request, sender)) where request is the
     #: payload decoded (mq.operations) and sender the Request it came in (peer and request
     #: id); the function returns a result dict, DEFERRED, or raises.
-    COMMANDS: dict = {}
+    COMMANDS: dict[str, tuple[type[Operation], Callable[..., object]]] = {}
     #: The Batch class this actor's batches use (each actor class names its own).
     batch_class: type[B]
 
@@ -183,7 +184,7 @@ class Actor(Generic[B]):
         """One request through the command table: its payload decoded into the op's request
         type (checked: Invalid before any handler runs), then its handler; every failure
         becomes an error value."""
-        command = self.COMMANDS.get(request.op)
+        command = self.COMMANDS.get(request.op or "")
         if command is None:
             return Invalid(f"{self.kind} actor cannot {request.op!r}")
         kind, handler = command

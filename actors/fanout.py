@@ -37,7 +37,7 @@ def expand(requests: list[Request]) -> tuple[list[Request], list[int | Fanout]]:
     expanded: list[Request] = []
     places: list[int | Fanout] = []
     for request in requests:
-        if request.op == "add_fanout":
+        if request.op == AddFanout.op:
             try:
                 fanout = request.decoded = AddFanout.from_payload(request.payload)
             except MqError:

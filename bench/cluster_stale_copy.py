@@ -52,8 +52,9 @@ def heal_pending(volume: GlusterVolume) -> int:
                if line.startswith("Number of entries:") and line.split(":")[1].strip().isdigit())
 
 
-def one_round(volume: GlusterVolume, files: int, kill: int, after: float) -> dict:
-    """One round; the outcomes of A's and B's renames, counted."""
+def made_files(volume: GlusterVolume, files: int) -> tuple[str, str, list[str]]:
+    """Mounts A and B, and the names of `files` empty files made in src/ through A and looked
+    up through B (so B holds them in its cache)."""
     a, b = volume.mounts[:2]
     run = uuid.uuid4().hex[:8]
     for folder in ("src", "dst"):
@@ -63,6 +64,12 @@ def one_round(volume: GlusterVolume, files: int, kill: int, after: float) -> dic
         os.close(os.open(f"{a}/src/{name}", os.O_CREAT | os.O_WRONLY, 0o644))
     for name in names:
         os.stat(f"{b}/src/{name}")
+    return a, b, names
+
+
+def one_round(volume: GlusterVolume, files: int, kill: int, after: float) -> dict:
+    """One round; the outcomes of A's and B's renames, counted."""
+    a, b, names = made_files(volume, files)
     volume.kill_server(kill)
     first = Counter(outcome(lambda n=n: RENAME(f"{a}/src/{n}", f"{a}/dst/{n}")) for n in names)
     volume.restart_servers()
@@ -109,15 +116,7 @@ def kill_mid_round(volume: GlusterVolume, files: int, kill: int, after: float) -
     """A renames files one after another while brick `kill` is killed in the middle (some
     renames are in flight then); the brick is started again; B renames every file to the same
     name. Each brick's folders are then read directly: where did each file end up?"""
-    a, b = volume.mounts[:2]
-    run = uuid.uuid4().hex[:8]
-    for folder in ("src", "dst"):
-        os.makedirs(f"{a}/{folder}", exist_ok=True)
-    names = [f"{run}-{n}" for n in range(files)]
-    for name in names:
-        os.close(os.open(f"{a}/src/{name}", os.O_CREAT | os.O_WRONLY, 0o644))
-    for name in names:
-        os.stat(f"{b}/src/{name}")
+    a, b, names = made_files(volume, files)
     first: dict[str, str] = {}
     renaming = threading.Thread(target=lambda: first.update(
         (n, outcome(lambda n=n: RENAME(f"{a}/src/{n}", f"{a}/dst/{n}"))) for n in names))

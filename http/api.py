@@ -15,6 +15,7 @@ from mq import store as fmt
 from mq.errors import TABLE, Invalid, MqError, TooLong
 from mq.http import access
 from mq.http.disk_errors import disk_error
+from mq.http.service import QueueService
 from mq.tokens import Token, TokenFile
 
 #: Error kind -> HTTP status, from the one table of kinds (mq.errors.TABLE).
@@ -64,7 +65,7 @@ class ApiHandler(tornado.web.RequestHandler):
     #: Every route of mq is served by a FrontApplication.
     application: FrontApplication
 
-    def initialize(self, service, options) -> None:
+    def initialize(self, service: QueueService, options) -> None:
         """Take the queue service (http/service.py) and the daemon's options."""
         self.service = service
         # Not self.options: that is the handler of the HTTP method OPTIONS.

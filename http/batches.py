@@ -18,7 +18,7 @@ from mq.errors import Invalid
 from mq.http import compound, trace
 from mq.http.api import ApiHandler
 from mq.numbers import parse_number
-from mq.operations import MAX_BATCH_MESSAGES, MAX_FETCH, AckBatch, AddBatch, FetchBatch
+from mq.operations import MAX_BATCH_MESSAGES, MAX_FETCH, AckBatch, AddBatch, FetchBatch, Fetched
 from mq.schedule import due_time
 
 #: The Content-Types that make a POST /{queue}/messages a batch.
@@ -185,7 +185,7 @@ def ndjson_record(number: int, line: bytes) -> Record:
             "traceparent": value.get("traceparent"), "tracestate": value.get("tracestate")}
 
 
-def json_record(message: dict, cf: str) -> dict:
+def json_record(message: Fetched, cf: str) -> dict:
     """A fetched message as JSON: what a single fetch sends (a compound rendered in the format
     cf), the body as text when it is UTF-8, else in base64 with "encoding": "base64" (the
     record of mqctl export)."""

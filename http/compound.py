@@ -8,6 +8,7 @@ import os
 
 from mq.errors import Invalid
 from mq.http import trace
+from mq.operations import Fetched
 from mq.store.accumulation import COMPOUND_CONTENT_TYPE, decode_compound
 
 #: The compound formats a fetch may ask for (`cf` / `X-Compound-Format`); the first is the default.
@@ -23,7 +24,7 @@ def compound_format(value: str | None) -> str:
     return value
 
 
-def delivery(result: dict, fmt: str) -> tuple[dict[str, str], bytes]:
+def delivery(result: Fetched, fmt: str) -> tuple[dict[str, str], bytes]:
     """(headers, body) that answer a fetched message (a fetch actor's result): its id, receipt,
     attempts, kind and Content-Type (and traceparent, tracestate when it has them: http/trace.py),
     a compound rendered in the format fmt. A single fetch

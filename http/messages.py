@@ -5,7 +5,7 @@ import select
 import socket
 import ssl
 import time
-from typing import Any
+from typing import Any, overload
 
 import tornado.web
 
@@ -14,7 +14,7 @@ from mq.errors import Invalid, TooLarge
 from mq.http import batches, compound, trace
 from mq.http.api import ApiHandler
 from mq.numbers import parse_number
-from mq.operations import Ack, Add, Added, Delete, Extend, Fetch, FetchBatch, Nack
+from mq.operations import Ack, Add, Added, Delete, Extend, Fetch, FetchBatch, Fetched, Nack
 from mq.schedule import due_time
 
 #: Seconds between checks that the client of a waiting long poll is still connected.
@@ -109,7 +109,7 @@ class StreamedBodyHandler(ApiHandler):
                            f"{self.body_limit} bytes")
         return body
 
-    def send_message(self, result: dict, cf: str = compound.FORMATS[0]) -> None:
+    def send_message(self, result: Fetched, cf: str = compound.FORMATS[0]) -> None:
         """Answer with a fetched message: its body, with its id, receipt and attempts; a
         compound in the format cf (http/compound.py)."""
         self.log_fields["id"] = result["id"]
@@ -182,7 +182,13 @@ class MessagesHandler(StreamedBodyHandler):
             return
         self.send_message(result, cf)
 
-    async def poll_fetch(self, request: Fetch | FetchBatch) -> dict:
+    @overload
+    async def poll_fetch(self, request: Fetch) -> Fetched: ...
+
+    @overload
+    async def poll_fetch(self, request: FetchBatch) -> dict: ...
+
+    async def poll_fetch(self, request: Fetch | FetchBatch) -> Fetched | dict:
         """Send a fetch to the queue's actor and wait for it, cancelling it when the client of
         a long poll hangs up."""
         self.poll = None

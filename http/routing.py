@@ -10,6 +10,7 @@ import asyncio
 import functools
 import time
 from collections.abc import Callable
+from typing import cast
 
 import re2
 
@@ -17,7 +18,7 @@ from mq.errors import Invalid, MqError, NotFound
 from mq.http import access
 from mq.http.actor_links import ActorLink
 from mq.http.disk_errors import disk_error
-from mq.operations import FetchAny, Watch
+from mq.operations import FetchAny, Fetched, Watch
 from mq.store import Store
 from mq.tokens import Token
 
@@ -64,7 +65,7 @@ def matching_queues(root: str, pattern, token: Token | None = None) -> list[str]
 
 
 async def pull_any(groups: dict[ActorLink, list[str]], wait: float,
-                   gone: Callable[[], bool] = lambda: False) -> dict | None:
+                   gone: Callable[[], bool] = lambda: False) -> Fetched | None:
     """Claim the oldest ready message among the queues, grouped by the fetch actor that owns
     them (QueueService.pull_any checked them), waiting up to `wait` seconds for one; None when
     none came (or the client, asked through gone(), went away).
@@ -93,7 +94,7 @@ def _raise_if_all_failed(results: list) -> None:
         raise results[0]
 
 
-async def claim_oldest(groups: dict[ActorLink, list[str]], gone: Callable[[], bool]) -> dict | None:
+async def claim_oldest(groups: dict[ActorLink, list[str]], gone: Callable[[], bool]) -> Fetched | None:
     """Claim the oldest ready message of the groups' queues, or None when all are empty.
 
     With queues on several fetch actors, each names its oldest head first (claiming nothing),
@@ -113,7 +114,7 @@ async def claim_oldest(groups: dict[ActorLink, list[str]], gone: Callable[[], bo
     for link in candidates:
         if gone():
             return None
-        result = await link.call(FetchAny(queues=groups[link], claim=True))
+        result = cast(Fetched, await link.call(FetchAny(queues=groups[link], claim=True)))
         if not result.get("empty"):
             return result
     return None

@@ -20,11 +20,13 @@ import msgpack
 from mq import store as fmt
 from mq.errors import Invalid, Unauthorized
 from mq.http import trace
+from mq.http.service import QueueService
 from mq.operations import (
     Ack,
     Add,
     Extend,
     Fetch,
+    Fetched,
     Nack,
     PropsDelete,
     PropsPut,
@@ -46,7 +48,7 @@ class Caller:
     authenticated with, and the long polls to withdraw when the client hangs up (so that no
     message is claimed for nobody)."""
 
-    def __init__(self, service, options, tokens: TokenFile | None = None):
+    def __init__(self, service: QueueService, options, tokens: TokenFile | None = None):
         self.service = service
         self.options = options
         self.tokens = tokens
@@ -123,7 +125,7 @@ def traceparent_of(method: str, params: list, result) -> str | None:
     return None
 
 
-def message(result: dict, queue: str) -> dict:
+def message(result: Fetched, queue: str) -> dict:
     """A fetched message as pull and pull_any return it."""
     return {"queue": queue, "id": result["id"], "type": "normal",
             "content": decode_content(result["body"], result["content_type"]),

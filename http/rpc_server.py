@@ -17,6 +17,7 @@ from mq import logs
 from mq.errors import Invalid, MqError
 from mq.http.disk_errors import disk_error
 from mq.http.rpc_methods import Caller, call_method, traceparent_of
+from mq.http.service import QueueService
 from mq.tokens import TokenFile
 
 REQUEST, RESPONSE, NOTIFICATION = 0, 1, 2
@@ -161,7 +162,7 @@ class Connection:
 class RpcServer:
     """The listening socket and its connections."""
 
-    def __init__(self, service, options, tokens: TokenFile | None = None) -> None:
+    def __init__(self, service: QueueService, options, tokens: TokenFile | None = None) -> None:
         self.service = service
         self.options = options
         self.tokens = tokens  # The front's TokenFile; None: access control is off.

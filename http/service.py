@@ -12,6 +12,7 @@ import asyncio
 import functools
 import time
 from collections.abc import Awaitable, Callable
+from typing import cast, overload
 
 from mq.errors import Invalid
 from mq.http import access, routing
@@ -19,14 +20,22 @@ from mq.http.actor_links import ActorLink, ActorPool
 from mq.http.figures import merge
 from mq.operations import (
     MAX_FANOUT_QUEUES,
+    Ack,
+    AckBatch,
     Add,
     AddBatch,
+    Added,
     AddFanout,
+    Delete,
+    Extend,
     Fetch,
     FetchAny,
     FetchBatch,
+    Fetched,
+    Nack,
     OnQueue,
     Operation,
+    Peek,
     PropsGet,
     PropsPatch,
     PropsPut,
@@ -47,11 +56,11 @@ READ, WRITE, ADMIN = "read", "write", "admin"
 #: rules changes, purge, redrive). The HTTP routes and the RPC methods are checked on these
 #: alone; an SQS operation also asks its own scope first (http/sqs/authorization.py's SCOPES),
 #: at least that of each op it runs.
-SCOPES: dict[str, str] = {
-    "add": WRITE, "add_batch": WRITE, "add_fanout": WRITE,
-    "fetch": WRITE, "fetch_batch": WRITE, "fetch_any": WRITE, "watch": WRITE,
-    "ack": WRITE, "ack_batch": WRITE, "nack": WRITE, "extend": WRITE, "delete": WRITE,
-    "queue_get": READ, "peek": READ, "props_get": READ, "rules_get": READ, "stats": READ,
+SCOPES: dict[type[Operation], str] = {
+    Add: WRITE, AddBatch: WRITE, AddFanout: WRITE,
+    Fetch: WRITE, FetchBatch: WRITE, FetchAny: WRITE, Watch: WRITE,
+    Ack: WRITE, AckBatch: WRITE, Nack: WRITE, Extend: WRITE, Delete: WRITE,
+    QueueGet: READ, Peek: READ, PropsGet: READ, RulesGet: READ, Stats: READ,
 }
 #: Operations about every queue: a token limited to some queues may not use them.
 EVERY_QUEUE = (RulesGet, RulesPut, RulesDelete, Stats)
@@ -76,7 +85,7 @@ def touched(request: Operation) -> list[str] | None:
 def check(token: Token | None, request: Operation) -> None:
     """Forbidden unless the token may run this operation on every queue it touches."""
     if token is not None:
-        access.check(token, SCOPES.get(request.op, ADMIN), touched(request))
+        access.check(token, SCOPES.get(type(request), ADMIN), touched(request))
 
 
 class QueueService:
@@ -89,12 +98,12 @@ class QueueService:
 
     # Adds: to the save actor with room (ActorPool.saver), which refuses when overloaded.
 
-    def add(self, token: Token | None, request: Add) -> Awaitable[dict]:
+    def add(self, token: Token | None, request: Add) -> Awaitable[Added]:
         """Add one message (its Added answer); a plain function returning the awaitable, so
         the hot path pays no coroutine of its own."""
         if token is not None:
             access.check(token, WRITE, (request.queue,))
-        return self._pool.saver().call(request)
+        return cast(Awaitable[Added], self._pool.saver().call(request))
 
     def add_batch(self, token: Token | None, request: AddBatch) -> Awaitable[dict]:
         """Add every message of a batch, all or none (its messages' ids in order)."""
@@ -125,8 +134,17 @@ class QueueService:
 
     # Everything naming a queue: to the queue's fetch actor.
 
+    @overload
+    def fetch(self, token: Token | None, request: Fetch,
+              on_sent: Callable[[Callable[[], None]], None] | None = None) -> Awaitable[Fetched]: ...
+
+    @overload
+    def fetch(self, token: Token | None, request: FetchBatch,
+              on_sent: Callable[[Callable[[], None]], None] | None = None) -> Awaitable[dict]: ...
+
     def fetch(self, token: Token | None, request: Fetch | FetchBatch,
-              on_sent: Callable[[Callable[[], None]], None] | None = None) -> Awaitable[dict]:
+              on_sent: Callable[[Callable[[], None]], None] | None = None
+              ) -> Awaitable[Fetched] | Awaitable[dict]:
         """Fetch (or FetchBatch): claim the oldest ready message(s), waiting up to its wait.
 
         on_sent(cancel) is called once a request is on its way: cancel() withdraws it (its
@@ -166,7 +184,7 @@ class QueueService:
         return await self.call(token, QueueGet(queue=queue, hidden=hidden))
 
     async def pull_any(self, token: Token | None, pattern, wait: float,
-                       gone: Callable[[], bool] = lambda: False) -> dict | None:
+                       gone: Callable[[], bool] = lambda: False) -> Fetched | None:
         """Claim the oldest ready message among the matching queues the token may use, waiting
         up to `wait` seconds; None when none came (or gone() turned true). The fetch result,
         with "queue" added; NotFound when no queue matches (docs/DELIVERY.md, "Pull-any")."""

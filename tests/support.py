@@ -13,6 +13,7 @@ import re
 import shutil
 import signal
 import socket
+import ssl
 import struct
 import subprocess
 import sys
@@ -116,9 +117,12 @@ class Response:
 
 
 def request(port: int, method: str, path: str, body: bytes | None = None,
-            headers: dict | None = None, timeout: float = 15.0) -> Response:
-    """One HTTP request to 127.0.0.1:port on a new connection."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+            headers: dict | None = None, timeout: float = 15.0,
+            context: ssl.SSLContext | None = None) -> Response:
+    """One HTTP request to 127.0.0.1:port on a new connection (HTTPS, verified by the
+    context, when one is given)."""
+    conn = (http.client.HTTPConnection("127.0.0.1", port, timeout=timeout) if context is None
+            else http.client.HTTPSConnection("127.0.0.1", port, timeout=timeout, context=context))
     try:
         conn.request(method, path, body=body, headers=headers or {})
         resp = conn.getresponse()

@@ -27,6 +27,7 @@ class Parser(argparse.ArgumentParser):
     """argparse, with a usage error as one line on stderr and exit status 2."""
 
     def error(self, message):
+        """A usage error: one line on stderr, then exit status 2."""
         self.exit(USAGE, f"mqctl: {message} (see '{self.prog} --help')\n")
 
 

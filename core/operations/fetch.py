@@ -59,6 +59,7 @@ class Fetched(TypedDict, total=False):
     attributes: dict | None
     holder: str
     queue: str  # fetch_any's answer only
+    cancelled: bool  # the front's own answer to a long poll it withdrew (its client went away)
 
 
 @operation("fetch_batch")

@@ -12,6 +12,7 @@ from mq.errors import MqError
 from mq.http.api import ApiHandler
 from mq.http.disk_errors import disk_error
 from mq.http.messages import UNLIMITED_CHUNKED_BODY
+from mq.http.service import QueueService
 from mq.http.sqs import attributes, authorization, permissions, protocol, queues, receiving, sending
 from mq.http.sqs.errors import SqsError, from_mq
 from mq.http.sqs.names import DEFAULT_REGION, Caller
@@ -88,7 +89,7 @@ class SqsHandler(ApiHandler):
     # (http/sqs/authorization.py); with --token-file alone, serve() refuses every call.
     open_methods = frozenset({"GET", "POST"})
 
-    def initialize(self, service, options, sqs: SqsService | None = None,
+    def initialize(self, service: QueueService, options, sqs: SqsService | None = None,
                    signatures: SignatureCheck | None = None) -> None:
         """Take the SQS service the operations use and the signature check, if any."""
         super().initialize(service, options)

@@ -9,6 +9,7 @@ import orjson
 
 from mq.http.sqs.errors import SqsError, invalid, missing
 from mq.http.sqs.names import Caller, names_list, queue_from_url, text
+from mq.http.sqs.service import SqsService
 
 #: A permission's label: SQS's grammar.
 LABEL = re.compile(r"[A-Za-z0-9_-]{1,80}")
@@ -36,7 +37,7 @@ def _policy(kept: dict, caller: Caller, queue: str) -> dict:
     return policy
 
 
-async def _save(service, queue: str, own: dict, policy: dict) -> None:
+async def _save(service: SqsService, queue: str, own: dict, policy: dict) -> None:
     """Keep the policy (none once its last statement is gone) in the queue's attributes."""
     attributes = {**own.get("attributes", {}), "LastModifiedTimestamp": str(int(time.time()))}
     if policy["Statement"]:
@@ -46,7 +47,7 @@ async def _save(service, queue: str, own: dict, policy: dict) -> None:
     await service.patch(queue, {"attributes": attributes})
 
 
-async def add_permission(service, caller: Caller, params: dict) -> None:
+async def add_permission(service: SqsService, caller: Caller, params: dict) -> None:
     """AddPermission: a statement allowing accounts some actions on the queue, in its Policy."""
     queue = queue_from_url(params)
     label = text(params, "Label", required=True)
@@ -85,7 +86,7 @@ async def add_permission(service, caller: Caller, params: dict) -> None:
     await _save(service, queue, own, policy)
 
 
-async def remove_permission(service, caller: Caller, params: dict) -> None:
+async def remove_permission(service: SqsService, caller: Caller, params: dict) -> None:
     """RemovePermission: the statement of a label, out of the queue's Policy."""
     queue = queue_from_url(params)
     label = text(params, "Label", required=True)
@@ -100,7 +101,7 @@ async def remove_permission(service, caller: Caller, params: dict) -> None:
     await _save(service, queue, own, policy)
 
 
-async def get_caller_identity(service, caller: Caller, params: dict) -> dict:
+async def get_caller_identity(service: SqsService, caller: Caller, params: dict) -> dict:
     """STS GetCallerIdentity: the configured account, as its root user (keys are not users)."""
     return {"UserId": caller.account, "Account": caller.account,
             "Arn": f"arn:aws:iam::{caller.account}:root"}

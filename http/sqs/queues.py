@@ -20,6 +20,7 @@ from mq.http.sqs.names import (
     queue_from_url,
     text,
 )
+from mq.http.sqs.service import SqsService
 from mq.operations import PropsPut, Purge, QueueDelete, QueuePut, Redrive
 
 MAX_TAGS = 50
@@ -31,7 +32,7 @@ PURGE_SECONDS = 60
 DELETED_SECONDS = 60
 
 
-async def create_queue(service, caller: Caller, params: dict) -> dict:
+async def create_queue(service: SqsService, caller: Caller, params: dict) -> dict:
     """CreateQueue: a new queue with the attributes given, or the URL of an identical one."""
     given = params.get("Attributes") or {}
     if not isinstance(given, dict):
@@ -89,7 +90,7 @@ def same_value(key: str, value, now: dict) -> bool:
     return have == str(value)
 
 
-async def get_queue_url(service, caller: Caller, params: dict) -> dict:
+async def get_queue_url(service: SqsService, caller: Caller, params: dict) -> dict:
     """GetQueueUrl: the URL of an existing queue."""
     name = existing_name(text(params, "QueueName", required=True))
     authorization.check(caller.token, "GetQueueUrl", [name])
@@ -114,7 +115,7 @@ def page(names: list[str], params: dict) -> tuple[list[str], str | None]:
                            if len(names) > limit else None)
 
 
-async def list_queues(service, caller: Caller, params: dict) -> dict:
+async def list_queues(service: SqsService, caller: Caller, params: dict) -> dict:
     """ListQueues: queue URLs, by prefix, a page at a time."""
     prefix = text(params, "QueueNamePrefix") or ""
     names, token = page(access.allowed(caller.token, [n for n in service.queue_names()
@@ -127,7 +128,7 @@ async def list_queues(service, caller: Caller, params: dict) -> dict:
     return result
 
 
-async def delete_queue(service, caller: Caller, params: dict) -> None:
+async def delete_queue(service: SqsService, caller: Caller, params: dict) -> None:
     """DeleteQueue: the queue and every message in it."""
     name = queue_from_url(params)
     await service.call(QueueDelete(queue=name))
@@ -139,7 +140,7 @@ async def delete_queue(service, caller: Caller, params: dict) -> None:
     service.deleted[name] = now
 
 
-async def purge_queue(service, caller: Caller, params: dict) -> None:
+async def purge_queue(service: SqsService, caller: Caller, params: dict) -> None:
     """PurgeQueue: every message of the queue, in every state; one purge a minute, as in SQS."""
     name = queue_from_url(params)
     last = service.purges.get(name)
@@ -151,7 +152,7 @@ async def purge_queue(service, caller: Caller, params: dict) -> None:
     service.purges[name] = time.monotonic()
 
 
-async def get_queue_attributes(service, caller: Caller, params: dict) -> dict:
+async def get_queue_attributes(service: SqsService, caller: Caller, params: dict) -> dict:
     """GetQueueAttributes: the attributes named (All for every one)."""
     name = queue_from_url(params)
     wanted = names_list(params, "AttributeNames")
@@ -162,7 +163,7 @@ async def get_queue_attributes(service, caller: Caller, params: dict) -> dict:
     return {"Attributes": chosen} if chosen else {}
 
 
-async def set_queue_attributes(service, caller: Caller, params: dict) -> None:
+async def set_queue_attributes(service: SqsService, caller: Caller, params: dict) -> None:
     """SetQueueAttributes: change the attributes given."""
     name = queue_from_url(params)
     given = params.get("Attributes")
@@ -197,7 +198,7 @@ def check_tags(tags, queue: str) -> dict:
     return dict(tags)
 
 
-async def tag_queue(service, caller: Caller, params: dict) -> None:
+async def tag_queue(service: SqsService, caller: Caller, params: dict) -> None:
     """TagQueue: add or replace tags."""
     name = queue_from_url(params)
     tags = params.get("Tags")
@@ -209,7 +210,7 @@ async def tag_queue(service, caller: Caller, params: dict) -> None:
                                                   name)})
 
 
-async def untag_queue(service, caller: Caller, params: dict) -> None:
+async def untag_queue(service: SqsService, caller: Caller, params: dict) -> None:
     """UntagQueue: remove tags by key."""
     name = queue_from_url(params)
     keys = names_list(params, "TagKeys")
@@ -220,14 +221,14 @@ async def untag_queue(service, caller: Caller, params: dict) -> None:
     await service.patch(name, {"tags": {k: v for k, v in own.get("tags", {}).items() if k not in keys}})
 
 
-async def list_queue_tags(service, caller: Caller, params: dict) -> dict:
+async def list_queue_tags(service: SqsService, caller: Caller, params: dict) -> dict:
     """ListQueueTags: the queue's tags."""
     info = await service.queue(queue_from_url(params))
     tags = info["properties"].get("tags") or {}
     return {"Tags": tags} if tags else {}
 
 
-def sources_of(service, dead_letter_queue: str) -> list[str]:
+def sources_of(service: SqsService, dead_letter_queue: str) -> list[str]:
     """The queues whose dead letters go to a queue (a redrive policy naming it)."""
     sources = []
     for name in service.queue_names():
@@ -238,7 +239,7 @@ def sources_of(service, dead_letter_queue: str) -> list[str]:
     return sources
 
 
-async def list_dead_letter_source_queues(service, caller: Caller, params: dict) -> dict:
+async def list_dead_letter_source_queues(service: SqsService, caller: Caller, params: dict) -> dict:
     """ListDeadLetterSourceQueues: the queues whose redrive policy names this one."""
     name = queue_from_url(params)
     await service.queue(name)
@@ -249,7 +250,7 @@ async def list_dead_letter_source_queues(service, caller: Caller, params: dict) 
     return result
 
 
-async def start_message_move_task(service, caller: Caller, params: dict) -> dict:
+async def start_message_move_task(service: SqsService, caller: Caller, params: dict) -> dict:
     """StartMessageMoveTask: move a dead-letter queue's messages back (done at once)."""
     source_arn = text(params, "SourceArn", required=True)
     source = queue_from_arn(source_arn, "SourceArn")
@@ -291,7 +292,7 @@ async def start_message_move_task(service, caller: Caller, params: dict) -> dict
     return {"TaskHandle": handle}
 
 
-async def list_message_move_tasks(service, caller: Caller, params: dict) -> dict:
+async def list_message_move_tasks(service: SqsService, caller: Caller, params: dict) -> dict:
     """ListMessageMoveTasks: the last task of a dead-letter queue (tasks finish at once)."""
     source = queue_from_arn(text(params, "SourceArn", required=True), "SourceArn")
     authorization.check(caller.token, "ListMessageMoveTasks", [source])
@@ -302,7 +303,7 @@ async def list_message_move_tasks(service, caller: Caller, params: dict) -> dict
     return {"Results": [task] if task else []}
 
 
-async def cancel_message_move_task(service, caller: Caller, params: dict) -> dict:
+async def cancel_message_move_task(service: SqsService, caller: Caller, params: dict) -> dict:
     """CancelMessageMoveTask: tasks finish at once, so there is never one to cancel."""
     handle = text(params, "TaskHandle", required=True)
     try:

@@ -4,6 +4,7 @@ fetch actor. A receipt handle is mq's receipt, {id}.{delivery}."""
 
 import asyncio
 import time
+from collections.abc import Callable
 
 from mq.delivery import parse_receipt
 from mq.errors import Conflict, Invalid, MqError, NotFound
@@ -16,7 +17,8 @@ from mq.http.sqs.md5 import md5_of_attributes, md5_of_body
 from mq.http.sqs.message_attributes import as_sent, selected
 from mq.http.sqs.names import Caller, integer, names_list, queue_from_url
 from mq.http.sqs.sending import sequence_number
-from mq.operations import Ack, Extend, Fetch, Nack
+from mq.http.sqs.service import SqsService
+from mq.operations import Ack, Extend, Fetch, Fetched, Nack
 
 SYSTEM_ATTRIBUTES = ("SenderId", "SentTimestamp", "ApproximateReceiveCount",
                      "ApproximateFirstReceiveTimestamp", "SequenceNumber", "MessageDeduplicationId",
@@ -38,7 +40,7 @@ def receipt_of(handle) -> tuple[str, int]:
                        f'The input receipt handle "{handle}" is not a valid receipt handle.') from None
 
 
-def system_attributes(result: dict, names: list[str], caller: Caller, fifo: bool) -> dict:
+def system_attributes(result: Fetched, names: list[str], caller: Caller, fifo: bool) -> dict:
     """The system attributes of a received message that the receive asked for."""
     wanted = SYSTEM_ATTRIBUTES if "All" in names else [n for n in names if n in SYSTEM_ATTRIBUTES]
     stored = result.get("attributes") or {}
@@ -63,11 +65,11 @@ def system_attributes(result: dict, names: list[str], caller: Caller, fifo: bool
     return {name: values[name] for name in wanted if name in values}
 
 
-def as_message(result: dict, caller: Caller, system_names: list, attribute_names: list,
+def as_message(result: Fetched, caller: Caller, system_names: list, attribute_names: list,
                fifo: bool) -> dict:
     """A fetched message in the shape of ReceiveMessage's Messages."""
     body = result["body"].decode("utf-8", errors="replace")
-    message = {"MessageId": result["id"], "ReceiptHandle": result["receipt"],
+    message: dict = {"MessageId": result["id"], "ReceiptHandle": result["receipt"],
                "MD5OfBody": md5_of_body(body), "Body": body}
     chosen = selected((result.get("attributes") or {}).get("m") or {}, attribute_names)
     if chosen:
@@ -79,7 +81,7 @@ def as_message(result: dict, caller: Caller, system_names: list, attribute_names
     return message
 
 
-async def receive_message(service, caller: Caller, params: dict) -> dict:
+async def receive_message(service: SqsService, caller: Caller, params: dict) -> dict:
     """ReceiveMessage: up to MaxNumberOfMessages, waiting up to WaitTimeSeconds for the first."""
     queue = queue_from_url(params)
     count = integer(params, "MaxNumberOfMessages", 1, 1, 10)
@@ -90,17 +92,19 @@ async def receive_message(service, caller: Caller, params: dict) -> dict:
     props = (await service.queue(queue))["properties"]
     if wait is None:
         wait = int((props.get("attributes") or {}).get("ReceiveMessageWaitTimeSeconds", 0))
-    fetched: list[dict] = []
+    fetched: list[Fetched] = []
     holder: str | None = None
     while len(fetched) < count:
         seconds = 0 if fetched else wait
         watch: list[asyncio.Future] = []
+
+        def watching(cancel: Callable[[], None], watch=watch, seconds=seconds) -> None:
+            watch.append(asyncio.ensure_future(watch_client(caller.connection, seconds, cancel)))
+
         try:
             result = await service.queues.fetch(
                 service.token, Fetch(queue=queue, wait=seconds, holder=holder),
-                on_sent=lambda cancel, watch=watch, seconds=seconds: watch.append(
-                    asyncio.ensure_future(watch_client(caller.connection, seconds, cancel)))
-                if seconds and caller.connection is not None else None)
+                on_sent=watching if seconds and caller.connection is not None else None)
         except NotFound:
             raise queue_missing() from None
         except MqError as err:
@@ -139,7 +143,8 @@ async def watch_client(connection, wait: float, cancel) -> None:
             return
 
 
-async def set_visibility(service, queue: str, message_id: str, receipt: str, seconds: int) -> None:
+async def set_visibility(service: SqsService, queue: str, message_id: str, receipt: str,
+                         seconds: int) -> None:
     """Hide an in-flight delivery for `seconds` from now; 0 makes it visible at once."""
     if seconds == 0:
         await service.queues.nack(service.token, Nack(queue=queue, id=message_id, receipt=receipt))
@@ -154,7 +159,7 @@ def expired(error: Conflict, delivery: int) -> bool:
     return f"now ready (delivery {delivery})" in error.message
 
 
-async def delete_one(service, queue: str, handle) -> None:
+async def delete_one(service: SqsService, queue: str, handle) -> None:
     """Delete a delivery. An old receipt succeeds and deletes nothing, as in SQS; in a FIFO
     queue a receipt whose visibility timeout ran out is refused, as in SQS."""
     message_id, delivery = receipt_of(handle)
@@ -171,7 +176,7 @@ async def delete_one(service, queue: str, handle) -> None:
         raise from_mq(err) from None
 
 
-async def change_one(service, queue: str, handle, params: dict) -> None:
+async def change_one(service: SqsService, queue: str, handle, params: dict) -> None:
     """Change the visibility timeout of an in-flight delivery."""
     message_id, delivery = receipt_of(handle)
     seconds = integer(params, "VisibilityTimeout", None, 0, MAX_VISIBILITY)
@@ -192,17 +197,17 @@ async def change_one(service, queue: str, handle, params: dict) -> None:
         raise from_mq(err) from None
 
 
-async def delete_message(service, caller: Caller, params: dict) -> None:
+async def delete_message(service: SqsService, caller: Caller, params: dict) -> None:
     """DeleteMessage."""
     await delete_one(service, queue_from_url(params), params.get("ReceiptHandle"))
 
 
-async def change_message_visibility(service, caller: Caller, params: dict) -> None:
+async def change_message_visibility(service: SqsService, caller: Caller, params: dict) -> None:
     """ChangeMessageVisibility."""
     await change_one(service, queue_from_url(params), params.get("ReceiptHandle"), params)
 
 
-async def _batch(service, params: dict, kind: str, apply) -> dict:
+async def _batch(service: SqsService, params: dict, kind: str, apply) -> dict:
     """Apply one reply to each entry of a batch; each fails alone."""
     queue = queue_from_url(params)
     entries = batches.check_entries(params.get("Entries"), kind)
@@ -219,13 +224,13 @@ async def _batch(service, params: dict, kind: str, apply) -> dict:
     return batches.answer(successful, failed)
 
 
-async def delete_message_batch(service, caller: Caller, params: dict) -> dict:
+async def delete_message_batch(service: SqsService, caller: Caller, params: dict) -> dict:
     """DeleteMessageBatch."""
     return await _batch(service, params, "DeleteMessageBatch",
                         lambda queue, e: delete_one(service, queue, e.get("ReceiptHandle")))
 
 
-async def change_message_visibility_batch(service, caller: Caller, params: dict) -> dict:
+async def change_message_visibility_batch(service: SqsService, caller: Caller, params: dict) -> dict:
     """ChangeMessageVisibilityBatch."""
     return await _batch(service, params, "ChangeMessageVisibilityBatch",
                         lambda queue, e: change_one(service, queue, e.get("ReceiptHandle"), e))

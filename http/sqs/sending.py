@@ -15,6 +15,7 @@ from mq.http.sqs.errors import SqsError, from_mq, invalid, missing, queue_missin
 from mq.http.sqs.md5 import md5_of_attributes, md5_of_body
 from mq.http.sqs.message_attributes import BAD_CHARACTER, check_attributes, check_system_attributes, size
 from mq.http.sqs.names import Caller, integer, queue_from_url
+from mq.http.sqs.service import SqsService
 from mq.operations import Add
 
 #: Group and de-duplication ids: 1 to 128 printable ASCII characters.
@@ -94,7 +95,7 @@ def check_message(params: dict, queue: str, props: dict) -> Outgoing:
     return Outgoing(body, attributes, system_attributes, delay, group, dedup, key)
 
 
-async def add(service, queue: str, message: Outgoing, fifo: bool) -> dict:
+async def add(service: SqsService, queue: str, message: Outgoing, fifo: bool) -> dict:
     """Store a checked message through a save actor; its SendMessage result."""
     stored: dict[str, object] = {}
     if message.attributes:
@@ -124,7 +125,7 @@ async def add(service, queue: str, message: Outgoing, fifo: bool) -> dict:
     return reply
 
 
-async def send_message(service, caller: Caller, params: dict) -> dict:
+async def send_message(service: SqsService, caller: Caller, params: dict) -> dict:
     """SendMessage."""
     queue = queue_from_url(params)
     props = (await service.queue(queue))["properties"]
@@ -135,7 +136,7 @@ async def send_message(service, caller: Caller, params: dict) -> dict:
     return await add(service, queue, message, is_fifo(queue, props))
 
 
-async def send_message_batch(service, caller: Caller, params: dict) -> dict:
+async def send_message_batch(service: SqsService, caller: Caller, params: dict) -> dict:
     """SendMessageBatch: each entry stored or failed alone, in order (FIFO order holds)."""
     queue = queue_from_url(params)
     entries = batches.check_entries(params.get("Entries"), "SendMessageBatch")

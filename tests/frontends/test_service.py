@@ -26,8 +26,9 @@ from support import Daemon, free_port
 #: The modules of http/ that may hold the actor pool: the service's side, and the front's
 #: process, which builds the pool and hands the service to every front end.
 SERVICE_SIDE = {"mq.http.actor_links", "mq.http.service", "mq.http.routing", "mq.http.front"}
-#: What the service shares with the front ends: the access check, the merging of statistics.
-SHARED = {"mq.http.access", "mq.http.figures"}
+#: What the service shares with the front ends: the access check, the merging of statistics,
+#: the answer to a disk error of the front's own reads of the root.
+SHARED = {"mq.http.access", "mq.http.figures", "mq.http.disk_errors"}
 #: The ops a front end sends (the others are notes between the daemon's own processes).
 FRONT_OPS = [cls for cls in OPS.values()
              if cls.__module__.rpartition(".")[2] in ("admin", "fetch", "save")] + [service.Stats]
@@ -118,7 +119,7 @@ def test_each_op_is_checked_on_every_queue_it_touches(cls):
 @pytest.mark.parametrize("cls", FRONT_OPS, ids=lambda cls: cls.op)
 def test_each_op_needs_its_scope(cls):
     request, _ = sample(cls)
-    needed = service.SCOPES.get(cls.op, "admin")
+    needed = service.SCOPES.get(cls, "admin")
     service.check(token(".*", needed), request)
     lower = [scope for scope, rank in RANKS.items() if rank == RANKS[needed] - 1]
     if lower:

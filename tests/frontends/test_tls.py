@@ -4,7 +4,6 @@ and mqctl with a CA, boto3 with verify=, a MessagePack-RPC client over ssl) talk
 SQS and RPC ports; clients that do not trust it are refused, and a long poll over TLS still
 sees its client hang up."""
 
-import http.client
 import itertools
 import os
 import socket
@@ -16,7 +15,7 @@ import httpx
 import msgpack
 import pytest
 
-from support import Daemon, Response, command, free_port, poll_for
+from support import Daemon, Response, command, free_port, poll_for, request
 
 trustme = pytest.importorskip("trustme")
 
@@ -31,14 +30,7 @@ class TlsDaemon(Daemon):
     def request(self, method: str, path: str, body: bytes | None = None,
                 headers: dict | None = None, timeout: float = 15.0) -> Response:
         """One HTTPS request to this daemon, verified against the test's authority."""
-        conn = http.client.HTTPSConnection("127.0.0.1", self.port, timeout=timeout,
-                                           context=self.context)
-        try:
-            conn.request(method, path, body=body, headers=headers or {})
-            resp = conn.getresponse()
-            return Response(resp.status, resp.headers, resp.read())
-        finally:
-            conn.close()
+        return request(self.port, method, path, body, headers, timeout, context=self.context)
 
 
 @pytest.fixture(scope="module")

@@ -14,18 +14,18 @@ settled, whatever its stage), and then:
 """
 
 import os
-import shutil
 import time
 from collections import Counter
 
 import pytest
+from test_flush_ordering import SYNC_MODES, Rig, View, assert_sound
+from test_flush_ordering import check_every_cut as check_each_cut
 
 from mq.actors.accumulation import close_due_windows, time_windows
 from mq.actors.mover import DueHeap
 from mq.ids import new_id
 from mq.store import Disk, Store, encode_message
 from mq.store.accumulation import decode_compound
-from test_flush_ordering import SYNC_MODES, Rig, View, assert_sound
 
 QUEUE = "acc"
 
@@ -69,22 +69,8 @@ def parts_in_compounds(view: View) -> Counter:
 
 def check_every_cut(rig: Rig, check) -> int:
     """check(view, windows left, acknowledged) on every crash state's recovered root."""
-    recording = rig.disk.stop_recording()
-    assert recording.divergence() == [], "changes made outside the recording disk"
-    results = {}
-    for state in recording.crash_states():
-        signature = state.signature()
-        if signature not in results:
-            target = str(rig.tmp / "cut")
-            state.materialize(target)
-            results[signature] = recovered_and_settled(target)
-            shutil.rmtree(target)
-        try:
-            check(*results[signature], recording.acknowledged(state.cut))
-        except AssertionError as err:
-            raise AssertionError(f"{err}\n{recording.describe(state)}") from None
-    assert len(results) > 1, "every cut left the same root"
-    return len(results)
+    return check_each_cut(rig, lambda settled, acknowledged: check(*settled, acknowledged),
+                          recover=recovered_and_settled)
 
 
 @pytest.mark.timeout(90)
