@@ -89,29 +89,27 @@ class PropertiesHandler(ApiHandler):
     """GET|PUT|PATCH|DELETE /{queue}/properties."""
 
 
-    async def props(self, name: str, op: type, value=None) -> None:
-        """Send the properties op (one of PropsGet, PropsPut, PropsPatch, PropsDelete) and
-        answer the queue's properties after it."""
-        queue = self.queue_name(name)
-        request = op(queue=queue) if value is None else op(queue=queue, properties=value)
+    async def props(self, request: PropsGet | PropsPut | PropsPatch | PropsDelete) -> None:
+        """Send the properties op and answer the queue's properties after it."""
         result = await self.service.properties(self.token, request)
-        self.write_json(200, {"queue": queue, "properties": result["effective"], "own": result["own"]})
+        self.write_json(200, {"queue": request.queue, "properties": result["effective"],
+                              "own": result["own"]})
 
     async def get(self, name: str) -> None:
         """The queue's effective properties and the ones set on it."""
-        await self.props(name, PropsGet)
+        await self.props(PropsGet(queue=self.queue_name(name)))
 
     async def put(self, name: str) -> None:
-        """Replace the queue's own properties."""
-        await self.props(name, PropsPut, self.json_body())
+        """Replace the queue's own properties (a body that is no JSON object: 400)."""
+        await self.props(PropsPut(queue=self.queue_name(name), properties=self.json_body()))
 
     async def patch(self, name: str) -> None:
-        """Change some of the queue's own properties."""
-        await self.props(name, PropsPatch, self.json_body())
+        """Change some of the queue's own properties (a body that is no JSON object: 400)."""
+        await self.props(PropsPatch(queue=self.queue_name(name), properties=self.json_body()))
 
     async def delete(self, name: str) -> None:
         """Reset the queue's own properties (rules and system defaults apply again)."""
-        await self.props(name, PropsDelete)
+        await self.props(PropsDelete(queue=self.queue_name(name)))
 
 
 class DefaultRulesHandler(ApiHandler):

@@ -75,9 +75,10 @@ def test_unknown_key_or_wrong_type_is_400_naming_the_key_and_changes_nothing(sha
     assert props(shared_mq, queue)["own"] == {"retry": 4}
 
 
-@pytest.mark.parametrize("body", [b"{not json", b"[1, 2]", b'"retry"'])
-def test_a_body_that_is_not_a_json_object_is_400(shared_mq, body):
-    assert_json_error(send(shared_mq, "PUT", f"/{fresh_queue('bad')}/properties", body), 400,
+@pytest.mark.parametrize("method", ["PUT", "PATCH"])
+@pytest.mark.parametrize("body", [b"{not json", b"[1, 2]", b'"retry"', b"null"])
+def test_a_body_that_is_not_a_json_object_is_400(shared_mq, method, body):
+    assert_json_error(send(shared_mq, method, f"/{fresh_queue('bad')}/properties", body), 400,
                       "invalid")
 
 
