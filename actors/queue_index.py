@@ -10,6 +10,8 @@ import random
 import time
 from collections.abc import Callable
 
+from mq.supervisor import heartbeat
+
 #: Seconds between re-listings of a queue whose index ran empty (lost notifications, peers,
 #: other writers on the root such as the Spark data source).
 RELIST_EMPTY_SECONDS = 0.5
@@ -181,7 +183,11 @@ class ReadyIndexes:
 
     def relist_all(self) -> int:
         """relist() every indexed queue (a "ready" may have been lost); return what they found."""
-        return sum(self.relist(queue) for queue in list(self._indexes))
+        found = 0
+        for queue in list(self._indexes):
+            heartbeat.beat()  # A listing each: thousands of queues outlast --hang-timeout.
+            found += self.relist(queue)
+        return found
 
     def merge_noticed(self) -> None:
         """Re-list each indexed queue whose notice changed since it was listed."""
@@ -189,6 +195,7 @@ class ReadyIndexes:
             return
         self._noticed_at = time.monotonic()
         for queue in list(self._indexes):
+            heartbeat.beat()  # Working, not stuck, however many queues there are.
             token = self.store.notices.read(queue)
             if token is not None and token != self._notices.get(queue):
                 self._notices[queue] = token
@@ -204,5 +211,6 @@ class ReadyIndexes:
             return
         self._owned_listed_at = now
         for queue in self.store.list_queues():
+            heartbeat.beat()  # Working, not stuck, however many queues there are.
             if queue not in self._indexes and owns(queue):
                 self.of(queue)

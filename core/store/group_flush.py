@@ -10,8 +10,11 @@ their batches wait on the lock, and the first to get it next flushes for all of 
 contention one syncfs covers many batches, instead of one each (docs/ARCHITECTURE.md,
 "Group commit").
 
-The counters live in a shared memory map of the file; an aligned 8-byte load or store is one
-instruction on the machines Python runs on, so a reader never sees half a counter.
+The counters live in a shared memory map of the file, read and written through a memoryview
+of 8-byte words: an aligned 8-byte load or store is one instruction on the machines Python runs
+on, so a reader never sees half a counter. (Not struct.pack_into: it zeroes the bytes before
+writing them, and an actor reading STARTED in between took 0 for it, and a syncfs done before
+its writes for one after them.)
 """
 
 import fcntl
@@ -43,12 +46,13 @@ class GroupFlush:
         except BaseException:
             os.close(self.fd)
             raise
+        self.words = memoryview(self.map).cast("Q")
 
     def _get(self, offset: int) -> int:
-        return struct.unpack_from("=Q", self.map, offset)[0]
+        return self.words[offset // 8]
 
     def _set(self, offset: int, value: int) -> None:
-        struct.pack_into("=Q", self.map, offset, value)
+        self.words[offset // 8] = value
 
     def sync(self, syncfs) -> bool:
         """Make every change this process made before the call durable: by a syncfs another
@@ -69,6 +73,7 @@ class GroupFlush:
 
     def close(self) -> None:
         """Unmap and close the file."""
+        self.words.release()  # The map refuses to close while a view of it is held.
         self.map.close()
         os.close(self.fd)
 

@@ -4,6 +4,8 @@ changes only through its own methods, and those keep what the actor relies on.""
 from actor_support import Actors
 from mq.actors.batch import DEFERRED, Request
 from mq.actors.deliveries import Deliveries
+from mq.supervisor import heartbeat
+from mq.supervisor.heartbeat import Heartbeats
 
 
 def asked(op: str, rid: int, **fields) -> Request:
@@ -34,3 +36,25 @@ def test_deliveries_keep_the_newest_up_to_their_limit():
     assert deliveries.settled("q", "a") is None  # The oldest went first.
     assert deliveries.is_late("q", "c", 2) and not deliveries.is_late("q", "c", 3)
     assert deliveries.settled("q", "b") == 2 and deliveries.settled("q", "b") is None
+
+
+def test_indexing_every_owned_queue_beats_once_a_queue(tmp_path):
+    # A listing a queue: with thousands of queues (or a slow file system) the loop outlasts
+    # --hang-timeout, and a supervisor that heard nothing meanwhile killed a working actor.
+    actors = Actors(tmp_path)
+    for queue in ("q1", "q2", "q3"):
+        actors.store.create_queue(queue)
+    slot = Heartbeats(1).slot(0)
+    slot.stamp(0.0)
+    beats = []
+
+    def owns(queue: str) -> bool:
+        beats.append(slot.read())  # Before this queue's listing, after the one before.
+        return True
+
+    heartbeat.attach(slot)
+    try:
+        actors.fetcher.indexes.index_owned(owns)
+    finally:
+        heartbeat.attach(None)
+    assert len(beats) == 3 and 0.0 < beats[0] < beats[1] < beats[2]

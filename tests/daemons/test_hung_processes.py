@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from mq.config import Options
 from mq.errors import Invalid
-from mq.supervisor import tree
+from mq.supervisor import heartbeat, tree
 from support import poll_for, queue_owned_by
 
 
@@ -183,3 +183,36 @@ def test_with_hang_timeout_zero_a_silent_child_is_left_alone(tmp_path):
     finally:
         child.proc.kill()
         child.proc.wait()
+
+
+def test_a_beating_child_is_never_read_as_silent(tmp_path):
+    # A child's stamps and the supervisor's reads race, across processes; a read between a
+    # store's halves (struct.pack_into zeroes the bytes first) saw 0.0, silent since boot, and
+    # the supervisor killed a child that was beating.
+    supervisor = tree.Tree(Options(root=str(tmp_path), workers=1, hang_timeout=5), str(tmp_path))
+    child = next(c for c in supervisor.children if c.name == "fetch-0")
+    stop = supervisor.heartbeats.slot(len(supervisor.children) - 1)  # A front's: unused here.
+    started = time.monotonic()
+    child.slot.stamp(started)
+    stop.stamp(0.0)
+    pid = os.fork()
+    if pid == 0:  # The child beats as fast as it can, as a busy actor's loop does.
+        try:
+            heartbeat.attach(child.slot)
+            while not stop.read():
+                heartbeat.beat()
+        finally:
+            os._exit(0)
+    try:
+        poll_for(lambda: child.slot.read() > started, 10, what="the child to beat")
+        # Two seconds of reads (millions) while it beats: a torn read showed up in thousands.
+        reads, low, until = 0, [], time.monotonic() + 2.0
+        while time.monotonic() < until and not low:
+            for _ in range(10_000):
+                if (seen := child.slot.read()) < started:
+                    low.append(seen)
+            reads += 10_000
+        assert not low, f"{len(low)} of {reads} reads older than the child's start: {low[:3]}"
+    finally:
+        stop.stamp(1.0)
+        os.waitpid(pid, 0)

@@ -8,6 +8,7 @@ a bare sleep. The daemon test counts a real tree's syncfs calls against its flus
 
 import os
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -200,3 +201,34 @@ def test_an_actor_killed_in_its_syncfs_leaves_no_lock_behind(tmp_path):
     assert GroupFlush(path).sync(lambda: ran.append(1)) is True
     # The killed one's syncfs never completed: it covers nobody.
     assert ran == [1] and read_counts(path) == {"started": 2, "completed": 2, "covered": 0}
+
+
+def test_an_actor_never_reads_a_counter_half_written(tmp_path):
+    # Another actor's STARTED read while one writes it (lock-free, as sync() reads it first):
+    # struct.pack_into zeroed the counter before writing it, and a reader that took 0 for it
+    # counted a syncfs done before its writes as one after them.
+    path = flush_file(str(tmp_path))
+    GroupFlush(path).close()
+    pid = os.fork()
+    if pid == 0:  # An actor flushing as fast as it can, its syncfs a no-op.
+        try:
+            group = GroupFlush(path)
+            while True:
+                group.sync(lambda: None)
+        finally:
+            os._exit(0)
+    reader = GroupFlush(path)
+    try:
+        poll_for(lambda: reader._get(0) > 0, 10, what="the other actor to flush")
+        highest, fell, until = 0, [], time.monotonic() + 2.0
+        while time.monotonic() < until and not fell:
+            for _ in range(10_000):
+                seen = reader._get(0)
+                if seen < highest:
+                    fell.append((highest, seen))
+                highest = max(highest, seen)
+        assert not fell, f"STARTED read lower than before: {fell[:3]}"
+    finally:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        reader.close()
