@@ -39,7 +39,7 @@ class ReplicaSet:
 
     def describe(self) -> str:
         """The set in one line, for logs: name, copies, bricks."""
-        return f"{self.name or self.kind}: {len(self.bricks)} ({', '.join(self.bricks)})"
+        return f"{self.name or self.kind}: {len(self.bricks)} copies ({', '.join(self.bricks)})"
 
 
 @dataclass(frozen=True)
