@@ -16,6 +16,7 @@ from mq.errors import OUTAGE_ERRNOS, Invalid, MqError
 from mq.store import Store
 from mq.store.disk import filesystem_type
 from mq.store.renames import check_exclusive
+from mq.store.replicas import SAFE_COPIES, replica_layout
 from mq.store.root import Root, RootMissing
 from mq.supervisor.run_dirs import choose_run_dir, clean_stale_run_dirs, live_daemons, socket_dir
 from mq.supervisor.tree import Tree
@@ -23,6 +24,9 @@ from mq.tokens import load as load_tokens
 
 #: With peers, files in new/ younger than this (seconds) may be another daemon's work in progress.
 PEER_NEW_GRACE_SECONDS = 60.0
+#: What a replica set of fewer than SAFE_COPIES copies risks (measured: bench/RESULTS.md).
+REPLICA_RISK = ("a brick's loss and return may hand a message to two consumers within its "
+                "timer (docs/CLUSTER.md)")
 #: Seconds between two tries to prepare a root whose file system is away.
 RETRY_SECONDS = 1.0
 
@@ -69,6 +73,30 @@ def log_rename_check(checked: tuple[str, str], options) -> None:
                            if options.peers else "none while this daemon is alone on the root")
 
 
+def check_replicas(root: str, options) -> str:
+    """Log the replica layout of a GlusterFS root (supervisor.replica_check); return the
+    warning health.json carries (with --peers, where the risk is real), else ""."""
+    layout = replica_layout(root)
+    if layout is None:
+        return ""
+    log = logs.get()
+    if layout.error:
+        log.warning("supervisor.replica_check", layout="unknown", error=layout.error)
+        return ""
+    sets = [s.describe() for s in layout.sets]
+    weak = layout.weak()
+    if not weak:
+        log.info("supervisor.replica_check", layout=sets, copies=min(len(s.bricks) for s in layout.sets))
+        return ""
+    copies = min(len(s.bricks) for s in weak)
+    log.warning("supervisor.replica_check", layout=sets, copies=copies, peers=options.peers,
+                risk=REPLICA_RISK if options.peers else "none while this daemon is alone on the root",
+                advice=f"use replica {SAFE_COPIES} or an arbiter")
+    if not options.peers:
+        return ""
+    return f"replica_check: a GlusterFS replica set of {copies} copies; {REPLICA_RISK}"
+
+
 def prepare(options, chosen_by: str, ipc_dir: str = ""):
     """Create or check the root, clean what crashes left, choose the socket folders; return
     (store, rename check, files cleaned from new/, daemon folder, socket folder).
@@ -102,9 +130,9 @@ def prepare(options, chosen_by: str, ipc_dir: str = ""):
     return store, exclusive, cleaned, daemon_dir, run_dir
 
 
-def log_start(options, chosen_by: str, prepared) -> str:
-    """Log what prepare() found (the start, the rename check, the sync mode); return the
-    daemon folder."""
+def log_start(options, chosen_by: str, prepared, warnings: list[str]) -> str:
+    """Log what prepare() found (the start, the rename check, the sync mode, the replica
+    layout); add the warnings health.json carries to warnings; return the daemon folder."""
     store, exclusive, cleaned, daemon_dir, run_dir = prepared
     logs.get().info("supervisor.start", root=store.root, workers=options.workers, peers=options.peers,
                     cleaned_new=cleaned, run_dir=run_dir, daemon_dir=daemon_dir,
@@ -114,6 +142,8 @@ def log_start(options, chosen_by: str, prepared) -> str:
         logs.get().info("supervisor.sync_chosen", sync=store.sync, filesystem=store.filesystem,
                         why="per-file fsync: syncfs may not reach stable storage here"
                         if store.sync == "file" else "syncfs reaches stable storage here")
+    if (warning := check_replicas(store.root, options)):
+        warnings.append(warning)
     return daemon_dir
 
 
@@ -176,11 +206,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mq: {options.root}: {err.strerror}", file=sys.stderr)
         return 2
     setproctitle.setproctitle(f"mq: supervisor [{options.root}] {options.host}:{options.port}")
+    warnings: list[str] = []  # The tree publishes them in health.json.
     if missing is None:
-        tree = Tree(options, run_dir, log_start(options, chosen_by, prepared))
+        tree = Tree(options, run_dir, log_start(options, chosen_by, prepared, warnings),
+                    warnings=warnings)
     else:
-        tree = Tree(options, run_dir, missing=missing.message, finish_start=lambda: log_start(
-            options, chosen_by, prepare(options, chosen_by, run_dir)))
+        tree = Tree(options, run_dir, missing=missing.message, warnings=warnings,
+                    finish_start=lambda: log_start(
+                        options, chosen_by, prepare(options, chosen_by, run_dir), warnings))
     try:
         return tree.run()
     finally:

@@ -85,11 +85,14 @@ class Tree:
     """The supervised process tree of one daemon."""
 
     def __init__(self, options, run_dir: str, daemon_dir: str = "", missing: str = "",
-                 finish_start: Callable[[], str] | None = None):
+                 finish_start: Callable[[], str] | None = None, warnings: list[str] | None = None):
         """missing: why the path is no root yet (then only the fronts start, answering 503,
         and finish_start() prepares the root once the root watch finds it; it returns the
         daemon folder)."""
         self.options = options
+        #: What the start-up checks found risky, published in health.json (may grow once a
+        #: missing root is prepared).
+        self.warnings = warnings if warnings is not None else []
         self.run_dir = run_dir
         self.daemon_dir = daemon_dir
         self.finish_start: Callable[[], str] | None = finish_start if missing else None
@@ -213,7 +216,7 @@ class Tree:
         """Publish health.json (written whole, then renamed)."""
         text = json.dumps({"supervisor_pid": os.getpid(), "started": self.started,
                            "root": self.options.root, "root_state": self.root_state.health(),
-                           "children": self.health()})
+                           "warnings": self.warnings, "children": self.health()})
         try:
             for path in self.health_paths():
                 with open(path + ".tmp", "w") as f:
