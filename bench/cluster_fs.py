@@ -180,8 +180,13 @@ class GlusterVolume(Volume):
 
     def kill_server(self, index: int) -> str:
         """kill -9 one brick process (a server dying); what was killed."""
-        brick = self.bricks[index % len(self.bricks)]
-        os.kill(self.brick_pids()[brick], signal.SIGKILL)
+        online = self.brick_pids()
+        # One that is up: a restart that timed out on a loaded host leaves a brick down.
+        up = [b for b in self.bricks if b in online]
+        if not up:
+            raise RuntimeError("no brick is up to kill")
+        brick = up[index % len(up)]
+        os.kill(online[brick], signal.SIGKILL)
         # Until glusterd has seen it die, a `volume start force` would not start it again.
         wait_for(lambda: brick not in self.brick_pids(), 30, f"glusterd to see {brick} die")
         return f"brick {os.path.basename(brick)}"
