@@ -3,6 +3,8 @@ breaking: each holds one such rule in a few steps, so that it stays fixed even i
 machines do not happen to reach it."""
 
 import json
+import os
+import signal
 import time
 import urllib.parse
 
@@ -122,3 +124,47 @@ def test_pull_any_answers_204_when_every_group_is_held(daemon):
     started = time.monotonic()
     resp = daemon.request("GET", "/_mq/messages?qre=pull-any-groups%5C.fifo", timeout=5)
     assert resp.status == 204 and time.monotonic() - started < 2
+
+
+def test_a_returned_message_keeps_its_group_before_the_fetch_actor_is_told(daemon):
+    """A fifo message whose timer ran out: the mover renames it back to its queue, then tells
+    the fetch actor. A fetch in between must not hand out the group's next message (it once
+    did: the group was free as soon as the in-flight name was gone). The mover is stopped and
+    its rename done here, so that the fetch lands in that window every time."""
+    queue = "returned-first.fifo"
+    sqs = Sqs(daemon)
+    sqs.create_queue(queue, {"timeout": 1, "retry": -1})
+    for n in range(2):
+        sqs.add(queue, f"m{n}", group="g")
+    first = daemon.request("GET", f"/{queue}/messages")
+    assert (first.status, first.body) == (200, b"m0")
+    message_id = first.header("X-Message-Id")
+    claimed = time.time()
+    in_flight = daemon.root / "delay" / f"{queue}:{message_id}.1"
+    back = daemon.root / "queues" / queue / f"{message_id}.1"
+
+    def timed():
+        """The mover counts the claim in flight: it has timed it."""
+        stats = daemon.request("GET", "/_mq/stats").json()["queues"].get(queue, {})
+        return stats.get("in_flight") == 1
+
+    poll_for(timed, 10, what="the mover to time the claim")
+    mover = daemon.pid_of("mover-0")
+    os.kill(mover, signal.SIGSTOP)
+    try:
+        wait_until(claimed + 1.1)
+        os.rename(in_flight, back)  # The mover's first step; its "ready" is not sent yet.
+        held = daemon.request("GET", f"/{queue}/messages")
+        assert held.status == 204, (held.status, held.body)
+        os.rename(back, in_flight)  # Undone: the mover returns it itself once let go on.
+    finally:
+        os.kill(mover, signal.SIGCONT)
+
+    def returned():
+        """The next fetch's answer once the mover has returned m0 (None while it has not)."""
+        resp = daemon.request("GET", f"/{queue}/messages")
+        return None if resp.status == 204 else resp
+
+    again = poll_for(returned, 10, what="m0 back from the mover")
+    assert (again.status, again.body) == (200, b"m0")
+    assert daemon.request("GET", f"/{queue}/messages").status == 204  # m1 waits for m0.
