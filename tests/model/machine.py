@@ -105,11 +105,7 @@ class FrontMachine(RuleBasedStateMachine):
         """until_root_agrees, then until each queue's fetch actor knows its ready messages:
         the mover renames a message back before it tells the fetch actor, and a fetch in
         between does not see it yet."""
-        # Waiting here also hides a narrow race, seen once: when the mover returns a fifo
-        # message whose timer ran out, its group is free from the rename (the in-flight name
-        # is gone), but the fetch actor learns the message is ready only from the mover's
-        # notice after its flush. A fetch in between hands out the group's next, younger
-        # message, and the older one can then be handed out while the younger is in flight.
+        # (A fifo group stays held meanwhile: test_model_regressions.py holds that rule.)
         self.until_root_agrees(what, *queues)
         for queue in queues:
             ready = {m.id for m in self.model.messages(queue, READY)}
