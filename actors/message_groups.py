@@ -6,9 +6,9 @@ SQS ReceiveMessage that takes several messages of G at once, in order). An older
 back (its timer ran out, or it was made visible) may go again: it keeps the group's order. A
 group is held by the names of its in-flight files, delay/{q}:{id}.{n}: when that name is gone
 (acked, deleted, nacked, or returned by the mover after its timer) the group is free again,
-with no notification to miss; except while the message is back in its queue as
-queues/{q}/{id}.{n} and not yet in this actor's index: the mover renames it before it tells
-this actor, and a fetch in between must not hand out the group's next message first. The
+with no notification to miss; but a message returned to its queue as queues/{q}/{id}.{n}
+still holds it until claimed again: the mover renames it before it tells this actor, and a
+fetch in between must not hand out the group's next message first. The
 record is rebuilt from delay/ the first time a queue is used, so a restarted actor keeps
 holding the groups that were in flight.
 """
@@ -57,15 +57,14 @@ class MessageGroups:
             if group:
                 self.held.setdefault((queue, group), {})[(message_id, delivery)] = ""
 
-    def blocked(self, queue: str, group: str, holder: str | None, message_id: str = "~",
-                index=None) -> bool:
+    def blocked(self, queue: str, group: str, holder: str | None, message_id: str = "~") -> bool:
         """True while another holder has a message of the group older than message_id in flight
-        (or back in the queue, but not yet in the queue's index)."""
+        (or just returned to the queue under the same name)."""
         held = self.held.get((queue, group))
         if not held:
             return False
         for in_flight, delivery in list(held):
-            if not self.still_held(queue, in_flight, delivery, index):
+            if not self.still_held(queue, in_flight, delivery):
                 del held[(in_flight, delivery)]
         if not held:
             del self.held[(queue, group)]
@@ -73,15 +72,13 @@ class MessageGroups:
         return holds_back(((in_flight, other) for (in_flight, _), other in held.items()),
                           message_id, holder)
 
-    def still_held(self, queue: str, message_id: str, delivery: int, index) -> bool:
+    def still_held(self, queue: str, message_id: str, delivery: int) -> bool:
         """Whether a held delivery still holds its group: its in-flight name exists, or it is
-        back in its queue (the mover renames before it tells this actor) while the index (None:
-        not known) lacks it. Freed in that window, the group's next message would go first."""
-        if os.path.exists(self.store.delay_path(queue, message_id, delivery)):
-            return True
-        if index is not None and index.attempts(message_id) == delivery:
-            return False  # Back, and known: it is handed out again in its place, first.
-        return os.path.exists(self.store.ready_path(queue, message_id, delivery))
+        back in its queue under the same delivery (the mover renames it before it tells this
+        actor, and a fetch in between must not hand out the group's next message first; once
+        in the index, it is the oldest of its group and goes first anyway)."""
+        return (os.path.exists(self.store.delay_path(queue, message_id, delivery))
+                or os.path.exists(self.store.ready_path(queue, message_id, delivery)))
 
     def take(self, index, spread: int, queue: str, holder: str | None):
         """The oldest (id, deliveries) of the index whose group is free for this holder, or None;
@@ -106,7 +103,7 @@ class MessageGroups:
                 message_id, attempts = taken
                 group = self.group_of(queue, message_id, self.store.ready_path(queue, message_id, attempts))
                 if group:
-                    if group in seen or self.blocked(queue, group, holder, message_id, index):
+                    if group in seen or self.blocked(queue, group, holder, message_id):
                         # Each younger message of a blocked group is blocked too: looked at once.
                         seen.add(group)
                         passed.append(taken)
