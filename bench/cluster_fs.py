@@ -219,11 +219,41 @@ class GlusterVolume(Volume):
             timeout=120)
         run(["gluster", "--mode=script", "volume", "delete", self.name], check=False, timeout=120)
         if self.glusterd_pid:
-            try:
-                os.kill(self.glusterd_pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
+            stop_daemon(self.glusterd_pid)
         shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def stop_daemon(pid: int, grace: float = 30.0) -> None:
+    """SIGTERM a daemon (not a child of this process) and wait until it is gone, SIGKILL after
+    grace seconds: a glusterd still exiting answers the next volume's `pool list`, which then
+    uses it instead of starting its own, and loses it mid-run (no brick can be restarted)."""
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10.0)):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            if not running(pid):
+                return
+            time.sleep(0.05)
+
+
+def running(pid: int) -> bool:
+    """Whether the process runs: a zombie (left to this process when it is a subreaper, as
+    bench/cluster.py makes it) is reaped here and counts as gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            state = stat.read().rpartition(")")[2].split()[0]
+    except OSError:
+        return False
+    if state == "Z":
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+        return False
+    return True
 
 
 class JuiceVolume(Volume):
