@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 
+import psutil
 from harness import free_port
 
 #: Loopback address of the GlusterFS bricks: glusterd refuses "localhost" and 127.0.0.1
@@ -243,17 +244,12 @@ def running(pid: int) -> bool:
     """Whether the process runs: a zombie (left to this process when it is a subreaper, as
     bench/cluster.py makes it) is reaped here and counts as gone."""
     try:
-        with open(f"/proc/{pid}/stat") as stat:
-            state = stat.read().rpartition(")")[2].split()[0]
-    except OSError:
-        return False
-    if state == "Z":
-        try:
-            os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            pass
-        return False
-    return True
+        if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+            return True
+        os.waitpid(pid, os.WNOHANG)
+    except (psutil.NoSuchProcess, ChildProcessError):
+        pass
+    return False
 
 
 class JuiceVolume(Volume):
