@@ -188,13 +188,18 @@ class GlusterVolume(Volume):
             raise RuntimeError("no brick is up to kill")
         brick = up[index % len(up)]
         os.kill(online[brick], signal.SIGKILL)
+        # A brick is this process's child when it is a subreaper (as the tests make it): until
+        # reaped, its zombie counts as running to glusterd, which then never starts it again.
+        wait_for(lambda: not running(online[brick]), 30, f"{brick} to exit")
         # Until glusterd has seen it die, a `volume start force` would not start it again.
         wait_for(lambda: brick not in self.brick_pids(), 30, f"glusterd to see {brick} die")
         return f"brick {os.path.basename(brick)}"
 
     def stop_volume(self) -> None:
         """Stop every brick (`volume stop`): each client answers ENOTCONN until it starts."""
+        pids = self.brick_pids().values()
         self.cli("volume", "stop", self.name, "force")
+        wait_for(lambda: not any(running(pid) for pid in pids), 30, "the bricks to exit")
 
     def start_volume(self) -> None:
         """Start the stopped volume and wait for its bricks."""
@@ -242,14 +247,15 @@ def stop_daemon(pid: int, grace: float = 30.0) -> None:
 
 def running(pid: int) -> bool:
     """Whether the process runs: a zombie (left to this process when it is a subreaper, as
-    bench/cluster.py makes it) is reaped here and counts as gone."""
+    bench/cluster.py makes it) is reaped here and then counts as gone; one whose other threads
+    are still exiting cannot be reaped yet (waitpid answers 0) and still counts."""
     try:
         if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
             return True
-        os.waitpid(pid, os.WNOHANG)
+        reaped, _ = os.waitpid(pid, os.WNOHANG)
+        return reaped == 0
     except (psutil.NoSuchProcess, ChildProcessError):
-        pass
-    return False
+        return False
 
 
 class JuiceVolume(Volume):
