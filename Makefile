@@ -59,9 +59,10 @@ test-packages:
 	  echo "make test: install$$missing (Debian/Ubuntu: sudo apt-get install$$missing); the power-cut, dashboard, alerting-rule and distributed file system tests are skipped without them"; \
 	fi
 
+# Three workers on two cores: the tests wait on disks and daemons about a third of the time.
 test: install-test check-java test-packages
 	$(BIN)/pip install --quiet --no-deps --force-reinstall .
-	$(BIN)/python -m pytest -n 2 --dist loadgroup
+	$(BIN)/python -m pytest -n 3 --dist loadgroup
 
 clean:
 	rm -rf $(VENV) build *.egg-info

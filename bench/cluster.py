@@ -163,9 +163,12 @@ class Nemesis(threading.Thread):
         self.counts: dict[str, int] = {}
 
     def run(self) -> None:
-        """Inject faults until stopped."""
+        """Inject faults until stopped: FAULTS in a new random order each round, so that every
+        kind comes once a round however short the run."""
+        order: list[str] = []
         while not self.stopping.wait(self.rng.uniform(0.5, 1.5) * self.interval):
-            fault = self.rng.choice(self.FAULTS)
+            order = order or self.rng.sample(self.FAULTS, len(self.FAULTS))
+            fault = order.pop()
             try:
                 done = getattr(self, fault.replace(" ", "_"))()
             except Exception as err:  # A failed fault is told, and the next one tried.

@@ -53,10 +53,10 @@ class VolumeNemesis(Nemesis):
 def run(volume, seconds: float, workdir: str, timeout: float = 3.0, fault_interval: float = 3.0,
         faults: tuple = FAULTS, queues: int = 3, producers: int = 2, consumers: int = 3,
         adds_per_second: float = 30.0, rng_state: int | None = None, say=print,
-        min_faults: int = 0) -> dict:
+        every_fault: bool = False) -> dict:
     """Run one daemon per mount of `volume` (entered) under traffic and faults for `seconds`
-    (longer, up to three times as long, until `min_faults` faults were made: a restart on a
-    busy machine can take most of a short run), drain, return the counts (total_queue.check)
+    (with every_fault longer, up to three times as long, until each of `faults` was made once:
+    a restart on a busy machine can take most of a short run), drain, return the counts (total_queue.check)
     with "faults", "client errors", "statuses" (how many answers of each HTTP status, 0 for no
     answer) and "drained"."""
     rng = random.Random(rng_state)
@@ -81,7 +81,7 @@ def run(volume, seconds: float, workdir: str, timeout: float = 3.0, fault_interv
         nemesis.start()
         time.sleep(seconds)
         deadline = time.monotonic() + 2 * seconds
-        while sum(nemesis.counts.values()) < min_faults and time.monotonic() < deadline:
+        while every_fault and set(nemesis.counts) < set(faults) and time.monotonic() < deadline:
             time.sleep(0.5)
         say("  faults stop; every daemon resumed or restarted")
         nemesis.stop()
