@@ -10,7 +10,8 @@ import base64
 import binascii
 import time
 import uuid
-from typing import TypedDict
+from collections.abc import Mapping
+from typing import Any, TypedDict
 
 import orjson
 
@@ -215,9 +216,24 @@ async def post_batch(handler: ApiHandler, queue: str, body: bytes) -> None:
     result = await handler.service.add_batch(handler.token, AddBatch(queue=queue, messages=messages))
     handler.log_fields["count"] = len(result["messages"])
     fresh = [m for m in result["messages"] if not m.get("duplicate")]
-    reply = [{"id": m["id"], **({"due": m["due"]} if m.get("due") else {}),
-              **({"duplicate": True} if m.get("duplicate") else {})} for m in result["messages"]]
+    reply = [added_record(m) for m in result["messages"]]
     handler.write_json(201 if fresh else 200, {"queue": queue, "messages": reply})
+
+
+def accumulated_of(added: Mapping[str, Any]) -> str:
+    """What an add's answer says of accumulation: the save actor's "new" or "yes", else "no"
+    (a duplicate stored nothing, so it joined no window); the same for a single add and for
+    each message of a batch (docs/DELIVERY.md, "Accumulation")."""
+    return "no" if added.get("duplicate") else added.get("accumulated") or "no"
+
+
+def added_record(message: dict) -> dict:
+    """One record of a batch add's answer, as a single add's JSON body says it: `due` when
+    not ready at once, `accumulated` when not "no", `duplicate`."""
+    accumulated = accumulated_of(message)
+    return {"id": message["id"], **({"due": message["due"]} if message.get("due") else {}),
+            **({"accumulated": accumulated} if accumulated != "no" else {}),
+            **({"duplicate": True} if message.get("duplicate") else {})}
 
 
 async def get_batch(handler: ApiHandler, queue: str, limit, wait: float, cf: str, call) -> None:

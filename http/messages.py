@@ -154,7 +154,7 @@ class MessagesHandler(StreamedBodyHandler):
         reply: dict[str, object] = {"id": message_id, "queue": queue}
         if result.get("due"):
             reply["due"] = result["due"]
-        accumulated = "no" if result.get("duplicate") else result.get("accumulated", "no")
+        accumulated = batches.accumulated_of(result)
         self.set_header("X-Accumulated", accumulated)
         if accumulated != "no":
             reply["accumulated"] = accumulated
