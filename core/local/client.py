@@ -84,13 +84,15 @@ class LocalClient:
     @translated
     def peek(self, queue: str, max: int = 10, after: str | None = None) -> list[Message]:
         """Up to `max` of the oldest ready messages (ids after `after`, none past the queue's
-        retention), none claimed."""
+        retention), their bodies within the daemon's byte cap of one answer (8 MiB together,
+        the first whatever its size: mq.delivery.joins_answer), none claimed."""
         if isinstance(max, bool) or not isinstance(max, int) or not 1 <= max <= MAX_PEEK:
             raise Invalid(f"max must be a whole number from 1 to {MAX_PEEK}")
         if after is not None:
             validate_id(after)
         self.must_exist(queue)
-        out = []
+        out: list[Message] = []
+        size = 0
         cutoff = rules.expiry_cutoff_ms(self.props.effective(queue)["retention"], time.time())
         for message_id, attempts in sorted(self.store.list_ready(queue)):
             if (after is not None and message_id <= after) or rules.expired(message_id, cutoff):
@@ -102,6 +104,9 @@ class LocalClient:
                 continue  # A get moves it to corrupt/.
             if read is not None:  # None: taken or removed since the listing.
                 message = read[0]
+                if not rules.joins_answer(size, len(out), len(message.body)):
+                    break  # The next page starts after the last id returned, as over HTTP.
+                size += len(message.body)
                 out.append(Message(queue, message_id, message.body, message.content_type, None,
                                    attempts, message.created_ms))
                 if len(out) == max:
