@@ -15,8 +15,9 @@ from typing import Any, TypedDict
 
 import orjson
 
+from mq import trace_context
 from mq.errors import Invalid
-from mq.http import compound, trace
+from mq.http import compound
 from mq.http.api import ApiHandler
 from mq.numbers import parse_number
 from mq.operations import MAX_BATCH_MESSAGES, MAX_FETCH, AckBatch, AddBatch, FetchBatch, Fetched
@@ -133,8 +134,8 @@ def messages_of(content_type: str | None, body: bytes, defaults: dict[str, str |
         except Invalid as err:
             raise Invalid(f"message {number}: {err.message}") from None
         # A message's own trace context, else the request's (as the request's delay).
-        context = trace.parse(record.get("traceparent"), record.get("tracestate")) or \
-            trace.parse(traced.get("traceparent"), traced.get("tracestate"))
+        context = trace_context.parse(record.get("traceparent"), record.get("tracestate")) or \
+            trace_context.parse(traced.get("traceparent"), traced.get("tracestate"))
         messages.append({"body": record["body"], "content_type": record["content_type"],
                          "due": due, "dedup_id": record["dedup_id"] or None,
                          "attributes": context or None})
@@ -194,7 +195,7 @@ def json_record(message: Fetched, cf: str) -> dict:
     record = {"id": message["id"], "receipt": message["receipt"], "attempts": message["attempts"],
               "content_type": headers["Content-Type"], "created_ms": message["created_ms"],
               "due": message["due"], "kind": headers["X-Message-Kind"],
-              **{name: headers[name] for name in trace.HEADERS if name in headers}}
+              **{name: headers[name] for name in trace_context.HEADERS if name in headers}}
     try:
         record["body"] = body.decode("utf-8")
     except UnicodeDecodeError:

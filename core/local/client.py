@@ -4,7 +4,7 @@ import math
 import time
 
 from mq import delivery as rules
-from mq import properties
+from mq import properties, trace_context
 from mq.client.message import Message
 from mq.errors import Invalid, NotFound
 from mq.local import consume, produce, receipts
@@ -108,7 +108,8 @@ class LocalClient:
                     break  # The next page starts after the last id returned, as over HTTP.
                 size += len(message.body)
                 out.append(Message(queue, message_id, message.body, message.content_type, None,
-                                   attempts, message.created_ms))
+                                   attempts, message.created_ms,
+                                   **trace_context.of_message(message.attributes)))
                 if len(out) == max:
                     break
         return out
@@ -129,11 +130,13 @@ class LocalClient:
 
     @translated
     def put(self, queue: str, body: bytes | str, *, delay=None, at=None, dedup_id=None,
-            content_type=None, group=None) -> str:
+            content_type=None, group=None, traceparent: str | None = None,
+            tracestate: str | None = None) -> str:
         """Add a message durably and return its id (a str body is stored as UTF-8 text;
-        `group`: its message group, which a fifo queue hands out in order)."""
+        `group`: its message group, which a fifo queue hands out in order; `traceparent` and
+        `tracestate`: its W3C trace context, by default the current OpenTelemetry one)."""
         return produce.put(self.store, self.props, queue, body, delay, at, dedup_id,
-                           content_type, group)
+                           content_type, group, traceparent, tracestate)
 
     @translated
     def get(self, queue: str, *, wait: float = 0.0) -> Message | None:
