@@ -8,7 +8,7 @@ import tornado.web
 
 from mq import trace_context
 from mq.errors import Invalid
-from mq.http import compound
+from mq.http import batches, compound
 from mq.http.messages import StreamedBodyHandler, connection_closed
 from mq.numbers import parse_number
 from mq.schedule import due_time
@@ -44,8 +44,7 @@ class RoutedMessagesHandler(StreamedBodyHandler):
         if context:
             self.log_fields["traceparent"] = context["tp"]
         self.write_json(201, {"messages": [
-            {"queue": m["queue"], "id": m["id"], **({"due": m["due"]} if m.get("due") else {})}
-            for m in messages]})
+            {"queue": m["queue"], **batches.added_record(m)} for m in messages]})
 
     async def get(self) -> None:
         """Pull-any: the oldest ready message of the matching queues, its queue in X-Queue;

@@ -124,6 +124,21 @@ def test_a_batch_add_says_accumulated_per_record_as_a_single_add_does(shared_mq)
     assert all("accumulated" not in record for record in plain), plain
 
 
+def test_a_fan_out_says_accumulated_per_copy_as_a_single_add_does(shared_mq):
+    for queue in ("acc-fan-parts", "acc-fan-plain"):
+        assert shared_mq.request("PUT", f"/{queue}").status in (200, 201)
+    accumulating(shared_mq, "acc-fan-parts", 1)
+    at_window_start(1)
+    resp = shared_mq.request("POST", "/_mq/messages?qre=acc-fan-.*", b"to both")
+    assert resp.status == 201, resp.body
+    copies = {m["queue"]: m for m in resp.json()["messages"]}
+    assert copies["acc-fan-parts"]["accumulated"] == "new", copies
+    assert "accumulated" not in copies["acc-fan-plain"], copies
+    resp, _ = fetch_when_ready(shared_mq, "acc-fan-parts", timeout=10)
+    assert resp.header("X-Message-Kind") == "compound" and parts_of(resp) == [
+        ("application/octet-stream", b"to both")]
+
+
 def test_a_compound_as_msgpack_on_request_and_bad_requests_claim_nothing(shared_mq):
     accumulating(shared_mq, "acc-pack", 1)
     assert_json_error(add(shared_mq, "acc-pack", b"late", delay=5), 400, "invalid", "accumulates")
