@@ -68,7 +68,8 @@ def collapse(actor, batch, requests: list[Request], places: list[int | Fanout]):
         elif not made:
             results.append(NotFound("none of the matching queues exists any more"))
         else:
-            results.append({"messages": [{"queue": queue, "id": r["id"], "due": r.get("due")}
+            results.append({"messages": [{"queue": queue, "id": r["id"], "due": r.get("due"),
+                                          "accumulated": r.get("accumulated", "no")}
                                          for queue, r in made]})
     if taken_back:
         take_back(actor, taken_back)

@@ -9,14 +9,9 @@ import os
 
 from mq.actors.batch import DEFERRED
 from mq.actors.replies import ack_delivery
-from mq.delivery import parse_receipt
+from mq.delivery import answer_room, parse_receipt
 from mq.errors import MqError, NotFound, from_os_error
 from mq.operations import AckBatch, FetchBatch
-
-#: Most body bytes one answer of a batch fetch or a peek gathers: it stops before the message
-#: that would pass this, but always holds its first message, whatever its size. Without it,
-#: max messages of up to --max-body-bytes each would be held in the actor and the front at once.
-MAX_ANSWER_BYTES = 8 * 1024 * 1024
 
 
 def fetch_batch(actor, batch, request: FetchBatch, sender):
@@ -35,14 +30,15 @@ def fetch_batch(actor, batch, request: FetchBatch, sender):
 
 
 def take_many(actor, batch, queue: str, limit: int) -> list[dict]:
-    """Claim up to limit messages, their bodies at most MAX_ANSWER_BYTES together (the first
-    whatever its size); a claim that fails ends the batch with what was claimed before it
-    (those are hidden and flushed with the batch), or raises when it was the first."""
+    """Claim up to limit messages, their bodies within the answer's byte cap
+    (mq.delivery.answer_room: the first whatever its size); a claim that fails ends the batch
+    with what was claimed before it (those are hidden and flushed with the batch), or raises
+    when it was the first."""
     messages: list[dict] = []
     size = 0
     while len(messages) < limit:
         try:
-            message = actor.take(batch, queue, max_bytes=MAX_ANSWER_BYTES - size if messages else None)
+            message = actor.take(batch, queue, max_bytes=answer_room(size, len(messages)))
         except OSError:
             if messages:
                 break

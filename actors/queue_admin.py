@@ -7,7 +7,7 @@ request is the op's request (mq.operations), checked.
 
 from mq import operations as ops
 from mq import store as fmt
-from mq.actors.fetch_batch import MAX_ANSWER_BYTES
+from mq.delivery import joins_answer
 from mq.errors import NotFound
 from mq.store.listing import read_unclaimed
 
@@ -30,8 +30,8 @@ def queue_get(actor, batch, request: ops.QueueGet, sender) -> dict:
 
 
 def peek(actor, batch, request: ops.Peek, sender) -> dict:
-    """Up to `max` of the oldest ready messages (ids after `after`, if given), their bodies at
-    most MAX_ANSWER_BYTES together (the first whatever its size); none is claimed."""
+    """Up to `max` of the oldest ready messages (ids after `after`, if given), their bodies
+    within the answer's byte cap (mq.delivery.joins_answer); none is claimed."""
     queue, count, after = request.queue, request.max, request.after
     if not actor.store.queue_exists(queue):
         actor.forget_queue(queue)
@@ -48,9 +48,9 @@ def peek(actor, batch, request: ops.Peek, sender) -> dict:
         if found is None:
             continue  # Taken meanwhile by a peer.
         message = found[0]
-        size += len(message.body)
-        if messages and size > MAX_ANSWER_BYTES:
+        if not joins_answer(size, len(messages), len(message.body)):
             break
+        size += len(message.body)
         messages.append({"id": message_id, "content_type": message.content_type,
                          "attempts": attempts, "created_ms": message.created_ms,
                          "body": message.body, "attributes": message.attributes})

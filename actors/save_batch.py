@@ -147,5 +147,7 @@ def assemble(batch) -> None:
             batch.results[pos] = {
                 "queue": parts[0]["queue"],
                 "messages": [{"id": p["id"], "due": p.get("due"),
+                              # A duplicate stored nothing, so it joined no window: "no".
+                              "accumulated": "no" if p.get("duplicate") else p["accumulated"],
                               **({"duplicate": True} if p.get("duplicate") else {})}
                              for p in parts]}

@@ -3,7 +3,8 @@
 Every consumer of a root applies them through this one module: the daemon's fetch actor
 (actors/fetch.py, actors/message_groups.py, actors/replies.py), its reaper's retention sweep
 (actors/retention.py) and the broker-less mq.local (core/local/consume.py, receipts.py).
-docs/DELIVERY.md describes them: Retention, Message groups, Receipts and stale receipts. The
+docs/DELIVERY.md describes them: Retention, Message groups, Receipts and stale receipts, and
+the byte cap of a batch fetch's or a peek's answer (Batches). The
 rule of retries and dead letters is mq.properties.exhausted, which all of them call.
 """
 
@@ -51,6 +52,28 @@ def holds_back(in_flight, message_id: str, holder: str | None = None) -> bool:
     that came back goes again first, as in SQS)."""
     return any(other < message_id and (not holder or owner != holder)
                for other, owner in in_flight)
+
+
+# -- the size of one answer ---------------------------------------------------------------------
+
+#: Most body bytes one answer of a batch fetch or a peek gathers, whoever serves it (the
+#: daemon's fetch actor, mq.local): it stops before the message that would pass this, but always
+#: holds its first message, whatever its size. Without it, max messages of up to
+#: --max-body-bytes each would be held in memory at once.
+MAX_ANSWER_BYTES = 8 * 1024 * 1024
+
+
+def answer_room(gathered: int, count: int) -> int | None:
+    """How many more body bytes an answer of `count` messages holding `gathered` bytes takes:
+    None (any size) while it is empty, else what is left of MAX_ANSWER_BYTES."""
+    return None if count == 0 else MAX_ANSWER_BYTES - gathered
+
+
+def joins_answer(gathered: int, count: int, size: int) -> bool:
+    """Whether a message of `size` body bytes joins an answer of `count` messages holding
+    `gathered` bytes (answer_room)."""
+    room = answer_room(gathered, count)
+    return room is None or size <= room
 
 
 # -- receipts -----------------------------------------------------------------------------------

@@ -10,12 +10,14 @@ import base64
 import binascii
 import time
 import uuid
-from typing import TypedDict
+from collections.abc import Mapping
+from typing import Any, TypedDict
 
 import orjson
 
+from mq import trace_context
 from mq.errors import Invalid
-from mq.http import compound, trace
+from mq.http import compound
 from mq.http.api import ApiHandler
 from mq.numbers import parse_number
 from mq.operations import MAX_BATCH_MESSAGES, MAX_FETCH, AckBatch, AddBatch, FetchBatch, Fetched
@@ -132,8 +134,8 @@ def messages_of(content_type: str | None, body: bytes, defaults: dict[str, str |
         except Invalid as err:
             raise Invalid(f"message {number}: {err.message}") from None
         # A message's own trace context, else the request's (as the request's delay).
-        context = trace.parse(record.get("traceparent"), record.get("tracestate")) or \
-            trace.parse(traced.get("traceparent"), traced.get("tracestate"))
+        context = trace_context.parse(record.get("traceparent"), record.get("tracestate")) or \
+            trace_context.parse(traced.get("traceparent"), traced.get("tracestate"))
         messages.append({"body": record["body"], "content_type": record["content_type"],
                          "due": due, "dedup_id": record["dedup_id"] or None,
                          "attributes": context or None})
@@ -193,7 +195,7 @@ def json_record(message: Fetched, cf: str) -> dict:
     record = {"id": message["id"], "receipt": message["receipt"], "attempts": message["attempts"],
               "content_type": headers["Content-Type"], "created_ms": message["created_ms"],
               "due": message["due"], "kind": headers["X-Message-Kind"],
-              **{name: headers[name] for name in trace.HEADERS if name in headers}}
+              **{name: headers[name] for name in trace_context.HEADERS if name in headers}}
     try:
         record["body"] = body.decode("utf-8")
     except UnicodeDecodeError:
@@ -215,9 +217,24 @@ async def post_batch(handler: ApiHandler, queue: str, body: bytes) -> None:
     result = await handler.service.add_batch(handler.token, AddBatch(queue=queue, messages=messages))
     handler.log_fields["count"] = len(result["messages"])
     fresh = [m for m in result["messages"] if not m.get("duplicate")]
-    reply = [{"id": m["id"], **({"due": m["due"]} if m.get("due") else {}),
-              **({"duplicate": True} if m.get("duplicate") else {})} for m in result["messages"]]
+    reply = [added_record(m) for m in result["messages"]]
     handler.write_json(201 if fresh else 200, {"queue": queue, "messages": reply})
+
+
+def accumulated_of(added: Mapping[str, Any]) -> str:
+    """What an add's answer says of accumulation: the save actor's "new" or "yes", else "no"
+    (a duplicate stored nothing, so it joined no window); the same for a single add and for
+    each message of a batch (docs/DELIVERY.md, "Accumulation")."""
+    return "no" if added.get("duplicate") else added.get("accumulated") or "no"
+
+
+def added_record(message: dict) -> dict:
+    """One record of a batch add's answer, as a single add's JSON body says it: `due` when
+    not ready at once, `accumulated` when not "no", `duplicate`."""
+    accumulated = accumulated_of(message)
+    return {"id": message["id"], **({"due": message["due"]} if message.get("due") else {}),
+            **({"accumulated": accumulated} if accumulated != "no" else {}),
+            **({"duplicate": True} if message.get("duplicate") else {})}
 
 
 async def get_batch(handler: ApiHandler, queue: str, limit, wait: float, cf: str, call) -> None:

@@ -6,8 +6,8 @@ A compound is stored as a msgpack array of [content type, body] pairs (docs/FORM
 
 import os
 
+from mq import trace_context
 from mq.errors import Invalid
-from mq.http import trace
 from mq.operations import Fetched
 from mq.store.accumulation import COMPOUND_CONTENT_TYPE, decode_compound
 
@@ -35,7 +35,7 @@ def delivery(result: Fetched, fmt: str) -> tuple[dict[str, str], bytes]:
     return {"Content-Type": content_type, "X-Message-Id": result["id"],
             "X-Receipt": result["receipt"], "X-Attempts": str(result["attempts"]),
             "X-Message-Kind": "compound" if result.get("parts") else "normal",
-            **trace.of_message(result.get("attributes"))}, body
+            **trace_context.of_message(result.get("attributes"))}, body
 
 
 def render(body: bytes, fmt: str) -> tuple[str, bytes]:

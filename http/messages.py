@@ -10,8 +10,9 @@ from typing import Any, overload
 import tornado.web
 
 from mq import store as fmt
+from mq import trace_context
 from mq.errors import Invalid, TooLarge
-from mq.http import batches, compound, trace
+from mq.http import batches, compound
 from mq.http.api import ApiHandler
 from mq.numbers import parse_number
 from mq.operations import Ack, Add, Added, Delete, Extend, Fetch, FetchBatch, Fetched, Nack
@@ -138,8 +139,8 @@ class MessagesHandler(StreamedBodyHandler):
         if dedup_id is None:  # In the query, text is UTF-8 already; as a header, made so.
             dedup_id = utf8_header(self.request.headers.get("X-Dedup-Id"), "X-Dedup-Id")
         due = due_time(self.param("delay", "X-Delay"), self.param("at", "X-At"), now)
-        context = trace.parse(self.request.headers.get("traceparent"),
-                              self.request.headers.get("tracestate"))
+        context = trace_context.parse(self.request.headers.get("traceparent"),
+                                      self.request.headers.get("tracestate"))
         # Checked once, by the save actor as it decodes the add (its fields' checks).
         result: Added = await self.service.add(self.token, Add(
             queue=queue, body=body,
@@ -154,7 +155,7 @@ class MessagesHandler(StreamedBodyHandler):
         reply: dict[str, object] = {"id": message_id, "queue": queue}
         if result.get("due"):
             reply["due"] = result["due"]
-        accumulated = "no" if result.get("duplicate") else result.get("accumulated", "no")
+        accumulated = batches.accumulated_of(result)
         self.set_header("X-Accumulated", accumulated)
         if accumulated != "no":
             reply["accumulated"] = accumulated

@@ -3,7 +3,7 @@ default property rules."""
 
 import base64
 
-from mq.http import trace
+from mq import trace_context
 from mq.http.api import ApiHandler
 from mq.numbers import parse_number
 from mq.operations import (
@@ -71,7 +71,7 @@ class PeekHandler(ApiHandler):
         for message in result["messages"]:
             message["body"] = base64.b64encode(message["body"]).decode()
             # Of a protocol layer's metadata, only the trace context is shown, as a fetch does.
-            message.update(trace.of_message(message.pop("attributes", None)))
+            message.update(trace_context.of_message(message.pop("attributes", None)))
         self.write_json(200, {"queue": queue, "messages": result["messages"]})
 
 

@@ -6,8 +6,9 @@ import time
 
 import tornado.web
 
+from mq import trace_context
 from mq.errors import Invalid
-from mq.http import compound, trace
+from mq.http import batches, compound
 from mq.http.messages import StreamedBodyHandler, connection_closed
 from mq.numbers import parse_number
 from mq.schedule import due_time
@@ -35,16 +36,15 @@ class RoutedMessagesHandler(StreamedBodyHandler):
         if self.param("dedup_id", "X-Dedup-Id"):
             raise Invalid("dedup_id is not supported on a fan-out add")
         due = due_time(self.param("delay", "X-Delay"), self.param("at", "X-At"), time.time())
-        context = trace.parse(self.request.headers.get("traceparent"),
-                              self.request.headers.get("tracestate"))
+        context = trace_context.parse(self.request.headers.get("traceparent"),
+                                      self.request.headers.get("tracestate"))
         messages = await self.service.fan_out(self.token, pattern, body,
                                               self.request.headers.get("Content-Type"), due, context)
         self.log_fields["queues"] = len(messages)
         if context:
             self.log_fields["traceparent"] = context["tp"]
         self.write_json(201, {"messages": [
-            {"queue": m["queue"], "id": m["id"], **({"due": m["due"]} if m.get("due") else {})}
-            for m in messages]})
+            {"queue": m["queue"], **batches.added_record(m)} for m in messages]})
 
     async def get(self) -> None:
         """Pull-any: the oldest ready message of the matching queues, its queue in X-Queue;

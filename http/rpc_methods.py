@@ -18,8 +18,8 @@ import time
 import msgpack
 
 from mq import store as fmt
+from mq import trace_context
 from mq.errors import Invalid, Unauthorized
-from mq.http import trace
 from mq.http.service import QueueService
 from mq.operations import (
     Ack,
@@ -121,7 +121,7 @@ def traceparent_of(method: str, params: list, result) -> str | None:
     if isinstance(result, dict):
         return result.get("traceparent")
     if method == "push" and len(params) > 2 and isinstance(params[2], dict):
-        return trace.parse(params[2].get("traceparent")).get("tp")
+        return trace_context.parse(params[2].get("traceparent")).get("tp")
     return None
 
 
@@ -130,7 +130,7 @@ def message(result: Fetched, queue: str) -> dict:
     return {"queue": queue, "id": result["id"], "type": "normal",
             "content": decode_content(result["body"], result["content_type"]),
             "receipt": result["receipt"], "attempts": result["attempts"],
-            **trace.of_message(result.get("attributes"))}
+            **trace_context.of_message(result.get("attributes"))}
 
 
 def seconds(value, what: str = "timeout") -> float:
@@ -156,7 +156,7 @@ async def push(caller: Caller, params: list):
         raise Invalid("delay must be a finite number of seconds, 0 or more")
     queue = queue_name(name)
     token = caller.token()
-    context = trace.parse(options.get("traceparent"), options.get("tracestate"))
+    context = trace_context.parse(options.get("traceparent"), options.get("tracestate"))
     # Checked once, by the save actor as it decodes the add (its fields' checks).
     await caller.service.add(token, Add(queue=queue, body=body,
                                         content_type=options.get("content_type") or content_type,

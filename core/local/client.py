@@ -4,7 +4,7 @@ import math
 import time
 
 from mq import delivery as rules
-from mq import properties
+from mq import properties, trace_context
 from mq.client.message import Message
 from mq.errors import Invalid, NotFound
 from mq.local import consume, produce, receipts
@@ -84,13 +84,15 @@ class LocalClient:
     @translated
     def peek(self, queue: str, max: int = 10, after: str | None = None) -> list[Message]:
         """Up to `max` of the oldest ready messages (ids after `after`, none past the queue's
-        retention), none claimed."""
+        retention), their bodies within the daemon's byte cap of one answer (8 MiB together,
+        the first whatever its size: mq.delivery.joins_answer), none claimed."""
         if isinstance(max, bool) or not isinstance(max, int) or not 1 <= max <= MAX_PEEK:
             raise Invalid(f"max must be a whole number from 1 to {MAX_PEEK}")
         if after is not None:
             validate_id(after)
         self.must_exist(queue)
-        out = []
+        out: list[Message] = []
+        size = 0
         cutoff = rules.expiry_cutoff_ms(self.props.effective(queue)["retention"], time.time())
         for message_id, attempts in sorted(self.store.list_ready(queue)):
             if (after is not None and message_id <= after) or rules.expired(message_id, cutoff):
@@ -102,8 +104,12 @@ class LocalClient:
                 continue  # A get moves it to corrupt/.
             if read is not None:  # None: taken or removed since the listing.
                 message = read[0]
+                if not rules.joins_answer(size, len(out), len(message.body)):
+                    break  # The next page starts after the last id returned, as over HTTP.
+                size += len(message.body)
                 out.append(Message(queue, message_id, message.body, message.content_type, None,
-                                   attempts, message.created_ms))
+                                   attempts, message.created_ms,
+                                   **trace_context.of_message(message.attributes)))
                 if len(out) == max:
                     break
         return out
@@ -124,11 +130,13 @@ class LocalClient:
 
     @translated
     def put(self, queue: str, body: bytes | str, *, delay=None, at=None, dedup_id=None,
-            content_type=None, group=None) -> str:
+            content_type=None, group=None, traceparent: str | None = None,
+            tracestate: str | None = None) -> str:
         """Add a message durably and return its id (a str body is stored as UTF-8 text;
-        `group`: its message group, which a fifo queue hands out in order)."""
+        `group`: its message group, which a fifo queue hands out in order; `traceparent` and
+        `tracestate`: its W3C trace context, by default the current OpenTelemetry one)."""
         return produce.put(self.store, self.props, queue, body, delay, at, dedup_id,
-                           content_type, group)
+                           content_type, group, traceparent, tracestate)
 
     @translated
     def get(self, queue: str, *, wait: float = 0.0) -> Message | None:

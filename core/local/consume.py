@@ -9,7 +9,7 @@ import time
 from collections import deque
 
 from mq import delivery as rules
-from mq import properties
+from mq import properties, trace_context
 from mq.client.message import Message
 from mq.store import Changes, CorruptMessage, decode_message
 
@@ -86,7 +86,8 @@ class Taker:
                 self.store.quarantine(queue, message_id, delivery, changes)
                 continue
             return Message(queue, message_id, message.body, message.content_type,
-                           f"{message_id}.{delivery}", delivery, message.created_ms)
+                           f"{message_id}.{delivery}", delivery, message.created_ms,
+                           **trace_context.of_message(message.attributes))
         return None
 
     def next_candidate(self, queue: str) -> tuple[str, int, str] | None:

@@ -8,7 +8,9 @@ import os
 import socket
 import time
 
+from mq import trace_context
 from mq.adds import Add, check_add, with_properties
+from mq.client import tracing
 from mq.errors import MqError, Unavailable
 from mq.ids import new_id
 from mq.schedule import due_time
@@ -29,12 +31,13 @@ def writer_name() -> str:
 
 
 def put(store, props, queue, body, delay=None, at=None, dedup_id=None,
-        content_type=None, group=None) -> str:
+        content_type=None, group=None, traceparent=None, tracestate=None) -> str:
     """Add a message durably and return its id (the first one's id for a duplicate key)."""
     now = time.time()
     if isinstance(body, str):
         body, content_type = body.encode(), content_type or TEXT_CONTENT_TYPE
-    add = check_add(queue, body, content_type, due_time(delay, at, now), dedup_id, now, group)
+    add = check_add(queue, body, content_type, due_time(delay, at, now), dedup_id, now, group,
+                    trace_of(traceparent, tracestate) or None)
     effective = props.effective(add.queue)
     with_properties(add, effective, effective["max_body_bytes"], now)
     window = effective["dedup_window"]
@@ -61,12 +64,22 @@ def put(store, props, queue, body, delay=None, at=None, dedup_id=None,
             raise Unavailable("de-duplication key is contended; retry")
 
 
+def trace_of(traceparent: str | None, tracestate: str | None) -> dict:
+    """The `a` entries of an add's trace context, as the daemon's fronts store them: the one
+    given, else the caller's current OpenTelemetry context (as mq.client sends it); one that
+    does not parse is ignored, as the daemon ignores it (W3C Trace Context)."""
+    if traceparent is None:
+        current = tracing.injected({})
+        traceparent, tracestate = current.get("traceparent"), current.get("tracestate")
+    return trace_context.parse(traceparent, tracestate)
+
+
 def store_once(store, add: Add, window: float) -> str | None:
     """Write, key, deliver and flush one message; None when another add won its key."""
     created_ms = int(time.time() * 1000)
     message_id = new_id(created_ms)
     data = encode_message(add.body, add.content_type, created_ms, message_id, add.dedup_id,
-                          writer_name(), group=add.group)
+                          writer_name(), group=add.group, attributes=add.attributes)
     store.write_new(add.queue, message_id, data, add.due)
     changes = Changes()
     try:

@@ -6,9 +6,9 @@ import asyncio
 import time
 from collections.abc import Callable
 
+from mq import trace_context
 from mq.delivery import parse_receipt
 from mq.errors import Conflict, Invalid, MqError, NotFound
-from mq.http import trace
 from mq.http.messages import connection_closed
 from mq.http.sqs import batches
 from mq.http.sqs.attributes import MIN_TIMEOUT, is_fifo
@@ -61,7 +61,7 @@ def system_attributes(result: Fetched, names: list[str], caller: Caller, fifo: b
     if sent:
         values["AWSTraceHeader"] = sent["StringValue"]
     elif stored.get("tp"):  # Added with a W3C traceparent (mq's API): its X-Ray form.
-        values["AWSTraceHeader"] = trace.to_xray(stored["tp"])
+        values["AWSTraceHeader"] = trace_context.to_xray(stored["tp"])
     return {name: values[name] for name in wanted if name in values}
 
 
@@ -124,7 +124,7 @@ async def receive_message(service: SqsService, caller: Caller, params: dict) -> 
     fifo = is_fifo(queue, props)
     messages = [as_message(r, caller, system_names, attribute_names, fifo) for r in fetched]
     if len(fetched) == 1:
-        traceparent = trace.of_message(fetched[0].get("attributes")).get("traceparent")
+        traceparent = trace_context.of_message(fetched[0].get("attributes")).get("traceparent")
         if traceparent:
             caller.log_fields["traceparent"] = traceparent
     return {"Messages": messages} if messages else {}

@@ -7,8 +7,8 @@ import re
 import time
 from dataclasses import dataclass
 
+from mq import trace_context
 from mq.errors import MqError, NotFound
-from mq.http import trace
 from mq.http.sqs import batches
 from mq.http.sqs.attributes import is_fifo, max_message_size
 from mq.http.sqs.errors import SqsError, from_mq, invalid, missing, queue_missing
@@ -130,7 +130,7 @@ async def send_message(service: SqsService, caller: Caller, params: dict) -> dic
     queue = queue_from_url(params)
     props = (await service.queue(queue))["properties"]
     message = check_message(params, queue, props)
-    traceparent = trace.of_message({"s": message.system_attributes}).get("traceparent")
+    traceparent = trace_context.of_message({"s": message.system_attributes}).get("traceparent")
     if traceparent:
         caller.log_fields["traceparent"] = traceparent
     return await add(service, queue, message, is_fifo(queue, props))

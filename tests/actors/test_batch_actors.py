@@ -52,7 +52,9 @@ def test_a_batch_add_stores_every_message_in_order_with_one_flush_of_each_kind(t
     # A repeated key is the earlier message's id, marked, and nothing is stored for it.
     [again] = actors.save.handle([request("add_batch", queue="q", messages=[
         {"body": b"x", "dedup_id": "k"}, {"body": b"y"}])]).results
-    assert again["messages"][0] == {"id": second["messages"][0]["id"], "due": None, "duplicate": True}
+    assert again["messages"][0] == {"id": second["messages"][0]["id"], "due": None,
+                                    "accumulated": "no", "duplicate": True}
+    assert again["messages"][1]["accumulated"] == "no"
     assert len(visible(actors)) == 1003
 
 

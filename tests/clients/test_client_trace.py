@@ -1,7 +1,8 @@
 """OpenTelemetry through the Python client against the real daemon: an add carries the current
 trace context, every fetch (single, batch, peek) gives it back, and Consumer and AsyncConsumer
 run each handler in a CONSUMER span of the producer's trace, recorded by the SDK's in-memory
-exporter; without OpenTelemetry the client works as before."""
+exporter; without OpenTelemetry the client works as before. mq.local's put carries the
+current trace context too."""
 
 import asyncio
 import os
@@ -24,6 +25,8 @@ from repo_support import REPO
 from mq.client import AsyncClient, AsyncConsumer, Client, Consumer, Producer
 
 EXPORTER = InMemorySpanExporter()
+#: A trace context given to an add outright.
+GIVEN = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 README = REPO / "README.md"
 
 
@@ -144,6 +147,25 @@ def test_a_failing_handler_s_span_records_the_error_and_a_message_without_trace_
     assert span.status.status_code is StatusCode.ERROR
     assert any(e.name == "exception" and "cannot ship" in e.attributes["exception.message"]
                for e in span.events)
+
+
+def test_mq_local_carries_the_current_trace_as_the_http_client_does(tmp_path, spans):
+    from mq.local import LocalClient
+    tracer = trace.get_tracer("test")
+    with LocalClient(tmp_path / "root") as local:
+        with tracer.start_as_current_span("checkout") as producer:
+            local.put("orders", b"traced")
+            # One given outright wins over the current span's.
+            local.put("orders", b"given", traceparent=GIVEN)
+        local.put("orders", b"untraced")  # No span is current: nothing to carry.
+        peeked = local.peek("orders")
+        traced, given, untraced = (local.get("orders") for _ in range(3))
+    assert [m.traceparent for m in peeked] == [traced.traceparent, GIVEN, None]
+    assert traced.traceparent.split("-")[1] == hex_trace(producer)
+    parent = trace.get_current_span(traced.trace_context()).get_span_context()
+    assert (parent.trace_id, parent.span_id) == (producer.get_span_context().trace_id,
+                                                 producer.get_span_context().span_id)
+    assert given.traceparent == GIVEN and untraced.traceparent is None
 
 
 def test_a_batch_add_carries_the_trace_to_every_message_of_peek_and_batch_fetch(

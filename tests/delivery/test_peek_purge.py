@@ -49,10 +49,20 @@ def test_purge_removes_ready_delayed_and_in_flight_and_keeps_the_queues_settings
 MIB = 1024 * 1024
 
 
+def local_pages(client, queue: str) -> list[list[int]]:
+    """The body sizes of each page of a queue as mq.local's peek pages it."""
+    pages, after = [], None
+    while page := client.peek(queue, max=10, after=after):
+        pages.append([len(m.body) for m in page])
+        after = page[-1].id
+    return pages
+
+
 def test_peek_and_batch_fetch_stop_at_the_answer_byte_cap_but_always_hold_one(start_mq):
-    from mq.actors.fetch_batch import MAX_ANSWER_BYTES
     from mq.client import Client
     from mq.ctl.scan import ready_after
+    from mq.delivery import MAX_ANSWER_BYTES
+    from mq.local import LocalClient
 
     assert MAX_ANSWER_BYTES == 8 * MIB  # The documented cap.
     mq = start_mq(workers=1, timeout=60)
@@ -74,3 +84,8 @@ def test_peek_and_batch_fetch_stop_at_the_answer_byte_cap_but_always_hold_one(st
             # What was not handed out is still ready, unclaimed.
             assert client.stat("capped-fetch")["ready"] == len(sizes) - sum(map(len, batches))
         assert batches == [[3 * MIB, 3 * MIB], [3 * MIB], [10 * MIB], [1000]]
+    # mq.local on the same root cuts its pages where the daemon does, and mqctl's scan of it
+    # goes on past them too.
+    with LocalClient(mq.root) as local:
+        assert local_pages(local, "capped") == pages
+        assert [m.id for m in ready_after(local, "capped")] == ids["capped"]

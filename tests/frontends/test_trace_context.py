@@ -1,7 +1,8 @@
 """W3C trace context kept with a message: a traceparent (and tracestate) sent with an add comes
 back with every fetch of it (single, batch as multipart and JSON, MessagePack-RPC, the SQS
 API's AWSTraceHeader, in both directions), and is in the access log lines of the add and the
-fetch; an invalid one is ignored, as W3C Trace Context has receivers do."""
+fetch; an invalid one is ignored, as W3C Trace Context has receivers do. mq.local, on the
+daemon's root, stores it in the same form and reads the fronts' back."""
 
 import itertools
 import json
@@ -10,6 +11,8 @@ import socket
 import msgpack
 import pytest
 
+from mq.local import LocalClient
+from mq.store.message import decode_header
 from support import Daemon, free_port, poll_for
 
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
@@ -107,6 +110,47 @@ def test_batch_adds_and_fetches_carry_each_message_s_trace(traced_mq):
     assert got.status == 200
     part = got.body.split(b"in a part")[0].rsplit(b"--", 1)[1]
     assert f"traceparent: {TRACEPARENT}\r\ntracestate: {TRACESTATE}\r\n".encode() in part
+
+
+def stored_trace(daemon, queue: str, message_id: str) -> dict | None:
+    """The `a` map of a ready message's file: where every front keeps its trace context."""
+    path = daemon.root / "queues" / queue / message_id
+    return decode_header(queue, message_id, path.read_bytes())[0].get("a")
+
+
+def fetched_when_seen(daemon, queue: str):
+    """Fetch over HTTP once the daemon has seen mq.local's adds (notice files, within 0.5 s)."""
+    return poll_for(lambda: [r for r in [daemon.fetch(queue)] if r.status == 200], 5,
+                    what="mq.local's message to be served")[0]
+
+
+def test_mq_local_stores_the_trace_as_the_fronts_do_and_reads_theirs(traced_mq):
+    queue = next(names)
+    from_http = traced_add(traced_mq, queue, b"from http")
+    with LocalClient(traced_mq.root) as local:
+        from_local = local.put(queue, b"from local", traceparent=TRACEPARENT, tracestate=TRACESTATE)
+        untraced = local.put(queue, b"untraced")
+        ignored = local.put(queue, b"ignored", traceparent="garbage", tracestate=TRACESTATE)
+        # One stored form, whichever way the message came in.
+        assert stored_trace(traced_mq, queue, from_local) == {"tp": TRACEPARENT, "ts": TRACESTATE}
+        assert stored_trace(traced_mq, queue, from_http) == stored_trace(traced_mq, queue, from_local)
+        assert stored_trace(traced_mq, queue, untraced) is None
+        assert stored_trace(traced_mq, queue, ignored) is None, "an invalid one is ignored"
+        # mq.local gives a front's trace back as the HTTP client's Message does.
+        [peeked] = local.peek(queue, max=1)
+        assert (peeked.id, peeked.traceparent, peeked.tracestate) == (from_http, TRACEPARENT, TRACESTATE)
+        got = local.get(queue)
+        assert (got.id, got.traceparent, got.tracestate) == (from_http, TRACEPARENT, TRACESTATE)
+        local.ack(got)
+    # The daemon serves mq.local's trace, and logs it, as it does one added over HTTP.
+    first = fetched_when_seen(traced_mq, queue)
+    assert first.header("X-Message-Id") == from_local
+    assert (first.header("traceparent"), first.header("tracestate")) == (TRACEPARENT, TRACESTATE)
+    for message_id in (untraced, ignored):
+        later = traced_mq.fetch(queue)
+        assert later.header("X-Message-Id") == message_id and later.header("traceparent") is None
+    poll_for(lambda: logged(traced_mq, "http.request", method="GET", id=from_local,
+                            traceparent=TRACEPARENT), 5, what="the fetch's access log line")
 
 
 def rpc_call(sock, unpacker, msgid: int, method: str, *params):

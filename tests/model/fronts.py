@@ -196,7 +196,8 @@ class RestBatch(RestSingle):
         records = resp.json()["messages"]
         assert len(records) == len(items)
         assert (resp.status == 200) == all(r.get("duplicate") for r in records), resp.body
-        return [Added(r["id"], bool(r.get("duplicate")), r.get("accumulated"), r.get("due"))
+        # A record leaves out `accumulated` when it is "no", as a single add's JSON body does.
+        return [Added(r["id"], bool(r.get("duplicate")), r.get("accumulated", "no"), r.get("due"))
                 for r in records]
 
     def add(self, queue: str, body: str, delay: float = 0.0, dedup: str | None = None) -> Added:

@@ -7,6 +7,7 @@ it again. Windows are 1 s (3 s for the kill); every wait polls a fetch, a
 long poll or the root, never a fixed sleep.
 """
 
+import json
 import os
 import re
 import subprocess
@@ -93,6 +94,49 @@ def test_ordinary_queues_say_no_and_serve_normal_messages(shared_mq):
     got = fetch(shared_mq, "acc-plain")
     assert got.body == b"just one" and got.header("X-Message-Kind") == "normal"
     assert got.header("Content-Type") == "text/plain"
+
+
+def add_batch(mq, queue: str, lines: list[dict]) -> list[dict]:
+    """A JSON lines batch add; assert it stored (201) and return its records."""
+    body = "\n".join(json.dumps(line) for line in lines).encode()
+    resp = add(mq, queue, body, {"Content-Type": "application/x-ndjson"})
+    assert resp.status == 201, (resp.status, resp.body)
+    return resp.json()["messages"]
+
+
+def test_a_batch_add_says_accumulated_per_record_as_a_single_add_does(shared_mq):
+    accumulating(shared_mq, "acc-batch", 1)
+    at_window_start(1)
+    first, second, again = add_batch(shared_mq, "acc-batch", [
+        {"body": "a", "dedup_id": "k"}, {"body": "b"}, {"body": "c", "dedup_id": "k"}])
+    assert first["accumulated"] == "new", first
+    assert second["accumulated"] == ("yes" if second["due"] == first["due"] else "new"), second
+    # A duplicate stored nothing: "no", so left out, as a single add's body leaves it out.
+    assert again["id"] == first["id"] and again["duplicate"] and "accumulated" not in again, again
+    [later, third] = add_batch(shared_mq, "acc-batch", [{"body": "d", "dedup_id": "k"},
+                                                        {"body": "e"}])
+    assert later["id"] == first["id"] and "accumulated" not in later, later
+    assert third["accumulated"] in ("new", "yes") and third["due"] >= first["due"], third
+    single = add(shared_mq, "acc-batch", b"f", dedup_id="k")
+    assert single.status == 200 and single.header("X-Accumulated") == "no"
+    assert "accumulated" not in single.json()
+    plain = add_batch(shared_mq, "acc-batch-plain", [{"body": "g"}, {"body": "h", "delay": 60}])
+    assert all("accumulated" not in record for record in plain), plain
+
+
+def test_a_fan_out_says_accumulated_per_copy_as_a_single_add_does(shared_mq):
+    for queue in ("acc-fan-parts", "acc-fan-plain"):
+        assert shared_mq.request("PUT", f"/{queue}").status in (200, 201)
+    accumulating(shared_mq, "acc-fan-parts", 1)
+    at_window_start(1)
+    resp = shared_mq.request("POST", "/_mq/messages?qre=acc-fan-.*", b"to both")
+    assert resp.status == 201, resp.body
+    copies = {m["queue"]: m for m in resp.json()["messages"]}
+    assert copies["acc-fan-parts"]["accumulated"] == "new", copies
+    assert "accumulated" not in copies["acc-fan-plain"], copies
+    resp, _ = fetch_when_ready(shared_mq, "acc-fan-parts", timeout=10)
+    assert resp.header("X-Message-Kind") == "compound" and parts_of(resp) == [
+        ("application/octet-stream", b"to both")]
 
 
 def test_a_compound_as_msgpack_on_request_and_bad_requests_claim_nothing(shared_mq):

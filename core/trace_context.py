@@ -1,7 +1,8 @@
 """W3C trace context (`traceparent`, `tracestate`) kept with a message: read from an add,
 stored in the message header's `a` map (keys `tp`, `ts`: docs/FORMAT.md), given back with every
 fetch, and translated to and from the SQS API's `AWSTraceHeader` (AWS X-Ray's form), so a trace
-crosses the queue whichever API each side uses."""
+crosses the queue whichever API each side uses. The daemon's fronts and mq.local, which writes
+and reads the root itself, store and read it by these same functions."""
 
 import re
 
