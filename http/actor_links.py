@@ -42,7 +42,10 @@ class ActorLink:
         sock.reconnect_ivl_max = 500
         sock.sndhwm = sock.rcvhwm = 100_000
         self.connected = False
-        self.monitor = sock.get_monitor_socket(zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED)
+        # Connected once the handshake is done: with IMMEDIATE, a send between the connection
+        # (EVENT_CONNECTED) and the end of the handshake is refused, and its caller got 503.
+        self.monitor = sock.get_monitor_socket(
+            zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED)
         sock.connect(endpoint)
         # Requests and replies go through the plain socket under the asyncio one, read when
         # the loop sees its descriptor: pyzmq's futures for each send and receive were 5-6 %
@@ -161,7 +164,7 @@ class ActorLink:
             # parse_, not recv_monitor_message: that one takes a socket, and raised here on the
             # first event, silently ending this task (a dead actor's requests waited the timeout).
             event = parse_monitor_message(await self.monitor.recv_multipart())
-            if event["event"] == zmq.EVENT_CONNECTED:
+            if event["event"] == zmq.EVENT_HANDSHAKE_SUCCEEDED:
                 self.connected = True
             elif event["event"] == zmq.EVENT_DISCONNECTED:
                 self.connected = False
