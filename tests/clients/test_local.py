@@ -159,7 +159,7 @@ def test_ten_thousand_messages_through_local_and_daemon_producers_and_consumers(
 
 def test_a_strict_fifo_consumer_receives_in_creation_order(tmp_path):
     root, queue = tmp_path / "root", "fifo"
-    LocalClient(root).create_queue(queue)
+    LocalClient(root, create_root=True).create_queue(queue)
     finished([worker("produce_local", root, queue, first, 2, 300) for first in (0, 1)], 30)
     consumer = LocalClient(root, strict_fifo=True)
     other = LocalClient(root, strict_fifo=True)
@@ -192,7 +192,7 @@ def test_a_message_claimed_by_a_killed_local_consumer_comes_back_after_its_timer
         beside, start_mq, tmp_path):
     daemon = start_mq(workers=2, timeout=60, args=("--peers=1",)) if beside == "daemon" else None
     root, queue = tmp_path / "root", "jobs"
-    client = LocalClient(root)
+    client = LocalClient(root, create_root=True)
     client.set_properties(queue, timeout=1.5)
     message_id = client.put(queue, b"work")
     hanging = worker("claim_and_hang", root, queue)
@@ -234,7 +234,7 @@ def test_notices_tell_a_daemons_mover_of_local_claims_and_delays(start_mq, tmp_p
 
 @pytest.mark.parametrize("sync", ["fs", "file"])
 def test_receipts_stale_and_missing_answers(sync, tmp_path):
-    client, queue = LocalClient(tmp_path / "root", sync=sync, timeout=30), "answers"
+    client, queue = LocalClient(tmp_path / "root", sync=sync, timeout=30, create_root=True), "answers"
     message_id = client.put(queue, "text body")
     first = client.get(queue)
     assert (first.id, first.body, first.content_type, first.attempts) == \
@@ -265,7 +265,7 @@ def test_receipts_stale_and_missing_answers(sync, tmp_path):
 
 
 def test_delays_dedup_revoke_dead_letters_peek_and_purge(tmp_path):
-    client, queue = LocalClient(tmp_path / "root"), "features"
+    client, queue = LocalClient(tmp_path / "root", create_root=True), "features"
     assert client.create_queue(queue) and not client.create_queue(queue)
     hidden = client.put(queue, b"in an hour", delay=3600)
     assert client.get(queue) is None

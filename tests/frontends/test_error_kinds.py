@@ -348,8 +348,8 @@ def boto_client(url: str):
 
 @contextlib.contextmanager
 def provoke_local(kind: str, root: Path, queue: str):
-    """(LocalClient -> anything that raises the kind, mqctl's arguments) on a root."""
-    client = LocalClient(str(root))
+    """(LocalClient -> anything that raises the kind, mqctl's arguments) on a root it makes."""
+    client = LocalClient(str(root), create_root=True)
     try:
         if kind == "not_found":
             yield (lambda c: c.stat(queue)), ["stat", queue]
