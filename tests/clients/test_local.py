@@ -11,10 +11,10 @@ import time
 
 import pytest
 
-from support import body_is_whole, checked_body, poll_for
+from support import body_is_whole, checked_body, create_root, poll_for
 from repo_support import REPO, script_env
 
-from mq.client.errors import ConflictError, InvalidError, NotFoundError, TooLargeError
+from mq.client.errors import ConflictError, InvalidError, NotFoundError, TooLargeError, UnavailableError
 from mq.local import LocalClient
 
 README = REPO / "README.md"
@@ -292,6 +292,50 @@ def test_delays_dedup_revoke_dead_letters_peek_and_purge(tmp_path):
     assert client.get(queue) is None and client.properties(queue)["retry"] == 0
     client.delete_queue(queue)
     assert not client.queue_exists(queue)
+
+
+# -- opening a root -------------------------------------------------------------------------
+
+def test_a_folder_without_format_is_refused_and_nothing_is_written_into_it(tmp_path):
+    # The empty mount point of a shared file system not mounted: a root made there would be a
+    # second one, its messages lost to the daemons of the real root.
+    mount, missing = tmp_path / "mnt", tmp_path / "missing"
+    mount.mkdir()
+    for path in (mount, missing):
+        with pytest.raises(UnavailableError) as raised:
+            LocalClient(path)
+        assert raised.value.status == 503 and raised.value.kind == "unavailable"
+        assert f"{path} is not an mq root (no FORMAT file)" in raised.value.message
+        assert "mq --create-root" in raised.value.message and "create_root=True" in raised.value.message
+    assert os.listdir(mount) == [] and not missing.exists()
+
+
+def test_create_root_makes_a_root_in_a_missing_or_empty_folder_only(tmp_path):
+    empty, missing, home = tmp_path / "empty", tmp_path / "missing" / "root", tmp_path / "home"
+    empty.mkdir()
+    for root in (empty, missing):
+        LocalClient(root, create_root=True).put("q", b"first")
+        assert (root / "FORMAT").read_text() == "mq-format 1\n"
+        # A root now: opened as it is, with or without the opt-in.
+        LocalClient(root, create_root=True).put("q", b"second")
+        assert [m.body for m in LocalClient(root).peek("q")] == [b"first", b"second"]
+    home.mkdir()
+    (home / "notes.txt").write_text("mine")
+    with pytest.raises(InvalidError, match="neither empty nor an mq root"):
+        LocalClient(home, create_root=True)
+    assert os.listdir(home) == ["notes.txt"]
+
+
+def test_a_root_made_by_the_daemon_s_command_opens_and_root_id_checks_it(tmp_path):
+    root = tmp_path / "root"
+    made = create_root(root)
+    assert made.returncode == 0, made.stderr
+    root_id = made.stdout.strip()
+    LocalClient(root, root_id=root_id).put("q", b"x")
+    other = "00000000-0000-7000-8000-000000000000"
+    with pytest.raises(UnavailableError, match=f"another root \\(ID {root_id}, not {other}"):
+        LocalClient(root, root_id=other)
+    assert LocalClient(root).stat("q")["ready"] == 1
 
 
 # -- the README's examples ------------------------------------------------------------------
