@@ -17,8 +17,6 @@ DEFAULT_VISIBILITY_TIMEOUT = 300.0
 #: The streaming consumer name when none is given (names the manifest folder).
 DEFAULT_CONSUMER = "spark"
 STATES = ("ready", "delayed", "in_flight")
-#: How a user of the pipeline makes a root, in the error for a root option that names none.
-CREATE_HINT = "mq --create-root"
 
 
 def _flag(options, name: str, default: bool) -> bool:
@@ -97,7 +95,7 @@ class SourceOptions:
         has not mounted: a root or a stage folder made there would hold messages no daemon
         sees). One stat, so each task checks again on its own node."""
         store = fmt.Store(self.root, self.sync)
-        store.require_format(CREATE_HINT)
+        store.require_format()
         return store
 
     def require_queues(self) -> None:
