@@ -5,6 +5,7 @@ import sys
 
 from mq.errors import MqError
 from mq.pipeline import session
+from mq.store import Root
 
 
 def common(parser: argparse.ArgumentParser) -> None:
@@ -82,6 +83,9 @@ def rate(count: int, seconds: float) -> str:
 
 def run(args, spark=None) -> dict:
     """Run the chosen job (on a new SparkSession unless one is given); print what it read and wrote."""
+    if args.job in ("export", "load"):
+        # Before Spark starts: the root must exist, a job never makes one (mq --create-root).
+        Root(args.root).require_format()
     own = spark is None
     if own:
         spark = session.build(f"mq-pipeline {args.job}", args.master, ui=args.ui, conf=spark_conf(args.conf))

@@ -46,6 +46,7 @@ class SourceOptions:
     visibility_timeout: float
     consumer: str
     notify: bool
+    root_id: str = ""
 
     @classmethod
     def parse(cls, options) -> "SourceOptions":
@@ -85,7 +86,17 @@ class SourceOptions:
                                        float, 1),
             consumer=consumer,
             notify=_flag(options, "notify", True),
+            root_id=options.get("rootId", ""),
         )
+
+    def open_store(self) -> fmt.Store:
+        """A Store of the root, which must exist: a job never makes a root (RootMissing where
+        FORMAT is missing, as on the empty mount point of a shared file system that a node
+        has not mounted: a root or a stage folder made there would hold messages no daemon
+        sees). One stat, so each task checks again on its own node."""
+        store = fmt.Store(self.root, self.sync)
+        store.require_format()
+        return store
 
     def require_queues(self) -> None:
         """Reads need queue or queues."""

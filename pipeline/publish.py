@@ -38,7 +38,7 @@ class Publisher:
     def commit(self, messages: list) -> dict:
         """Mark the job as committing, publish its files, flush, tell the daemons; return a report."""
         started = time.time()
-        store = fmt.Store(self.options.root, self.options.sync)
+        store = self.options.open_store()
         tasks = [m.task for m in messages if m is not None]
         folder = store.make_stage_folder(self.job)  # A job with no rows still commits.
         check_staged(store, self.job, tasks)
@@ -56,6 +56,7 @@ class Publisher:
 
     def abort(self) -> None:
         """Remove every file the job staged; none was ever visible."""
+        # Not open_store: removing makes nothing, and a root gone must not hide the job's failure.
         store = fmt.Store(self.options.root, self.options.sync)
         store.remove_stage(store.stage_folder(self.job))
 

@@ -94,7 +94,7 @@ class SnapshotReader(DataSourceReader):
 
     def partitions(self):
         """One Shard per requested partition, over the queues that exist now."""
-        store = fmt.Store(self.options.root)
+        store = self.options.open_store()
         queues = self.options.matching_queues(store)
         count = self.options.partitions
         return [Shard(i, count, queues) for i in range(count)]
@@ -102,7 +102,7 @@ class SnapshotReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Yield the shard's messages as Arrow batches."""
         assert isinstance(partition, Shard), "partitions() plans Shards only"
-        store = fmt.Store(self.options.root)
+        store = self.options.open_store()
         states = set(self.options.states)
         entries = (e for e in list_entries(store, partition.queues, (partition.index, partition.count))
                    if e.state in states)

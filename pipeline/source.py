@@ -1,10 +1,7 @@
 """The Spark data source "mq": batch and streaming reads and writes of an mq root."""
 
-import os
-
 from pyspark.sql.datasource import DataSource
 
-from mq import store as fmt
 from mq.errors import Invalid
 from mq.pipeline.options import SourceOptions
 from mq.pipeline.reader import SCHEMA, SnapshotReader
@@ -24,17 +21,12 @@ class MqDataSource(DataSource):
         """The columns every read returns."""
         return SCHEMA
 
-    def parsed(self, create: bool = False) -> SourceOptions:
-        """The checked options; the root must be an mq root of this format version.
-
-        create: make the root (folders, FORMAT) when it does not exist yet, as the daemon does.
-        """
+    def parsed(self) -> SourceOptions:
+        """The checked options; the root must exist, be an mq root of this format version and,
+        with option rootId, have that ID. Checked on the driver, before any task runs: reads
+        and writes alike never make a root (mq --create-root does)."""
         options = SourceOptions.parse(self.options)
-        store = fmt.Store(options.root)
-        if create or os.path.exists(store.format_path()):
-            store.init()  # Refuses a root of another format version.
-        else:
-            raise Invalid(f"{store.root} is not an mq root (it has no FORMAT file)")
+        options.open_store().init(make=False, expect_id=options.root_id)
         return options
 
     def reader(self, schema) -> SnapshotReader:
@@ -49,10 +41,10 @@ class MqDataSource(DataSource):
         """An appending write; overwrite would mean deleting queues, so it is refused."""
         if overwrite:
             raise Invalid("mq only appends messages: use mode('append'), not overwrite")
-        return BatchWriter(self.parsed(create=True), schema)
+        return BatchWriter(self.parsed(), schema)
 
     def streamWriter(self, schema, overwrite: bool) -> StreamWriter:
         """Each micro-batch is published whole, as a batch write."""
         if overwrite:
             raise Invalid("mq only appends messages: use outputMode('append')")
-        return StreamWriter(self.parsed(create=True), schema)
+        return StreamWriter(self.parsed(), schema)

@@ -62,7 +62,7 @@ class Stager:
     def __init__(self, options: SourceOptions, job: str):
         self.options = options
         self.job = job
-        self.store = fmt.Store(options.root, options.sync)
+        self.store = options.open_store()
         self.task = new_id()
         self.folder = self.store.make_stage_folder(job, self.task)
         self.props = properties.PropertyFiles(self.store)

@@ -42,7 +42,7 @@ class ClaimingStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def store(self) -> fmt.Store:
         """A Store for this call (never kept on self: the reader is pickled to executors)."""
-        return fmt.Store(self.options.root, self.options.sync)
+        return self.options.open_store()
 
     def initialOffset(self) -> dict:
         """Before the first batch of a new checkpoint: just before any manifest left over."""

@@ -151,9 +151,7 @@ def create_root(options) -> int:
     """mq --create-root: make the root (or check the one there), print its ID; exit 0.
 
     Never lays a root out where a typo points: the folder must be missing, empty or a root."""
-    root = Root(options.root)
-    if os.path.isdir(root.root) and os.listdir(root.root) and not os.path.exists(root.format_path()):
-        raise Invalid(f"{root.root} is neither empty nor an mq root (no FORMAT file)")
+    Root(options.root).require_creatable()
     root_id = Store(options.root, options.sync, options.auto_create).init(expect_id=options.root_id)
     print(root_id)
     return 0

@@ -16,7 +16,7 @@ exit status:
   1  nothing: get or peek found no message
   2  usage or invalid input (an option, a queue name, a record, a body or a URL over the limit)
   3  not found: no such queue, message or root folder
-  4  unavailable: the daemon or the root could not take the request, after retries
+  4  unavailable: the daemon or the root could not take the request (after retries), or no FORMAT in --root
   5  any other error the daemon or the root reported (a stale receipt, a storage failure)
   6  refused: no token, an unknown token, or one without the scope or the queue (401, 403)
 """

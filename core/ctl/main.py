@@ -7,7 +7,17 @@ import sys
 
 from mq.client import Client
 from mq.ctl import messages
-from mq.ctl.errors import EPILOG, INTERRUPTED, NOT_FOUND, READER_GONE, USAGE, CtlError, describe, status_of
+from mq.ctl.errors import (
+    EPILOG,
+    INTERRUPTED,
+    NOT_FOUND,
+    READER_GONE,
+    UNAVAILABLE,
+    USAGE,
+    CtlError,
+    describe,
+    status_of,
+)
 from mq.ctl.export import export
 from mq.ctl.load import load
 from mq.ctl.status import status
@@ -17,10 +27,14 @@ from mq.local import LocalClient
 from mq.numbers import parse_number
 from mq.schedule import parse_time
 from mq.store import Root
+from mq.store.root import RootMissing
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 #: Where-to-work options left out: they may come before or after the command (see target()).
-DEFAULTS = {"url": None, "root": None, "timeout": 30.0, "retries": 5, "token": None, "ca": None}
+DEFAULTS = {"url": None, "root": None, "create_root": False, "root_id": None, "timeout": 30.0,
+            "retries": 5, "token": None, "ca": None}
+#: How a user of mqctl makes a root, in the error for a --root folder that is none.
+CREATE_HINT = "mq --create-root, or mqctl --root DIR --create-root"
 
 
 class Parser(argparse.ArgumentParser):
@@ -74,7 +88,12 @@ def target() -> CommandParser:
     group.add_argument("--url", default=argparse.SUPPRESS,
                        help=f"the daemon (default $MQ_URL, else {DEFAULT_URL})")
     group.add_argument("--root", default=argparse.SUPPRESS,
-                       help="work straight on this root folder instead, with no daemon")
+                       help="work straight on this existing root folder instead, with no daemon")
+    group.add_argument("--create-root", action="store_true", default=argparse.SUPPRESS,
+                       help="--root: make the root first when the folder is missing or empty "
+                            "(only where no daemon shares it: see README.md, mqctl)")
+    group.add_argument("--root-id", default=argparse.SUPPRESS,
+                       help="--root: refuse a root whose ID is another (mq --create-root prints it)")
     group.add_argument("--timeout", type=number(), default=argparse.SUPPRESS,
                        help=f"--url: seconds to wait for an answer (default {DEFAULTS['timeout']:g})")
     group.add_argument("--retries", type=number(int), default=argparse.SUPPRESS,
@@ -184,12 +203,18 @@ def open_client(args):
                           token=args.token, ca=args.ca)
         except ValueError as err:  # A URL that is not http(s)://, a timeout of 0, a bad CA.
             raise CtlError(str(err)) from None
-    # Never lay a root out where a typo points: the folder must exist and be empty or a root.
+    if args.create_root:
+        return LocalClient(args.root, create_root=True, root_id=args.root_id or "")
+    # A root is only opened: a folder without FORMAT may be the empty mount point of the
+    # shared file system, and a root made there would be a second one (exit 4, unavailable).
     if not os.path.isdir(args.root):
         raise CtlError(f"root {args.root}: no such folder", NOT_FOUND)
-    if os.listdir(args.root) and not os.path.isfile(Root(args.root).format_path()):
-        raise CtlError(f"root {args.root}: not an mq root (no FORMAT file) and not empty")
-    return LocalClient(args.root)
+    root = Root(args.root)
+    try:
+        root.require_format(CREATE_HINT)
+    except RootMissing as err:
+        raise CtlError(err.message, UNAVAILABLE) from None
+    return LocalClient(root.root, root_id=args.root_id or "")
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -198,6 +223,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if hasattr(args, "url") and hasattr(args, "root"):
         parser.error("give --url or --root, not both")
+    if not hasattr(args, "root") and (hasattr(args, "create_root") or hasattr(args, "root_id")):
+        parser.error("--create-root and --root-id go with --root")
     for name, value in DEFAULTS.items():
         if not hasattr(args, name):
             setattr(args, name, value)

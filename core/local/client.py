@@ -9,13 +9,15 @@ from mq.client.message import Message
 from mq.errors import Invalid, NotFound
 from mq.local import consume, produce, receipts
 from mq.local.errors import translated
-from mq.store import CorruptMessage, Store, validate_id, validate_queue
+from mq.store import CorruptMessage, Root, Store, validate_id, validate_queue
 from mq.store.listing import Entry, read_entry
 
 #: Seconds between looks at an empty queue while get(wait=...) waits.
 POLL_SECONDS = 0.02
 #: Most messages one peek returns, as over HTTP.
 MAX_PEEK = 1000
+#: How a user of LocalClient makes a root, in the error for a folder that is none.
+CREATE_HINT = "mq --create-root, or LocalClient(root, create_root=True) alone on it"
 
 
 class LocalClient:
@@ -26,16 +28,27 @@ class LocalClient:
     on network and FUSE file systems, else fs), as mq --sync.
     timeout: seconds a message stays hidden after get, for queues without a timeout property.
     strict_fifo: every get takes the oldest ready message of a fresh listing (Taker).
+    create_root: make the root when the folder is missing or empty, for a process alone on
+    its root; by default only an existing root is opened, and a folder without FORMAT (a
+    shared file system's empty mount point, perhaps) is refused with UnavailableError, as a
+    daemon with --peers waits for its root rather than make a second one.
+    root_id: refuse (UnavailableError) a root whose ID is another (mq --create-root prints it).
     """
 
     @translated
     def __init__(self, root, *, sync: str = "auto", timeout: float = 30.0,
-                 strict_fifo: bool = False):
+                 strict_fifo: bool = False, create_root: bool = False, root_id: str = ""):
         if sync not in ("auto", "fs", "file"):
             raise Invalid(f"sync must be 'auto', 'fs' or 'file', not {sync!r}")
         system = properties.validate({"timeout": timeout})
+        # Checked before the Store even reads the file system's type: nothing is written
+        # into a folder that is not a root unless asked to make one.
+        if create_root:
+            Root(str(root)).require_creatable()
+        else:
+            Root(str(root)).require_format(CREATE_HINT)
         self.store = Store(str(root), sync=sync)
-        self.store.init()
+        self.store.init(make=create_root, expect_id=root_id)
         self.props = properties.PropertyFiles(self.store, system)
         self.taker = consume.Taker(self.store, self.props, strict_fifo)
 

@@ -213,14 +213,21 @@ class Root:
                 raise Invalid(f"{self.format_path()}: unsupported format {' '.join(found)!r}") from None
         return root_id
 
-    def require_format(self) -> None:
-        """Raise RootMissing when the path has no FORMAT (an OSError when it cannot tell)."""
+    def require_format(self, create: str = "mq --create-root") -> None:
+        """Raise RootMissing when the path has no FORMAT (an OSError when it cannot tell);
+        create: how the caller's user makes a root, for the message."""
         try:
             os.stat(self.format_path())
         except (FileNotFoundError, NotADirectoryError):
             raise RootMissing(f"{self.root} is not an mq root (no FORMAT file): the shared file "
-                              "system is not mounted there, or the root was never created (mq "
-                              "--create-root)") from None
+                              "system is not mounted there, or the root was never created "
+                              f"({create})") from None
+
+    def require_creatable(self) -> None:
+        """Raise Invalid unless a root may be made here: the folder missing, empty or a root
+        already (a root is never laid out where a typo points)."""
+        if os.path.isdir(self.root) and os.listdir(self.root) and not os.path.exists(self.format_path()):
+            raise Invalid(f"{self.root} is neither empty nor an mq root (no FORMAT file)")
 
     def publish_id(self, disk: Disk) -> str:
         """The root's id, from its ID file, made (durably) when missing."""

@@ -25,6 +25,8 @@ import pytest
 from support import Daemon, free_port
 from repo_support import REPO
 
+from mq.store import Store
+
 MQCTL = [sys.executable, "-m", "mq.ctl.main"]
 README = REPO / "README.md"
 #: Bodies that JSON text alone could not carry: empty, a newline, U+2028, NUL, bytes that are
@@ -101,7 +103,7 @@ def ctl(request, tmp_path) -> Ctl:
         daemon = request.getfixturevalue("daemon")
         return Ctl(["--url", f"http://127.0.0.1:{daemon.port}"], daemon)
     root = tmp_path / "local-root"
-    root.mkdir()
+    Store(str(root)).init()
     return Ctl(["--root", str(root)])
 
 
@@ -336,10 +338,51 @@ def test_unreachable_daemon_is_unavailable():
 
 def test_a_root_must_exist_and_be_a_root(tmp_path):
     assert "no such folder" in Ctl(["--root", str(tmp_path / "missing")]).fails(3, "stat", "q")
+    assert not (tmp_path / "missing").exists()
     (tmp_path / "home").mkdir()
     (tmp_path / "home" / "notes.txt").write_text("mine")
-    assert "not an mq root" in Ctl(["--root", str(tmp_path / "home")]).fails(2, "stat", "q")
+    assert "not an mq root" in Ctl(["--root", str(tmp_path / "home")]).fails(4, "stat", "q")
     assert os.listdir(tmp_path / "home") == ["notes.txt"]
+
+
+def test_an_empty_folder_is_refused_as_unavailable_and_left_empty(tmp_path):
+    # The empty mount point of a shared file system not mounted: a root made there would be a
+    # second one, its messages lost to the daemons of the real root.
+    mount = tmp_path / "mnt"
+    mount.mkdir()
+    ctl = Ctl(["--root", str(mount)])
+    for args in (("put", "q", "x"), ("stat", "q"), ("load", "q", "--lines")):
+        err = ctl.fails(4, *args, input=b"a\n")
+        assert f"{mount} is not an mq root" in err and "--create-root" in err, err
+    assert os.listdir(mount) == []
+
+
+def test_create_root_makes_a_root_only_in_a_missing_or_empty_folder(tmp_path):
+    empty, missing, home = tmp_path / "empty", tmp_path / "missing" / "root", tmp_path / "home"
+    empty.mkdir()
+    for root in (empty, missing):
+        ctl = Ctl(["--root", str(root), "--create-root"])
+        assert ctl.ok("put", "q", "x")
+        assert (root / "FORMAT").read_text() == "mq-format 1\n"
+        # Made: plain --root opens it, and --create-root on a root opens it as it is.
+        assert json.loads(Ctl(["--root", str(root)]).ok("stat", "q"))["ready"] == 1
+        assert json.loads(ctl.ok("stat", "q"))["ready"] == 1
+    home.mkdir()
+    (home / "notes.txt").write_text("mine")
+    assert "neither empty nor an mq root" in Ctl(["--root", str(home)]).fails(
+        2, "--create-root", "stat", "q")
+    assert os.listdir(home) == ["notes.txt"]
+    assert "go with --root" in Ctl([]).fails(2, "--create-root", "stat", "q")
+
+
+def test_root_id_refuses_another_root(tmp_path):
+    root = tmp_path / "root"
+    root_id = Store(str(root)).init()
+    assert Ctl(["--root", str(root), "--root-id", root_id]).ok("put", "q", "x")
+    other = "00000000-0000-7000-8000-000000000000"
+    err = Ctl(["--root", str(root)]).fails(4, "--root-id", other, "put", "q", "y")
+    assert f"is another root (ID {root_id}, not {other}" in err
+    assert json.loads(Ctl(["--root", str(root)]).ok("stat", "q"))["ready"] == 1
 
 
 def run_on_terminal(argv: list[str], timeout: float = 30) -> bytes:

@@ -11,10 +11,10 @@ import time
 
 import pytest
 
-from support import body_is_whole, checked_body, poll_for
+from support import body_is_whole, checked_body, create_root, poll_for
 from repo_support import REPO, script_env
 
-from mq.client.errors import ConflictError, InvalidError, NotFoundError, TooLargeError
+from mq.client.errors import ConflictError, InvalidError, NotFoundError, TooLargeError, UnavailableError
 from mq.local import LocalClient
 
 README = REPO / "README.md"
@@ -159,7 +159,7 @@ def test_ten_thousand_messages_through_local_and_daemon_producers_and_consumers(
 
 def test_a_strict_fifo_consumer_receives_in_creation_order(tmp_path):
     root, queue = tmp_path / "root", "fifo"
-    LocalClient(root).create_queue(queue)
+    LocalClient(root, create_root=True).create_queue(queue)
     finished([worker("produce_local", root, queue, first, 2, 300) for first in (0, 1)], 30)
     consumer = LocalClient(root, strict_fifo=True)
     other = LocalClient(root, strict_fifo=True)
@@ -192,7 +192,7 @@ def test_a_message_claimed_by_a_killed_local_consumer_comes_back_after_its_timer
         beside, start_mq, tmp_path):
     daemon = start_mq(workers=2, timeout=60, args=("--peers=1",)) if beside == "daemon" else None
     root, queue = tmp_path / "root", "jobs"
-    client = LocalClient(root)
+    client = LocalClient(root, create_root=True)
     client.set_properties(queue, timeout=1.5)
     message_id = client.put(queue, b"work")
     hanging = worker("claim_and_hang", root, queue)
@@ -234,7 +234,7 @@ def test_notices_tell_a_daemons_mover_of_local_claims_and_delays(start_mq, tmp_p
 
 @pytest.mark.parametrize("sync", ["fs", "file"])
 def test_receipts_stale_and_missing_answers(sync, tmp_path):
-    client, queue = LocalClient(tmp_path / "root", sync=sync, timeout=30), "answers"
+    client, queue = LocalClient(tmp_path / "root", sync=sync, timeout=30, create_root=True), "answers"
     message_id = client.put(queue, "text body")
     first = client.get(queue)
     assert (first.id, first.body, first.content_type, first.attempts) == \
@@ -265,7 +265,7 @@ def test_receipts_stale_and_missing_answers(sync, tmp_path):
 
 
 def test_delays_dedup_revoke_dead_letters_peek_and_purge(tmp_path):
-    client, queue = LocalClient(tmp_path / "root"), "features"
+    client, queue = LocalClient(tmp_path / "root", create_root=True), "features"
     assert client.create_queue(queue) and not client.create_queue(queue)
     hidden = client.put(queue, b"in an hour", delay=3600)
     assert client.get(queue) is None
@@ -292,6 +292,50 @@ def test_delays_dedup_revoke_dead_letters_peek_and_purge(tmp_path):
     assert client.get(queue) is None and client.properties(queue)["retry"] == 0
     client.delete_queue(queue)
     assert not client.queue_exists(queue)
+
+
+# -- opening a root -------------------------------------------------------------------------
+
+def test_a_folder_without_format_is_refused_and_nothing_is_written_into_it(tmp_path):
+    # The empty mount point of a shared file system not mounted: a root made there would be a
+    # second one, its messages lost to the daemons of the real root.
+    mount, missing = tmp_path / "mnt", tmp_path / "missing"
+    mount.mkdir()
+    for path in (mount, missing):
+        with pytest.raises(UnavailableError) as raised:
+            LocalClient(path)
+        assert raised.value.status == 503 and raised.value.kind == "unavailable"
+        assert f"{path} is not an mq root (no FORMAT file)" in raised.value.message
+        assert "mq --create-root" in raised.value.message and "create_root=True" in raised.value.message
+    assert os.listdir(mount) == [] and not missing.exists()
+
+
+def test_create_root_makes_a_root_in_a_missing_or_empty_folder_only(tmp_path):
+    empty, missing, home = tmp_path / "empty", tmp_path / "missing" / "root", tmp_path / "home"
+    empty.mkdir()
+    for root in (empty, missing):
+        LocalClient(root, create_root=True).put("q", b"first")
+        assert (root / "FORMAT").read_text() == "mq-format 1\n"
+        # A root now: opened as it is, with or without the opt-in.
+        LocalClient(root, create_root=True).put("q", b"second")
+        assert [m.body for m in LocalClient(root).peek("q")] == [b"first", b"second"]
+    home.mkdir()
+    (home / "notes.txt").write_text("mine")
+    with pytest.raises(InvalidError, match="neither empty nor an mq root"):
+        LocalClient(home, create_root=True)
+    assert os.listdir(home) == ["notes.txt"]
+
+
+def test_a_root_made_by_the_daemon_s_command_opens_and_root_id_checks_it(tmp_path):
+    root = tmp_path / "root"
+    made = create_root(root)
+    assert made.returncode == 0, made.stderr
+    root_id = made.stdout.strip()
+    LocalClient(root, root_id=root_id).put("q", b"x")
+    other = "00000000-0000-7000-8000-000000000000"
+    with pytest.raises(UnavailableError, match=f"another root \\(ID {root_id}, not {other}"):
+        LocalClient(root, root_id=other)
+    assert LocalClient(root).stat("q")["ready"] == 1
 
 
 # -- the README's examples ------------------------------------------------------------------

@@ -54,7 +54,7 @@ def in_queue(root, queue: str) -> set[str]:
 @pytest.mark.timeout(60)
 def test_a_message_older_than_its_queue_s_retention_is_never_handed_out_and_is_removed(tmp_path):
     root = tmp_path / "root"
-    client = LocalClient(root)
+    client = LocalClient(root, create_root=True)
     client.set_properties("q", retention=3600)
     expired = stored(root, "q", b"added two hours ago", age=7200)
     expired_delayed = stored(root, "q", b"delayed two hours ago", age=7200, due=time.time() - 1)
@@ -76,7 +76,7 @@ def test_a_message_older_than_its_queue_s_retention_is_never_handed_out_and_is_r
 @pytest.mark.timeout(60)
 def test_a_receipt_of_a_message_that_expired_in_flight_acks_nothing(tmp_path):
     root = tmp_path / "root"
-    client = LocalClient(root)
+    client = LocalClient(root, create_root=True)
     old = stored(root, "q", b"added long ago", age=50)
     message = client.get("q")
     assert message.id == old
@@ -93,7 +93,7 @@ def test_a_receipt_of_a_message_that_expired_in_flight_acks_nothing(tmp_path):
 @pytest.mark.timeout(60)
 def test_a_fifo_queue_hands_out_one_message_of_a_group_at_a_time_in_order(tmp_path):
     root = tmp_path / "root"
-    one, two = LocalClient(root), LocalClient(root)
+    one, two = LocalClient(root, create_root=True), LocalClient(root)
     one.set_properties("f", fifo=True)
     a1, a2 = stored(root, "f", b"a1", "a"), stored(root, "f", b"a2", "a")
     b1, plain = stored(root, "f", b"b1", "b"), stored(root, "f", b"no group")
@@ -118,7 +118,7 @@ def test_a_fifo_queue_hands_out_one_message_of_a_group_at_a_time_in_order(tmp_pa
 @pytest.mark.timeout(60)
 def test_a_queue_without_fifo_does_not_hold_groups_back(tmp_path):
     root = tmp_path / "root"
-    client = LocalClient(root)
+    client = LocalClient(root, create_root=True)
     a1, a2 = stored(root, "q", b"a1", "a"), stored(root, "q", b"a2", "a")
     assert [client.get("q").id, client.get("q").id] == [a1, a2]
 
@@ -172,7 +172,7 @@ GROUPS, PER_GROUP, CONSUMERS = 3, 20, 4
 @pytest.mark.timeout(180)
 def test_consumers_in_several_processes_never_hold_two_messages_of_a_group(tmp_path):
     root = tmp_path / "root"
-    LocalClient(root).set_properties("f", fifo=True)
+    LocalClient(root, create_root=True).set_properties("f", fifo=True)
     for number in range(PER_GROUP):
         for group in range(GROUPS):
             stored(root, "f", f"{group} {number}".encode(), group=str(group))

@@ -348,8 +348,8 @@ def boto_client(url: str):
 
 @contextlib.contextmanager
 def provoke_local(kind: str, root: Path, queue: str):
-    """(LocalClient -> anything that raises the kind, mqctl's arguments) on a root."""
-    client = LocalClient(str(root))
+    """(LocalClient -> anything that raises the kind, mqctl's arguments) on a root it makes."""
+    client = LocalClient(str(root), create_root=True)
     try:
         if kind == "not_found":
             yield (lambda c: c.stat(queue)), ["stat", queue]
@@ -390,3 +390,16 @@ def test_the_local_library_and_mqctl_on_a_root_report_each_kind_as_the_daemon_do
         ran = subprocess.run(MQCTL + ["--root", str(root)] + ctl_args, capture_output=True,
                              timeout=60)
         assert ran.returncode == row.exit, (ran.returncode, ran.stderr)
+
+
+def test_the_local_library_and_mqctl_report_a_folder_without_format_as_unavailable(tmp_path):
+    # What a daemon with --peers answers 503 for: the root's path leads to no root.
+    row, empty = DOC["unavailable"], tmp_path / "mnt"
+    empty.mkdir()
+    with pytest.raises(ClientError) as raised:
+        LocalClient(str(empty))
+    assert type(raised.value) is getattr(mq.client, row.client), raised.value
+    assert (raised.value.kind, raised.value.status) == ("unavailable", row.status)
+    ran = subprocess.run(MQCTL + ["--root", str(empty), "stat", "q"], capture_output=True, timeout=60)
+    assert ran.returncode == row.exit, (ran.returncode, ran.stderr)
+    assert os.listdir(empty) == []

@@ -50,7 +50,7 @@ def accumulating_queue(daemon, name: str, limit: int | None = None) -> None:
 def test_local_get_never_hands_out_a_message_past_retention(tmp_path):
     """mq.local alone on a root: a message older than its queue's retention is not handed out."""
     from mq.local import LocalClient
-    client = LocalClient(tmp_path / "root")
+    client = LocalClient(tmp_path / "root", create_root=True)
     client.set_properties("old", retention=1)
     client.put("old", b"x")
     added = time.time()

@@ -23,7 +23,7 @@ WRITTEN_EARLIER = 3
 def daemon(tmp_path_factory):
     """One daemon; its root already holds a queue no fetch actor has indexed."""
     workdir = tmp_path_factory.mktemp("stats")
-    local = LocalClient(str(workdir / "root"))
+    local = LocalClient(str(workdir / "root"), create_root=True)
     for n in range(WRITTEN_EARLIER):
         local.put("early", f"old {n}")
     local.close()

@@ -26,5 +26,5 @@ def test_procfs_type_is_read_from_statfs():
 def test_the_broker_less_library_chooses_the_same_way(tmp_path):
     from mq.local import LocalClient
 
-    client = LocalClient(tmp_path / "root")
+    client = LocalClient(tmp_path / "root", create_root=True)
     assert (client.store.sync, client.store.filesystem) == choose_sync(str(tmp_path))
