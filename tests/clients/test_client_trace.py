@@ -152,7 +152,7 @@ def test_a_failing_handler_s_span_records_the_error_and_a_message_without_trace_
 def test_mq_local_carries_the_current_trace_as_the_http_client_does(tmp_path, spans):
     from mq.local import LocalClient
     tracer = trace.get_tracer("test")
-    with LocalClient(tmp_path / "root") as local:
+    with LocalClient(tmp_path / "root", create_root=True) as local:
         with tracer.start_as_current_span("checkout") as producer:
             local.put("orders", b"traced")
             # One given outright wins over the current span's.
