@@ -59,6 +59,8 @@ def main(argv=None) -> int:
     parser.add_argument("--clients", type=int, default=8, help="connections (default 8)")
     parser.add_argument("--workers", type=int, default=2, help="mq --workers (default 2)")
     parser.add_argument("--tmp", default=tempfile.gettempdir(), help="folder for the root")
+    parser.add_argument("--keep", default=None,
+                        help="copy callgrind's dumps of the phases here (for callgrind_annotate)")
     args = parser.parse_args(argv)
     base = tempfile.mkdtemp(prefix="mq-front-cpu-", dir=args.tmp)
     root = os.path.join(base, "root")
@@ -98,6 +100,10 @@ def main(argv=None) -> int:
             before = set(glob.glob(f"{prefix}.{front.pid}.*"))
             control(front.pid, "--dump")
             figures[phase] = dumped(prefix, front.pid, before) / args.ops
+            if args.keep:
+                os.makedirs(args.keep, exist_ok=True)
+                for path in set(glob.glob(f"{prefix}.{front.pid}.*")) - before:
+                    shutil.copy(path, os.path.join(args.keep, f"{phase}.callgrind"))
         print(f"front instructions per add {figures['add'] / 1000:.1f}k, per fetch+delete pair "
               f"{figures['fetch+delete'] / 1000:.1f}k ({args.ops} each, {args.clients} "
               f"connections)", flush=True)
