@@ -99,6 +99,8 @@ class ApiHandler(tornado.web.RequestHandler):
         if self.request.method in self.open_methods or self.application.tokens is None:
             return  # Open, or access control is off: no token to read.
         self.token = access.authenticate(self.application.tokens, self.header("Authorization"))
+        if self.token is None:
+            return  # (never: with a token file, authenticate returns a token or raises)
         self.log_fields["token"] = self.token.name
         if not self.serves(self.request.method):
             access.check(self.token, "admin", ())
