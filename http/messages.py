@@ -196,8 +196,10 @@ class MessagesHandler(StreamedBodyHandler):
         wait = request.wait
         watch = asyncio.ensure_future(self.watch_client(wait)) if wait > 0 else None
         try:
-            return await self.service.fetch(self.token, request,
-                                            on_sent=lambda cancel: setattr(self, "poll", cancel))
+            # Only a long poll's watch cancels: a fetch that does not wait takes no canceller.
+            return await self.service.fetch(
+                self.token, request,
+                on_sent=None if watch is None else lambda cancel: setattr(self, "poll", cancel))
         finally:
             if watch is not None:
                 watch.cancel()
