@@ -2,6 +2,7 @@
 """Instructions per request of one front process, counted by valgrind's callgrind.
 
     .venv/bin/python bench/front_cpu.py [--ops 1000] [--clients 8] [--workers 2] [--tmp DIR]
+        [--keep DIR]
 
 bench/cores.py gives the CPU time of the whole tree, which moves with the load of a shared
 machine; bench/actor_cpu.py counts an actor's instructions in-process. This one counts the
