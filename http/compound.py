@@ -26,7 +26,7 @@ def compound_format(value: str | None) -> str:
 
 def delivery(result: Fetched, fmt: str) -> tuple[dict[str, str], bytes]:
     """(headers, body) that answer a fetched message (a fetch actor's result): its id, receipt,
-    attempts, kind and Content-Type (and traceparent, tracestate when it has them: http/trace.py),
+    attempts, kind and Content-Type (and traceparent, tracestate when it has them: core/trace_context.py),
     a compound rendered in the format fmt. A single fetch
     sends them as the reply's headers, a batch fetch as each part's: the same for both."""
     content_type, body = result["content_type"], result["body"]

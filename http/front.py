@@ -36,6 +36,11 @@ from mq.http.stats import StatsHandler
 from mq.http.statsd import StatsdSender
 from mq.tokens import TokenFile
 
+#: Bytes a connection's socket is read by at a time. Tornado's 64 KiB cost about 1.5 us to
+#: allocate and zero per read, twice per request of a few hundred bytes (bench/RESULTS.md,
+#: "CPU per add and per fetch+delete"); a large body takes more reads, of a copy each anyway.
+READ_CHUNK_BYTES = 16 * 1024
+
 
 class HealthHandler(ApiHandler):
     """GET /_mq/health: the supervisor's view of every process (pid, alive, restarts, memory)."""
@@ -131,10 +136,14 @@ def make_app(service: QueueService, options, run_dir: str = "",
 
 def http_server(app: FrontApplication, options) -> tornado.httpserver.HTTPServer:
     """An HTTP server for app with the daemon's connection limits (HTTPS with --tls-cert)."""
-    return TimedHTTPServer(
+    server = TimedHTTPServer(
         app, max_body_size=options.max_body_bytes + 1, max_header_size=options.max_header_bytes,
         idle_timeout=options.idle_timeout, body_timeout=options.body_timeout,
         ssl_options=options.server_tls())
+    # Each connection's reads: Tornado makes a new zeroed buffer of this size for every read
+    # of a socket (two per request, the second finding it drained), 64 KiB by default.
+    server.read_chunk_size = READ_CHUNK_BYTES
+    return server
 
 
 def sqs_application(service: QueueService, options, tokens: TokenFile | None) -> FrontApplication:

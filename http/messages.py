@@ -71,10 +71,12 @@ class StreamedBodyHandler(ApiHandler):
         super().prepare()
         self.chunks: list[bytes] = []
         self.received = 0
+        #: The request's Content-Type, read once, and whether it makes a POST a batch add.
+        self.content_type = self.header("Content-Type")
+        self.batch_add = self.request.method == "POST" and batches.is_batch(self.content_type)
         # A batch add has its own, larger limit; each message in it still has the message's.
-        self.body_limit = self.config.max_batch_bytes if self.request.method == "POST" and \
-            batches.is_batch(self.request.headers.get("Content-Type")) else self.config.max_body_bytes
-        length = self.request.headers.get("Content-Length", "")
+        self.body_limit = self.config.max_batch_bytes if self.batch_add else self.config.max_body_bytes
+        length = self.header("Content-Length") or ""
         if length.isdigit() and int(length) > self.body_limit:
             # Let the connection take in (and drop) the rest, then close after the 413.
             self.http_connection().set_max_body_size(int(length))
@@ -131,20 +133,19 @@ class MessagesHandler(StreamedBodyHandler):
         """Add a message: 201 with X-Message-Id once durable; 200 for a duplicate's first id."""
         queue = self.queue_name(name)
         body = self.received_body()
-        if batches.is_batch(self.request.headers.get("Content-Type")):
+        if self.batch_add:
             await batches.post_batch(self, queue, body)
             return
         now = time.time()
         dedup_id = self.get_query_argument("dedup_id", None) if self.request.query else None
         if dedup_id is None:  # In the query, text is UTF-8 already; as a header, made so.
-            dedup_id = utf8_header(self.request.headers.get("X-Dedup-Id"), "X-Dedup-Id")
+            dedup_id = utf8_header(self.header("X-Dedup-Id"), "X-Dedup-Id")
         due = due_time(self.param("delay", "X-Delay"), self.param("at", "X-At"), now)
-        context = trace_context.parse(self.request.headers.get("traceparent"),
-                                      self.request.headers.get("tracestate"))
+        context = trace_context.parse(self.header("traceparent"), self.header("tracestate"))
         # Checked once, by the save actor as it decodes the add (its fields' checks).
         result: Added = await self.service.add(self.token, Add(
             queue=queue, body=body,
-            content_type=utf8_header(self.request.headers.get("Content-Type"), "Content-Type") or "",
+            content_type=utf8_header(self.content_type, "Content-Type") or "",
             due=due, dedup_id=dedup_id, attributes=context or None))
         message_id = result["id"]
         self.log_fields["id"] = message_id
@@ -196,8 +197,10 @@ class MessagesHandler(StreamedBodyHandler):
         wait = request.wait
         watch = asyncio.ensure_future(self.watch_client(wait)) if wait > 0 else None
         try:
-            return await self.service.fetch(self.token, request,
-                                            on_sent=lambda cancel: setattr(self, "poll", cancel))
+            # Only a long poll's watch cancels: a fetch that does not wait takes no canceller.
+            return await self.service.fetch(
+                self.token, request,
+                on_sent=None if watch is None else lambda cancel: setattr(self, "poll", cancel))
         finally:
             if watch is not None:
                 watch.cancel()

@@ -21,6 +21,8 @@ from mq.store.root import Root
 SETTLE_SECONDS = 0.05
 #: Bytes asked for by each read after the first, for a file that grew while it was read.
 READ_CHUNK = 1 << 16
+#: Most queue names MessageStates.admitted holds (a set of names, emptied when full).
+ADMITTED_MAX = 10_000
 
 
 class MessageStates:
@@ -31,6 +33,10 @@ class MessageStates:
         self.paths = paths
         self.disk = disk
         self.queues = queues
+        #: Queues a message was delivered into lately: the next one is renamed in without a
+        #: stat of the folder first (admit), and admitted only if that rename finds no folder
+        #: (the queue deleted since, by any process). Forgotten whole past ADMITTED_MAX.
+        self.admitted: set[str] = set()
 
     def deliver_new(self, queue: str, message_id: str, delayed: bool,
                     changes: Changes | None = None) -> str:
@@ -40,10 +46,22 @@ class MessageStates:
         message, so that it has a queue to become ready in.
         """
         source = self.paths.new_path(queue, message_id)
-        self.queues.admit(queue, source)
         target = (self.paths.delay_path(queue, message_id) if delayed
                   else self.paths.ready_path(queue, message_id))
-        self.disk.rename(source, target)
+        if delayed or queue not in self.admitted:
+            self.queues.admit(queue, source)
+            self.disk.rename(source, target)
+            if not delayed:
+                if len(self.admitted) >= ADMITTED_MAX:
+                    self.admitted.clear()
+                self.admitted.add(queue)
+        else:
+            try:
+                self.disk.rename(source, target)
+            except (FileNotFoundError, NotADirectoryError):
+                self.admitted.discard(queue)
+                self.queues.admit(queue, source)
+                self.disk.rename(source, target)
         tracked(changes).renamed(source, target)
         return os.path.dirname(target)
 

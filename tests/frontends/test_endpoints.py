@@ -323,3 +323,11 @@ def test_body_over_max_body_bytes_is_json_413_and_nothing_is_stored(start_mq):
     assert chunked_post(mq.port, "/big/messages", [b"z" * 500, b"z" * 500]).status == 201
     assert files_in(mq.root / "new") == []
     assert sorted(len(b) for b in stored_bodies(mq, "big")) == [1000, 1000]
+
+
+def test_a_body_of_many_socket_reads_is_stored_whole_and_fetched_whole(mq):
+    body = bytes(range(256)) * 4096 + b"end"  # 1 MiB and a bit: dozens of reads of the socket
+    resp = mq.request("POST", "/whole/messages", body, {"Content-Type": "application/octet-stream"})
+    assert resp.status == 201
+    resp = mq.request("GET", "/whole/messages")
+    assert resp.status == 200 and resp.body == body

@@ -187,6 +187,26 @@ def test_deliver_without_auto_create_refuses_a_missing_queue_and_discards(tmp_pa
     assert files_in(store.folder("new")) == []
 
 
+def test_deliver_into_a_queue_another_store_deleted_creates_it_again(store):
+    ready_message(store, "q")  # Now known to this store: the next rename goes straight in.
+    Store(store.root, sync="file").delete_queue("q")
+    message_id = ready_message(store, "q")
+    assert files_in(store.queue_dir("q")) == [message_id]
+
+
+def test_deliver_without_auto_create_into_a_queue_deleted_since_refuses_and_discards(tmp_path):
+    store = Store(str(tmp_path / "root"), auto_create=False)
+    store.init()
+    store.create_queue("q")
+    ready_message(store, "q")
+    Store(store.root).delete_queue("q")
+    message_id = new_id()
+    store.write_new("q", message_id, b"x", None)
+    with pytest.raises(NotFound):
+        store.deliver_new("q", message_id, delayed=False)
+    assert files_in(store.folder("new")) == []
+
+
 def test_claim_moves_a_ready_message_to_delay_with_its_due_time(store):
     message_id = ready_message(store, "q")
     due = time.time() + 30
