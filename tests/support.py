@@ -281,8 +281,12 @@ class Daemon:
         assert self.request("DELETE", f"/{PROBE_QUEUE}").status in (204, 404, 503)
         return self
 
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 20.0) -> int:
-        """Send sig to the supervisor and return its exit code."""
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 60.0) -> int:
+        """Send sig to the supervisor and return its exit code.
+
+        The supervisor itself may take DRAIN_SECONDS + 2 for the front and 5 for the actors
+        (17 s) before it kills what lingers; the default leaves a loaded machine room above it.
+        """
         self.proc.send_signal(sig)
         return self.proc.wait(timeout)
 
@@ -302,10 +306,21 @@ class Daemon:
         if self.proc is None:
             return
         procs = self.tree_processes()
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        if self.proc.returncode is None:
+            # Not collected yet, so its pid (the group's id) is nobody else's.
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        else:
+            # Collected: once its group is empty, its number may be another test's daemon
+            # group by now, so only the members still here (adopted orphans) are killed.
+            procs = self.group_leftovers()
+            for proc in procs:
+                try:
+                    proc.kill()
+                except psutil.NoSuchProcess:
+                    pass
         try:
             self.proc.wait(10)
             poll_for(lambda: not any(alive(p) for p in procs), 10, what="the tree to be gone")
@@ -316,6 +331,18 @@ class Daemon:
             # A run folder outside the root (a root path too long for ipc://) is not in tmp_path.
             if not Path(line["run_dir"]).is_relative_to(self.root):
                 shutil.rmtree(line["run_dir"], ignore_errors=True)
+
+    def group_leftovers(self) -> list[psutil.Process]:
+        """Live processes of this tree's process group among this process's descendants
+        (orphans are adopted here: become_subreaper)."""
+        out = []
+        for proc in psutil.Process().children(recursive=True):
+            try:
+                if os.getpgid(proc.pid) == self.proc.pid and alive(proc):
+                    out.append(proc)
+            except (ProcessLookupError, psutil.NoSuchProcess):
+                pass
+        return out
 
     # -- what it says -----------------------------------------------------------------
 

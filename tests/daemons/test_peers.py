@@ -78,14 +78,18 @@ def test_a_second_daemon_without_peers_on_a_root_in_use_is_refused(tmp_path):
         assert "in use by 1 other daemon" in refused.stderr and "--peers" in refused.stderr
         assert "Traceback" not in refused.stderr
         assert a.fetch("kept").header("X-Message-Id") == message_id
+        assert a.stop() == 0, a.stderr()
     finally:
-        a.stop()
-    # Once it has stopped, the root is free for a daemon alone.
-    alone = Daemon(tmp_path / "root", tmp_path, workers=1).start().wait_ready()
+        a.cleanup()
+    # A daemon that stopped took its folder out of run/ on its way out: nothing there claims
+    # the root, whatever its pid has become since.
+    assert not list((tmp_path / "root" / "run").iterdir())
+    alone = Daemon(tmp_path / "root", tmp_path, workers=1)
     try:
+        alone.start().wait_ready()
         assert alone.add("kept", b"again")
     finally:
-        alone.stop()
+        alone.cleanup()
 
 
 def test_a_run_folder_whose_pid_now_belongs_to_another_program_does_not_block_the_root(tmp_path):
