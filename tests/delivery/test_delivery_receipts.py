@@ -120,7 +120,7 @@ def test_a_receipt_whose_delivery_timed_out_is_stale_even_before_the_redelivery(
     message_id = added(shared_mq, queue, b"x")
     receipt = fetched(shared_mq, queue).header("X-Receipt")
     ready = f"queues/{queue}/{message_id}.1"
-    poll_for(lambda: names_of(shared_mq, message_id) == [ready], 5, what="the timer to run out")
+    poll_for(lambda: names_of(shared_mq, message_id) == [ready], 30, what="the timer to run out")
     assert_json_error(reply(shared_mq, queue, message_id, "ack", receipt), 409, "conflict", "stale")
     assert names_of(shared_mq, message_id) == [ready]
 
