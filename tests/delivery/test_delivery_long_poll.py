@@ -77,7 +77,8 @@ def test_long_poll_with_nothing_to_fetch_answers_204_after_the_wait(shared_mq):
 
 def test_long_poll_is_woken_by_a_delayed_message_falling_due(shared_mq):
     queue = fresh_queue("lp")
-    resp = add(shared_mq, queue, b"later", delay="1")
+    # 3 s: the poll must be seen waiting before then, also on a loaded machine.
+    resp = add(shared_mq, queue, b"later", delay="3")
     due = resp.json()["due"]
     poll = long_poll_in_background(shared_mq, queue, wait=10)
     waiting_polls(shared_mq, queue, 1)
