@@ -374,6 +374,10 @@ class Daemon:
         line = poll_for(lambda: self.events("supervisor.start"), 10)[-1]
         return Path(line["run_dir"])
 
+    def run_dir_name(self) -> str:
+        """The name of this daemon's folder in the root's run/ ({host}-{supervisor pid})."""
+        return f"{socket.gethostname()}-{self.pid}"
+
     def health(self) -> dict:
         """The supervisor's health.json."""
         return json.loads((self.run_dir() / "health.json").read_text())

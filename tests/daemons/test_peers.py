@@ -77,6 +77,8 @@ def test_a_second_daemon_without_peers_on_a_root_in_use_is_refused(tmp_path):
         assert refused.returncode == 2, refused
         assert "in use by 1 other daemon" in refused.stderr and "--peers" in refused.stderr
         assert "Traceback" not in refused.stderr
+        # The refused daemon took its own folder away again: only a's is left.
+        assert [p.name for p in (tmp_path / "root" / "run").iterdir()] == [a.run_dir_name()]
         assert a.fetch("kept").header("X-Message-Id") == message_id
         assert a.stop() == 0, a.stderr()
     finally:
@@ -90,6 +92,34 @@ def test_a_second_daemon_without_peers_on_a_root_in_use_is_refused(tmp_path):
         assert alone.add("kept", b"again")
     finally:
         alone.cleanup()
+
+
+def test_a_starting_daemon_makes_its_folder_before_it_looks_for_the_others(tmp_path, monkeypatch):
+    """Of two daemons started at once, the one that looks last sees the other's folder
+    (looking before making its own, each could see none and both run alone)."""
+    import os
+    import shutil
+    import socket
+
+    from mq.config import read_command_line
+    from mq.supervisor import main as supervisor
+
+    root = tmp_path / "root"
+    options, _ = read_command_line([f"--root={root}", "--peers=0"])
+    own = root / "run" / f"{socket.gethostname()}-{os.getpid()}"
+    looked = []
+
+    def live_daemons(path):
+        looked.append(own.is_dir())
+        return real(path)
+
+    real = supervisor.live_daemons
+    monkeypatch.setattr(supervisor, "live_daemons", live_daemons)
+    prepared = supervisor.prepare(options, options.sync)
+    try:
+        assert looked == [True], "looked for the others before its own folder was there"
+    finally:
+        shutil.rmtree(prepared[3])
 
 
 def test_a_run_folder_whose_pid_now_belongs_to_another_program_does_not_block_the_root(tmp_path):
