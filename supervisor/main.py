@@ -2,7 +2,6 @@
 
 import errno
 import os
-import shutil
 import socket
 import sys
 import time
@@ -18,7 +17,13 @@ from mq.store.disk import filesystem_type
 from mq.store.renames import check_exclusive
 from mq.store.replicas import SAFE_COPIES, replica_layout
 from mq.store.root import Root, RootMissing
-from mq.supervisor.run_dirs import choose_run_dir, clean_stale_run_dirs, live_daemons, socket_dir
+from mq.supervisor.run_dirs import (
+    choose_run_dir,
+    clean_stale_run_dirs,
+    discard_run_dirs,
+    live_daemons,
+    socket_dir,
+)
 from mq.supervisor.tree import Tree
 from mq.tokens import load as load_tokens
 
@@ -115,18 +120,26 @@ def prepare(options, chosen_by: str, ipc_dir: str = ""):
     options.root_id = store.init(make=not (options.peers or options.root_id),
                                  expect_id=options.root_id)
     clean_stale_run_dirs(store.root)
-    others = live_daemons(store.root)
-    if others and not options.peers:
-        # Alone on a root, a daemon takes every file in new/ for a crash's leftover and
-        # removes it: another daemon's adds in progress would fail.
-        raise Invalid(f"root {store.root} is in use by {len(others)} other daemon(s) "
-                      f"({', '.join(others)}); start every daemon of a shared root with "
-                      f"--peers=N, N the number of other daemons")
-    exclusive = check_renames(store, options)
-    if options.fronts > 1 and not ipc_dir:  # With ipc_dir the fronts listen already.
-        check_port_free(options.host, options.port)
-    cleaned = store.clean_new(PEER_NEW_GRACE_SECONDS if options.peers else 0.0)
+    # This daemon's folder is made before it looks for the others': of two daemons started
+    # at once, the one that looks last sees the other (looking first, each could see none).
     daemon_dir, run_dir = choose_run_dir(options, ipc_dir)
+    try:
+        others = live_daemons(store.root)
+        if others and not options.peers:
+            # Alone on a root, a daemon takes every file in new/ for a crash's leftover and
+            # removes it: another daemon's adds in progress would fail.
+            raise Invalid(f"root {store.root} is in use by {len(others)} other daemon(s) "
+                          f"({', '.join(others)}); start every daemon of a shared root with "
+                          f"--peers=N, N the number of other daemons")
+        exclusive = check_renames(store, options)
+        if options.fronts > 1 and not ipc_dir:  # With ipc_dir the fronts listen already.
+            check_port_free(options.host, options.port)
+        cleaned = store.clean_new(PEER_NEW_GRACE_SECONDS if options.peers else 0.0)
+    except BaseException:
+        # Refused: nothing of this daemon stays (sockets bound already, in ipc_dir, are the
+        # caller's to remove).
+        discard_run_dirs(options, daemon_dir, run_dir if run_dir != ipc_dir else "")
+        raise
     return store, exclusive, cleaned, daemon_dir, run_dir
 
 
@@ -215,11 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return tree.run()
     finally:
-        # A folder given with --run-dir is the operator's: only the ones mq made are removed.
-        if tree.daemon_dir:
-            shutil.rmtree(tree.daemon_dir, ignore_errors=True)
-        if not options.run_dir:
-            shutil.rmtree(run_dir, ignore_errors=True)
+        discard_run_dirs(options, tree.daemon_dir, run_dir)
 
 
 if __name__ == "__main__":

@@ -42,6 +42,15 @@ def choose_run_dir(options, ipc_dir: str = "") -> tuple[str, str]:
     return daemon_dir, ipc_dir
 
 
+def discard_run_dirs(options, daemon_dir: str, ipc_dir: str) -> None:
+    """Remove this daemon's folder and its socket folder ("" for none) on its way out; a
+    folder given with --run-dir is the operator's and stays."""
+    if daemon_dir:
+        shutil.rmtree(daemon_dir, ignore_errors=True)
+    if ipc_dir and not options.run_dir:
+        shutil.rmtree(ipc_dir, ignore_errors=True)
+
+
 def socket_dir(options) -> str:
     """A socket folder outside the root, for a daemon whose root is not there yet: --run-dir,
     or a new one under $TMPDIR."""

@@ -77,7 +77,7 @@ def fetched(mq: Daemon, queue: str) -> Response:
     return resp
 
 
-def fetch_when_ready(mq: Daemon, queue: str, timeout: float = 10.0) -> tuple[Response, float]:
+def fetch_when_ready(mq: Daemon, queue: str, timeout: float = 30.0) -> tuple[Response, float]:
     """Poll until a fetch returns a message; return it and the wall-clock time it came back."""
     def step():
         resp = fetch(mq, queue)

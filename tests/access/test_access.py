@@ -166,15 +166,15 @@ def test_the_token_file_is_read_again_when_it_changes_and_a_bad_one_is_refused(d
     assert request(daemon.port, "GET", "/late", headers=headers).status == 401
     daemon.token_path.write_text(token_file_text(entry(name, secret, ["read"])))
     poll_for(lambda: request(daemon.port, "GET", "/_mq/properties", headers=headers).status == 200,
-             5, what="the new token to be accepted")
+             30, what="the new token to be accepted")
     daemon.wait_for_events("access.tokens_loaded", tokens=len(TOKENS) + 1)
     daemon.token_path.write_text("[[tokens]]\nname = 'broken'\n")  # no sha256, no scopes
     # The front looks at the file when a request comes, at most once a second.
     poll_for(lambda: request(daemon.port, "GET", "/_mq/properties", headers=headers).status == 200
-             and daemon.events("access.tokens_refused"), 5, what="the broken file to be refused")
+             and daemon.events("access.tokens_refused"), 30, what="the broken file to be refused")
     daemon.token_path.write_text(token_file_text())
     poll_for(lambda: request(daemon.port, "GET", "/_mq/properties", headers=headers).status == 401,
-             5, what="the removed token to be refused")
+             30, what="the removed token to be refused")
 
 
 def test_the_python_clients_send_their_token(daemon):

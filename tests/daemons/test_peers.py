@@ -77,15 +77,49 @@ def test_a_second_daemon_without_peers_on_a_root_in_use_is_refused(tmp_path):
         assert refused.returncode == 2, refused
         assert "in use by 1 other daemon" in refused.stderr and "--peers" in refused.stderr
         assert "Traceback" not in refused.stderr
+        # The refused daemon took its own folder away again: only a's is left.
+        assert [p.name for p in (tmp_path / "root" / "run").iterdir()] == [a.run_dir_name()]
         assert a.fetch("kept").header("X-Message-Id") == message_id
+        assert a.stop() == 0, a.stderr()
     finally:
-        a.stop()
-    # Once it has stopped, the root is free for a daemon alone.
-    alone = Daemon(tmp_path / "root", tmp_path, workers=1).start().wait_ready()
+        a.cleanup()
+    # A daemon that stopped took its folder out of run/ on its way out: nothing there claims
+    # the root, whatever its pid has become since.
+    assert not list((tmp_path / "root" / "run").iterdir())
+    alone = Daemon(tmp_path / "root", tmp_path, workers=1)
     try:
+        alone.start().wait_ready()
         assert alone.add("kept", b"again")
     finally:
-        alone.stop()
+        alone.cleanup()
+
+
+def test_a_starting_daemon_makes_its_folder_before_it_looks_for_the_others(tmp_path, monkeypatch):
+    """Of two daemons started at once, the one that looks last sees the other's folder
+    (looking before making its own, each could see none and both run alone)."""
+    import os
+    import shutil
+    import socket
+
+    from mq.config import read_command_line
+    from mq.supervisor import main as supervisor
+
+    root = tmp_path / "root"
+    options, _ = read_command_line([f"--root={root}", "--peers=0"])
+    own = root / "run" / f"{socket.gethostname()}-{os.getpid()}"
+    looked = []
+
+    def live_daemons(path):
+        looked.append(own.is_dir())
+        return real(path)
+
+    real = supervisor.live_daemons
+    monkeypatch.setattr(supervisor, "live_daemons", live_daemons)
+    prepared = supervisor.prepare(options, options.sync)
+    try:
+        assert looked == [True], "looked for the others before its own folder was there"
+    finally:
+        shutil.rmtree(prepared[3])
 
 
 def test_a_run_folder_whose_pid_now_belongs_to_another_program_does_not_block_the_root(tmp_path):

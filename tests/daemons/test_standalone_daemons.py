@@ -79,9 +79,9 @@ def test_mover_runs_until_sigterm_and_delivers_with_delay_0(tmp_path):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         (source / "a").write_bytes(b"1")
-        poll_for(lambda: files_in(destination) == ["a"], 5, what="the mover to deliver")
+        poll_for(lambda: files_in(destination) == ["a"], 30, what="the mover to deliver")
         (source / "b").write_bytes(b"2")
-        poll_for(lambda: files_in(destination) == ["a", "b"], 5, what="a second delivery")
+        poll_for(lambda: files_in(destination) == ["a", "b"], 30, what="a second delivery")
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(10) == 0
     finally:
@@ -109,7 +109,7 @@ def test_reaper_runs_until_sigterm(tmp_path):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         (source / "gone").write_bytes(b"x")
-        poll_for(lambda: files_in(source) == [], 5, what="the reaper to unlink")
+        poll_for(lambda: files_in(source) == [], 30, what="the reaper to unlink")
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(10) == 0
     finally:

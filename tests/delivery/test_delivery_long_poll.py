@@ -59,9 +59,9 @@ def test_long_poll_answers_as_soon_as_a_message_is_added(shared_mq, owner):
     assert resp.status == 200, resp.body
     assert (resp.header("X-Message-Id"), resp.body) == (message_id, b"wake up")
     assert resp.header("X-Receipt") == f"{message_id}.1"
-    # Woken by the add, not by its 10 s deadline.
+    # Woken by the add, not by its 10 s deadline (with room for a loaded machine).
     latency = poll["at"] - added_at
-    assert latency < 1.0, f"the waiting fetch answered {latency:.3f} s after the add"
+    assert latency < 5.0, f"the waiting fetch answered {latency:.3f} s after the add"
 
 
 def test_long_poll_with_nothing_to_fetch_answers_204_after_the_wait(shared_mq):
@@ -71,13 +71,14 @@ def test_long_poll_with_nothing_to_fetch_answers_204_after_the_wait(shared_mq):
     resp = fetch(shared_mq, queue, wait=1.5)
     took = time.monotonic() - started
     assert resp.status == 204 and resp.body == b""
-    assert 1.4 <= took < 3.0, took
+    assert 1.4 <= took < 6.0, took  # Not before the wait; the rest is a loaded machine's room.
     assert [line["seconds"] for line in waiting_polls(shared_mq, queue, 1)] == [1.5]
 
 
 def test_long_poll_is_woken_by_a_delayed_message_falling_due(shared_mq):
     queue = fresh_queue("lp")
-    resp = add(shared_mq, queue, b"later", delay="1")
+    # 3 s: the poll must be seen waiting before then, also on a loaded machine.
+    resp = add(shared_mq, queue, b"later", delay="3")
     due = resp.json()["due"]
     poll = long_poll_in_background(shared_mq, queue, wait=10)
     waiting_polls(shared_mq, queue, 1)
@@ -100,9 +101,9 @@ def test_many_long_polls_each_get_one_message(shared_mq):
         answered_in_time(poll, 10)
     got = [p["resp"].header("X-Message-Id") for p in polls if p["resp"].status == 200]
     assert sorted(got) == sorted(ids), "each waiting fetch got its own message, none twice"
-    # Woken by the adds, not by their 10 s deadline.
+    # Woken by the adds, not by their 10 s deadline (with room for a loaded machine).
     latest = max(p["at"] for p in polls) - last_added_at
-    assert latest < 1.0, f"the last waiting fetch answered {latest:.3f} s after the last add"
+    assert latest < 5.0, f"the last waiting fetch answered {latest:.3f} s after the last add"
 
 
 @pytest.mark.parametrize("wait", ["21", "-1", "soon", "nan"])
@@ -115,15 +116,15 @@ def test_wait_outside_0_to_20_seconds_is_400(shared_mq, wait):
     message_id = added(shared_mq, queue, b"x")
     started = time.monotonic()
     assert fetch(shared_mq, queue, wait=20).header("X-Message-Id") == message_id
-    assert time.monotonic() - started < 1
+    assert time.monotonic() - started < 5  # At once, not after the wait.
     assert not [line for line in shared_mq.events("fetch.wait") if line["queue"] == queue]
 
 
 def test_long_poll_on_a_missing_queue_is_404_at_once(shared_mq):
     queue = fresh_queue("missing")
     started = time.monotonic()
-    assert_json_error(fetch(shared_mq, queue, wait=5), 404, "not_found")
-    assert time.monotonic() - started < 1
+    assert_json_error(fetch(shared_mq, queue, wait=10), 404, "not_found")
+    assert time.monotonic() - started < 5  # At once, not after the wait.
     assert not [line for line in shared_mq.events("fetch.wait") if line["queue"] == queue]
 
 

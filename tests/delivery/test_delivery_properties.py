@@ -156,7 +156,7 @@ def test_precedence_is_own_then_first_matching_rule_then_system(start_killed):
     assert "due" in add(mq, "orders-us", b"delayed by the rule").json()
     message_id = added(mq, "fast-lane", b"x")
     assert fetched(mq, "fast-lane").header("X-Attempts") == "1"
-    back, _ = fetch_when_ready(mq, "fast-lane", timeout=5)
+    back, _ = fetch_when_ready(mq, "fast-lane", timeout=30)
     assert (back.header("X-Message-Id"), back.header("X-Attempts")) == (message_id, "2")
     resp = mq.request("DELETE", "/_mq/properties")
     assert resp.status == 200 and resp.json() == []

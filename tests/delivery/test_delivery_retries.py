@@ -18,7 +18,7 @@ def test_past_retry_a_timed_out_message_goes_to_the_dead_letter_queue(shared_mq)
     message_id = added(shared_mq, queue, b"poison", headers={"Content-Type": "text/plain"})
     deliver_and_let_time_out(shared_mq, queue, message_id, 2)
     dead = f"{queue}.dead"
-    poll_for(lambda: names_of(shared_mq, message_id) == [f"queues/{dead}/{message_id}"], 5,
+    poll_for(lambda: names_of(shared_mq, message_id) == [f"queues/{dead}/{message_id}"], 30,
              what="the message to reach the dead-letter queue")
     assert fetch(shared_mq, queue).status == 204
     resp = fetched(shared_mq, dead)
@@ -33,7 +33,7 @@ def test_retry_zero_sends_it_to_the_dead_letter_queue_after_the_first_delivery(s
     message_id = added(shared_mq, queue, b"once")
     deliver_and_let_time_out(shared_mq, queue, message_id, 1)
     dead = f"{queue}.dead"
-    poll_for(lambda: names_of(shared_mq, message_id) == [f"queues/{dead}/{message_id}"], 5,
+    poll_for(lambda: names_of(shared_mq, message_id) == [f"queues/{dead}/{message_id}"], 30,
              what="the message to reach the dead-letter queue")
     assert fetched(shared_mq, dead).header("X-Message-Id") == message_id
     assert fetch(shared_mq, queue).status == 204
@@ -88,7 +88,7 @@ def test_dead_lettering_and_redrive_survive_kill_9(start_killed):
     assert names_of(mq, message_id) == [f"delay/{queue}:{message_id}.2"]
     mq.start().wait_ready()
     dead = f"{queue}.dead"
-    poll_for(lambda: names_of(mq, message_id) == [f"queues/{dead}/{message_id}"], 5,
+    poll_for(lambda: names_of(mq, message_id) == [f"queues/{dead}/{message_id}"], 30,
              what="the message to be dead-lettered after the restart")
     assert fetch(mq, queue).status == 204
     restart(mq)

@@ -42,7 +42,7 @@ def test_purge_removes_ready_delayed_and_in_flight_and_keeps_the_queues_settings
     # The queue goes on working: a new message is served.
     new = mq.add("purged", b"after")
     assert mq.fetch("purged").header("X-Message-Id") == new
-    poll_for(lambda: files_in(mq.root / "remove") == [], 5, what="the reaper to unlink the purged")
+    poll_for(lambda: files_in(mq.root / "remove") == [], 30, what="the reaper to unlink the purged")
     assert mq.request("POST", "/no-such-queue/purge").status == 404
 
 

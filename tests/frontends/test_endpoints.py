@@ -62,7 +62,7 @@ def test_delete_queue_removes_ready_in_flight_and_new_messages(mq):
     assert not (mq.root / "queues" / "orders").exists()
     assert mq.request("PUT", "/orders").status == 201
     # Longer than --timeout: the fetched one must not come back into the new queue.
-    poll_for(lambda: not files_in(mq.root / "remove"), 5, what="the reaper to unlink everything")
+    poll_for(lambda: not files_in(mq.root / "remove"), 30, what="the reaper to unlink everything")
     for message_id in (in_flight, ready, leftover):
         assert_json_error(mq.delete("orders", message_id), 404, "not_found")
     assert mq.fetch("orders").status == 204
@@ -177,7 +177,7 @@ def test_a_fetched_message_is_invisible_then_comes_back_after_the_timeout(start_
     message_id = mq.add("redo", b"again")
     assert mq.fetch("redo").header("X-Message-Id") == message_id
     assert mq.fetch("redo").status == 204
-    again = poll_for(lambda: (r := mq.fetch("redo")).status == 200 and r, 5,
+    again = poll_for(lambda: (r := mq.fetch("redo")).status == 200 and r, 30,
                      what="the message to come back after --timeout=2")
     assert again.header("X-Message-Id") == message_id
     assert again.body == b"again"
@@ -191,7 +191,7 @@ def test_a_fetched_message_that_is_deleted_never_comes_back(mq):
     # timer (which ran out first) has long passed too.
     later = mq.add("done", b"left alone")
     assert mq.fetch("done").header("X-Message-Id") == later
-    back = poll_for(lambda: (r := mq.fetch("done")).status == 200 and r, 5)
+    back = poll_for(lambda: (r := mq.fetch("done")).status == 200 and r, 30)
     assert back.header("X-Message-Id") == later
     assert mq.fetch("done").status == 204
 

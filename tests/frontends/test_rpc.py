@@ -140,7 +140,7 @@ def test_pull_with_a_timeout_waits_for_a_push_and_answers_empty_after_it(rpc, rp
     assert error is None and got["content"] == b"late"
     started = time.monotonic()
     assert rpc.call("pull", queue, 0.3) == "empty"
-    assert 0.25 <= time.monotonic() - started < 3
+    assert 0.25 <= time.monotonic() - started < 6  # After the wait, with a loaded machine's room.
 
 
 def test_push_all_and_pull_any_by_regexp(rpc, rpc_mq):

@@ -168,7 +168,7 @@ def test_a_long_poll_over_tls_sees_its_client_hang_up(tls_mq):
     with tls_mq.context.wrap_socket(raw, server_hostname="127.0.0.1") as sock:
         sock.sendall(b"GET /tls-poll/messages?wait=20 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         # One more round trip to the front before hanging up, so it has read the request.
-        poll_for(lambda: tls_mq.request("GET", "/_mq/health").status == 200, 5)
+        poll_for(lambda: tls_mq.request("GET", "/_mq/health").status == 200, 30)
     # The poll ends (and is logged) when the front sees the client gone, long before 20 s.
     poll_for(lambda: len(polls()) > before, 10, what="the abandoned poll to end")
     tls_mq.add("tls-poll", b"kept")

@@ -59,9 +59,9 @@ def test_a_single_add_and_fetch_carry_the_trace_and_log_it(traced_mq):
     other = traced_mq.fetch(queue)
     assert other.header("X-Message-Id") == plain and other.header("traceparent") is None
     poll_for(lambda: logged(traced_mq, "http.request", method="POST", id=message_id,
-                            traceparent=TRACEPARENT), 5, what="the add's access log line")
+                            traceparent=TRACEPARENT), 30, what="the add's access log line")
     poll_for(lambda: logged(traced_mq, "http.request", method="GET", id=message_id,
-                            traceparent=TRACEPARENT), 5, what="the fetch's access log line")
+                            traceparent=TRACEPARENT), 30, what="the fetch's access log line")
 
 
 def test_a_fan_out_gives_every_copy_the_trace(traced_mq):
@@ -174,7 +174,7 @@ def test_rpc_push_and_pull_carry_the_trace(traced_mq):
         error, second = rpc_call(sock, unpacker, 3, "pull", queue)
         assert (second["content"], second["traceparent"], second["tracestate"]) == \
             ("from rpc", TRACEPARENT, TRACESTATE)
-    poll_for(lambda: logged(traced_mq, "rpc.call", method="push", traceparent=TRACEPARENT), 5,
+    poll_for(lambda: logged(traced_mq, "rpc.call", method="push", traceparent=TRACEPARENT), 30,
              what="the push's access log line")
     assert logged(traced_mq, "rpc.call", method="pull", traceparent=TRACEPARENT)
 
@@ -194,5 +194,5 @@ def test_the_sqs_api_s_aws_trace_header_crosses_both_ways(traced_mq):
     fetched = traced_mq.fetch(queue)
     assert (fetched.body, fetched.header("traceparent")) == (b"from sqs", TRACEPARENT)
     poll_for(lambda: logged(traced_mq, "http.request", sqs="SendMessage", traceparent=TRACEPARENT),
-             5, what="the SendMessage access log line")
+             30, what="the SendMessage access log line")
     assert logged(traced_mq, "http.request", sqs="ReceiveMessage", traceparent=TRACEPARENT)

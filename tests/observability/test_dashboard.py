@@ -80,26 +80,26 @@ def test_the_dashboard_shows_live_figures_and_peeks_and_purges(browser, mq, tmp_
         page.goto(f"http://127.0.0.1:{mq.port}/")
         assert page.url.endswith("/_mq/dashboard")
         page.wait_for_selector('#queues tr[data-queue="inspect"] td.ready')
-        poll_for(lambda: cell(page, "inspect", "ready") == "3", 10, what="inspect's 3 ready")
+        poll_for(lambda: cell(page, "inspect", "ready") == "3", 30, what="inspect's 3 ready")
         assert cell(page, "inspect", "adds") == "3"
         # Updated in place, no reload: the live queue's adds keep growing on the same page.
-        poll_for(lambda: page.is_visible('#queues tr[data-queue="live"]'), 10, what="the live queue")
+        poll_for(lambda: page.is_visible('#queues tr[data-queue="live"]'), 30, what="the live queue")
         seen = int(cell(page, "live", "adds"))
-        poll_for(lambda: int(cell(page, "live", "adds")) > seen, 10, what="the adds to grow")
-        poll_for(lambda: float(page.inner_text("#add-rate")) > 0, 10, what="an add rate")
+        poll_for(lambda: int(cell(page, "live", "adds")) > seen, 30, what="the adds to grow")
+        poll_for(lambda: float(page.inner_text("#add-rate")) > 0, 30, what="an add rate")
         # The adds line (#1f77b4) is drawn once two samples make a segment.
-        poll_for(lambda: page.evaluate(ADDS_LINE_PIXELS) > 20, 10, what="the adds line on the chart")
+        poll_for(lambda: page.evaluate(ADDS_LINE_PIXELS) > 20, 30, what="the adds line on the chart")
     finally:
         traffic.stopping.set()
         traffic.join(10)
     # Once the traffic stopped, the page shows exactly what was stored, as the stats JSON does.
-    poll_for(lambda: cell(page, "live", "adds") == str(traffic.added), 10,
+    poll_for(lambda: cell(page, "live", "adds") == str(traffic.added), 30,
              what=f"the page to show the {traffic.added} adds")
     stats = mq.request("GET", "/_mq/stats").json()["queues"]["live"]
     assert stats["totals"]["adds"] == traffic.added
     # The page may show the adds from a refresh taken before the last fetch was counted.
     fetches = str(stats["totals"]["fetches"])
-    poll_for(lambda: cell(page, "live", "fetches") == fetches, 10,
+    poll_for(lambda: cell(page, "live", "fetches") == fetches, 30,
              what=f"the page to show the {fetches} fetches")
 
     page.click('#queues tr[data-queue="inspect"] button.peek')
@@ -110,9 +110,9 @@ def test_the_dashboard_shows_live_figures_and_peeks_and_purges(browser, mq, tmp_
 
     page.once("dialog", lambda dialog: dialog.accept())
     page.click('#queues tr[data-queue="inspect"] button.purge')
-    poll_for(lambda: page.inner_text("#notice") == "purged 3 message(s) from inspect", 10,
+    poll_for(lambda: page.inner_text("#notice") == "purged 3 message(s) from inspect", 30,
              what="the purge notice")
-    poll_for(lambda: cell(page, "inspect", "ready") == "0", 10, what="inspect to show 0 ready")
+    poll_for(lambda: cell(page, "inspect", "ready") == "0", 30, what="inspect to show 0 ready")
     assert mq.request("GET", "/inspect/peek").json()["messages"] == []
     page.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)
     assert (tmp_path / "dashboard.png").stat().st_size > 0
@@ -139,20 +139,20 @@ def test_a_queue_page_edits_properties_and_redrives_dead_letters(browser, mq, tm
     page.wait_for_selector("#queue-page:not([hidden])")
     assert page.url.endswith("#/queue/orders") and page.is_hidden("#overview")
     assert page.inner_text("#q-name") == "orders"
-    poll_for(lambda: bodies(page, "q-messages") == ["first", "second"], 10, what="the ready bodies")
-    poll_for(lambda: page.input_value("#prop-timeout") == "1", 10, what="the properties form")
+    poll_for(lambda: bodies(page, "q-messages") == ["first", "second"], 30, what="the ready bodies")
+    poll_for(lambda: page.input_value("#prop-timeout") == "1", 30, what="the properties form")
     assert page.inner_text('#props tr[data-property="retry"] td.origin') == "default"
 
     # Bad input: the API's own 400 is shown, the field it names is marked, nothing is stored.
     page.fill("#prop-timeout", "soon")
     page.click("#props-save")
-    poll_for(lambda: "must be a number" in api_error(page), 10, what="the API's error")
+    poll_for(lambda: "must be a number" in api_error(page), 30, what="the API's error")
     assert api_error(page) == "Not saved: 400 invalid: property 'timeout' must be a number, not str"
     assert "invalid" in page.get_attribute("#prop-timeout", "class")
     page.fill("#prop-timeout", "1")
     page.fill("#prop-retry", "1000")
     page.click("#props-save")
-    poll_for(lambda: "'retry'" in api_error(page), 10, what="the range error")
+    poll_for(lambda: "'retry'" in api_error(page), 30, what="the range error")
     assert "between" in api_error(page)
     page.screenshot(path=str(tmp_path / "queue-page-refused.png"), full_page=True)
     assert mq.request("GET", "/orders/properties").json()["own"] == {}
@@ -160,7 +160,7 @@ def test_a_queue_page_edits_properties_and_redrives_dead_letters(browser, mq, tm
     # Good input: PATCH stores it, the form shows it as the queue's own.
     page.fill("#prop-retry", "0")
     page.click("#props-save")
-    poll_for(lambda: page.inner_text("#notice") == "saved retry of orders", 10, what="the save")
+    poll_for(lambda: page.inner_text("#notice") == "saved retry of orders", 30, what="the save")
     assert api_error(page) == ""
     assert mq.request("GET", "/orders/properties").json()["own"] == {"retry": 0}
     assert page.inner_text('#props tr[data-property="retry"] td.origin') == "set on the queue"
@@ -168,17 +168,17 @@ def test_a_queue_page_edits_properties_and_redrives_dead_letters(browser, mq, tm
 
     # With no retry left, a fetched message not acked is dead-lettered at its 1 s timeout.
     assert mq.request("GET", "/orders/messages").body == b"first"
-    poll_for(lambda: bodies(page, "dlq-messages") == ["first"], 10, what="the dead letter listed")
-    poll_for(lambda: page.inner_text("#q-figures td.dead") == "1", 10, what="1 dead shown")
-    poll_for(lambda: bodies(page, "q-messages") == ["second"], 10, what="one ready body left")
+    poll_for(lambda: bodies(page, "dlq-messages") == ["first"], 30, what="the dead letter listed")
+    poll_for(lambda: page.inner_text("#q-figures td.dead") == "1", 30, what="1 dead shown")
+    poll_for(lambda: bodies(page, "q-messages") == ["second"], 30, what="one ready body left")
     assert page.is_enabled("#redrive") and page.is_hidden("#dlq-empty")
     page.screenshot(path=str(tmp_path / "queue-page-dead-letter.png"), full_page=True)
 
     page.click("#redrive")
     poll_for(lambda: page.inner_text("#notice") == "moved 1 message(s) from orders.dead back to orders",
-             10, what="the redrive notice")
-    poll_for(lambda: page.is_visible("#dlq-empty"), 10, what="the dead letters to be gone")
-    poll_for(lambda: sorted(bodies(page, "q-messages")) == ["first", "second"], 10,
+             30, what="the redrive notice")
+    poll_for(lambda: page.is_visible("#dlq-empty"), 30, what="the dead letters to be gone")
+    poll_for(lambda: sorted(bodies(page, "q-messages")) == ["first", "second"], 30,
              what="the redriven message back among the ready ones")
     assert [m["id"] for m in mq.request("GET", "/orders/peek").json()["messages"]]
     assert mq.request("GET", "/orders.dead/peek").json()["messages"] == []
@@ -200,7 +200,7 @@ def test_the_process_table_shows_each_process_and_its_restarts(browser, mq, tmp_
     def process(name: str, column: str) -> str:
         return page.inner_text(f'#processes tr[data-process="{name}"] td.{column}')
 
-    poll_for(lambda: page.locator("#processes tbody tr").count() == len(names), 10,
+    poll_for(lambda: page.locator("#processes tbody tr").count() == len(names), 30,
              what="a row per process")
     assert [row.get_attribute("data-process")
             for row in page.locator("#processes tbody tr").all()] == names
@@ -214,8 +214,8 @@ def test_the_process_table_shows_each_process_and_its_restarts(browser, mq, tmp_
     assert process("front-0", "role") == "HTTP front"
 
     old = mq.kill_child("fetch-1")
-    new = mq.wait_for_new_pid("fetch-1", old, timeout=10)
+    new = mq.wait_for_new_pid("fetch-1", old, timeout=30)
     poll_for(lambda: process("fetch-1", "restarts") == "1" and process("fetch-1", "pid") == str(new),
-             10, what="fetch-1's restart and new pid")
+             30, what="fetch-1's restart and new pid")
     assert process("fetch-1", "state") == "up"
     page.screenshot(path=str(tmp_path / "processes.png"), full_page=True)

@@ -60,7 +60,7 @@ def test_one_access_line_per_request_with_method_queue_id_status_and_ms(start_mq
                  and line.get("queue") in ("acc", "nosuch", "a/b")]
         return lines if len(lines) >= 7 else None
 
-    lines = poll_for(access_lines, 5)
+    lines = poll_for(access_lines, 30)
     assert len(lines) == 7
     expected = [("POST", "acc", 201, message_id), ("GET", "acc", 200, message_id),
                 ("DELETE", "acc", 204, message_id), ("GET", "acc", 204, None),
@@ -86,7 +86,7 @@ def test_log_level_warning_keeps_crashes_and_drops_info(start_mq, tmp_path):
     mq.wait_ready(from_logs=False)
     old = mq.kill_child("save-0")
     mq.wait_for_new_pid("save-0", old)
-    poll_for(lambda: any(line["event"] == "supervisor.crash" for line in read_json_lines(log)), 5)
+    poll_for(lambda: any(line["event"] == "supervisor.crash" for line in read_json_lines(log)), 30)
     assert {line["level"] for line in read_json_lines(log)} <= {"warning", "error"}
 
 
@@ -116,16 +116,16 @@ def test_sighup_makes_every_process_reopen_the_log_file(start_mq, tmp_path):
 
     assert len(holding_rotated()) == len(procs), "every process writes the log"
     mq.proc.send_signal(signal.SIGHUP)
-    poll_for(lambda: not holding_rotated(), 5, what="every process to close the rotated file")
+    poll_for(lambda: not holding_rotated(), 30, what="every process to close the rotated file")
 
     message_id = mq.add("after", b"y")
     lines = poll_for(lambda: [line for line in read_json_lines(log)
-                              if line["event"] == "http.request" and line.get("id") == message_id], 5)
+                              if line["event"] == "http.request" and line.get("id") == message_id], 30)
     assert lines[0]["queue"] == "after"
     assert all(p.is_running() for p in procs), "SIGHUP must not restart anything"
     old = mq.kill_child("fetch-0")
     mq.wait_for_new_pid("fetch-0", old)
-    poll_for(lambda: any(line["event"] == "supervisor.crash" for line in read_json_lines(log)), 5,
+    poll_for(lambda: any(line["event"] == "supervisor.crash" for line in read_json_lines(log)), 30,
              what="the supervisor to write to the new file")
     assert not any(line["event"] == "supervisor.crash" for line in read_json_lines(rotated))
 

@@ -86,6 +86,6 @@ def test_a_slow_job_survives_other_commits_and_the_reaper_and_publishes_every_ro
             served.append(resp.body)
         return len(served) >= 4
 
-    poll_for(all_served, timeout=5, what="the daemon to serve the slow job's rows")
+    poll_for(all_served, timeout=30, what="the daemon to serve the slow job's rows")
     assert sorted(served) == [b"done 1", b"done 2", b"late 1", b"late 2"]
     assert daemon.fetch("slow").status == 204 and not os.listdir(store.stage_dir())

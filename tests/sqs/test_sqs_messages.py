@@ -294,7 +294,7 @@ def test_a_long_poll_whose_client_hangs_up_claims_nothing(sqs, queue_url, sqs_da
                      b"Content-Type: application/x-amz-json-1.0\r\n"
                      b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
         # One more round trip to the front before hanging up, so it has read the request.
-        poll_for(lambda: sqs_daemon.request("GET", "/_mq/health").status == 200, 5)
+        poll_for(lambda: sqs_daemon.request("GET", "/_mq/health").status == 200, 30)
     # The poll ends (and is logged) when the front sees the client gone, long before 15 s.
     poll_for(lambda: len(receives()) > before, 10, what="the abandoned poll to end")
     sqs.send_message(QueueUrl=queue_url, MessageBody="kept")

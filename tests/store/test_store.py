@@ -486,7 +486,7 @@ def test_fetch_actor_serves_from_its_index_without_listing_the_folder(start_mq):
     assert mq.fetch("indexed").header("X-Message-Id") == second
     assert mq.fetch("indexed").header("X-Message-Id") == third
     # Once the index is empty it is rebuilt from the folder, and the older one shows up.
-    found = poll_for(lambda: (r := mq.fetch("indexed")).status == 200 and r, 5)
+    found = poll_for(lambda: (r := mq.fetch("indexed")).status == 200 and r, 30)
     assert found.header("X-Message-Id") == older
     assert found.body == b"older"
 
