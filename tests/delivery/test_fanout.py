@@ -110,6 +110,22 @@ def test_a_copy_one_queue_refuses_fails_the_whole_fan_out_and_leaves_no_copy(fan
     assert fan_mq.fetch("fo-lim-big").status == 204
 
 
+
+def test_a_failed_fan_out_leaves_no_part_in_an_accumulating_queue(fan_mq):
+    create(fan_mq, "fo-acc-parts", "fo-acc-tiny")
+    assert fan_mq.request("PATCH", "/fo-acc-parts/properties", b'{"accum": 0.5}').status == 200
+    assert fan_mq.request("PATCH", "/fo-acc-tiny/properties", b'{"max_body_bytes": 10}').status == 200
+    resp = fan_out(fan_mq, "fo-acc-.*", b"y" * 100)
+    assert resp.status == 413 and "fo-acc-tiny" in resp.json()["message"]
+    # The copy that joined a window is a part, not a message: it must leave its window too,
+    # or the compound would deliver a copy of a fan-out its client was told failed.
+    windows = fan_mq.root / "accum" / "fo-acc-parts"
+    assert [part for window in files_in(windows) for part in files_in(windows / window)] == []
+    fan_mq.add("fo-acc-parts", b"control")
+    poll_for(lambda: not files_in(windows), what="every window of fo-acc-parts closed")
+    bodies = [m["body"] for m in ready_messages(fan_mq.port, "fo-acc-parts")]
+    assert len(bodies) == 1 and b"control" in bodies[0] and b"y" * 100 not in bodies[0], bodies
+
 # -- the save actor in-process, on disks that fail -------------------------------------------
 
 
