@@ -4,15 +4,16 @@ The save actor expands an `add_fanout` into one `add` per queue (children answer
 so every copy goes through the same write, flush and rename as any add and in the same batch:
 one flush makes them durable together, before the one reply. The request's answer is then
 collected from its children: every copy's id, or, when a copy failed for another reason than
-its queue having gone, that error, with the copies already made taken back.
+its queue having gone, that error, with the copies already delivered taken back before the
+flush (roll_back): as for a batch add, all or none.
 """
 
 from dataclasses import dataclass
 
+from mq.actors import accumulation
 from mq.actors.batch import Request
 from mq.errors import MqError, NotFound
 from mq.operations import AddFanout
-from mq.store import Changes
 
 #: The payload of a fan-out's copy: an add, already decoded (Request.decoded).
 COPY = {"op": "add"}
@@ -52,18 +53,56 @@ def expand(requests: list[Request]) -> tuple[list[Request], list[int | Fanout]]:
     return expanded, places
 
 
-def collapse(actor, batch, requests: list[Request], places: list[int | Fanout]):
-    """Give the batch back its original requests, each fan-out answered from its children."""
-    results, taken_back = [], []
+def failure(result) -> bool:
+    """Whether a copy's outcome fails its whole fan-out: an error other than its queue gone."""
+    return isinstance(result, MqError) and not isinstance(result, NotFound)
+
+
+def roll_back(actor, batch, delivered: list, fanouts: list[Fanout]) -> list:
+    """Before the flush: take back every delivered copy of a fan-out that failed; return the
+    delivered adds that stay.
+
+    Its client is told it failed and retries, so a copy it was not told about would be a
+    duplicate. Taken back here, before the flush and the notes, a copy was never announced to
+    a fetch actor, and a part leaves its window before the mover can close it into a compound
+    (a part is no message of its own: no removal by id finds it).
+    """
+    doomed: dict[int, MqError] = {}
+    for place in fanouts:
+        positions = range(place.first, place.first + len(place.queues))
+        error = next((batch.results[p] for p in positions if failure(batch.results[p])), None)
+        if error is not None:
+            doomed.update(dict.fromkeys(positions, error))
+    kept, taken = [], 0
+    for item in delivered:
+        error = doomed.get(item.pos) if item.slot is None else None
+        if error is None:
+            kept.append(item)
+            continue
+        try:
+            accumulation.take_back(actor.store, item)
+            taken += 1
+        except OSError as err:
+            actor.log.error("save.fanout_take_back_failed", queue=item.add.queue, id=item.id,
+                            error=str(err))
+        batch.set_outcome(item, error)
+    if taken:
+        actor.log.warning("save.fanout_taken_back", count=taken)
+    return kept
+
+
+def collapse(batch, requests: list[Request], places: list[int | Fanout]):
+    """Give the batch back its original requests, each fan-out answered from its children
+    (the copies of one that failed were taken back by roll_back)."""
+    results = []
     for place in places:
         if isinstance(place, int):
             results.append(batch.results[place])
             continue
         copies = list(zip(place.queues, batch.results[place.first:place.first + len(place.queues)]))
         made = [(queue, r) for queue, r in copies if isinstance(r, dict)]
-        failed = [r for _, r in copies if isinstance(r, MqError) and not isinstance(r, NotFound)]
+        failed = [r for _, r in copies if failure(r)]
         if failed:
-            taken_back += made
             results.append(failed[0])
         elif not made:
             results.append(NotFound("none of the matching queues exists any more"))
@@ -71,24 +110,5 @@ def collapse(actor, batch, requests: list[Request], places: list[int | Fanout]):
             results.append({"messages": [{"queue": queue, "id": r["id"], "due": r.get("due"),
                                           "accumulated": r.get("accumulated", "no")}
                                          for queue, r in made]})
-    if taken_back:
-        take_back(actor, taken_back)
     batch.requests, batch.results = requests, results
     return batch
-
-
-def take_back(actor, made: list) -> None:
-    """Remove the copies of a fan-out that failed as a whole: its client is told it failed
-    and retries, so the copies it was not told about would be duplicates."""
-    changes = Changes()
-    for queue, result in made:
-        try:
-            actor.store.remove(queue, result["id"], changes=changes)
-        except OSError as err:
-            actor.log.error("save.fanout_take_back_failed", queue=queue, id=result["id"],
-                            error=str(err))
-    try:
-        actor.store.flush(changes)
-    except OSError as err:
-        actor.log.error("save.fanout_take_back_failed", error=str(err))
-    actor.log.warning("save.fanout_taken_back", count=len(made))

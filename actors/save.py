@@ -37,6 +37,7 @@ class SaveActor(Actor[AddBatch]):
         self.props = properties.PropertyFiles(self.store, {"max_body_bytes": options.max_body_bytes})
         self.pending_keys: list = []  # (request, deadline) of adds waiting for their key's add
         self.deadlines: dict = {}
+        self.fanouts: list = []  # the fan-outs of the batch being handled (actors/fanout.py)
         self.counters = Counters()
         self.writer_name = f"{os.path.basename(self.run_dir)}/save-{self.index}"
 
@@ -120,7 +121,12 @@ class SaveActor(Actor[AddBatch]):
         expanded, places = fanout.expand(requests)
         if expanded == requests:
             return super().handle(requests)
-        return fanout.collapse(self, super().handle(expanded), requests, places)
+        # Read by settle(), which rolls back a failed fan-out's copies before the flush.
+        self.fanouts = [place for place in places if isinstance(place, fanout.Fanout)]
+        try:
+            return fanout.collapse(super().handle(expanded), requests, places)
+        finally:
+            self.fanouts = []
 
     def tick(self) -> None:
         """Try again the adds waiting for an earlier add with their key."""
@@ -165,6 +171,7 @@ class SaveActor(Actor[AddBatch]):
                                error=str(err))
                 save_batch.drop_rest(self, batch, item, written, delivered)
         delivered = save_batch.roll_back_failed(self, batch, delivered)
+        delivered = fanout.roll_back(self, batch, delivered, self.fanouts)
         try:
             self.store.flush(batch.changes)
         except OSError as err:

@@ -14,7 +14,7 @@ import pytest
 from actor_support import Actors
 from actor_support import request as actor_request
 from disks import FailingDisk
-from mq.errors import Invalid, Unavailable
+from mq.errors import Invalid, TooLarge, Unavailable
 from support import body_is_whole, checked_body, files_in, poll_for, ready_daemon, request
 from repo_support import REPO
 
@@ -175,6 +175,34 @@ def test_fan_outs_and_adds_in_one_batch_each_get_their_own_answer(tmp_path):
     assert len(files_in(actors.store.queue_dir("a"))) == 2
     assert len(files_in(actors.store.queue_dir("b"))) == 2
 
+
+
+@pytest.mark.parametrize("failure", ["refused", "rename"])
+def test_a_failed_fan_out_is_taken_back_before_its_flush_and_announced_to_no_one(tmp_path, failure):
+    # Copies into a ready queue, an accumulating one (a part, in its window) and a delaying
+    # one; the last copy fails: refused by its queue, or its rename into the queue fails.
+    disk = FailingDisk("fs", rename=errno.ENOSPC, after={"rename": 3})
+    disk.armed = False
+    actors = Actors(tmp_path, disk)
+    for queue, props in (("a", {}), ("b", {"accum": 3600}), ("c", {"delay": 60}),
+                         ("d", {"max_body_bytes": 1} if failure == "refused" else {})):
+        actors.store.create_queue(queue)
+        if props:
+            assert isinstance(actors.call("props_put", queue=queue, properties=props), dict)
+    disk.armed = failure == "rename"
+    disk.calls.clear()
+    batch = actors.save.handle([actor_request("add_fanout", queues=["a", "b", "c", "d"], body=b"xy",
+                                              content_type="", due=None)])
+    [result] = batch.results
+    assert isinstance(result, TooLarge if failure == "refused" else Unavailable), result
+    # No fetch actor or mover hears of a copy: none could be claimed before it is taken back.
+    assert (batch.ready, batch.hidden) == ({}, [])
+    for queue in ("a", "b", "c", "d"):
+        assert files_in(actors.store.queue_dir(queue)) == []
+    assert [part for _, window in actors.store.list_windows()
+            for part in files_in(actors.store.window_dir("b", window))] == []
+    for folder in ("new", "delay"):
+        assert [name for name in files_in(actors.store.folder(folder)) if ":" in name] == []
 
 def readme_session() -> list[tuple[str, bytes]]:
     """(command, output) of each `$ ` line of README.md's fan-out session."""
