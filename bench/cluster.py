@@ -125,10 +125,20 @@ class Node:
 
     def signal_group(self, sig: int) -> None:
         """Send sig to the whole tree at once."""
-        try:
-            os.killpg(self.proc.pid, sig)
-        except ProcessLookupError:
-            pass
+        if self.proc.returncode is None:
+            try:  # Not collected yet, so its pid (the group's id) is nobody else's.
+                os.killpg(self.proc.pid, sig)
+            except ProcessLookupError:
+                pass
+            return
+        # Collected: an emptied group's number may be another tree's by now, so only the
+        # members still here (orphans adopted by this subreaper) get the signal.
+        for proc in psutil.Process().children(recursive=True):
+            try:
+                if os.getpgid(proc.pid) == self.proc.pid:
+                    proc.send_signal(sig)
+            except (ProcessLookupError, psutil.NoSuchProcess):
+                pass
 
     def kill(self) -> None:
         """kill -9 of the whole tree (the daemon dies at once, as in a machine crash)."""
