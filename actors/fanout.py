@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from mq.actors import accumulation
 from mq.actors.batch import Request
 from mq.errors import MqError, NotFound
-from mq.operations import AddFanout
+from mq.operations import AddFanout, accumulated_of
 
 #: The payload of a fan-out's copy: an add, already decoded (Request.decoded).
 COPY = {"op": "add"}
@@ -108,7 +108,7 @@ def collapse(batch, requests: list[Request], places: list[int | Fanout]):
             results.append(NotFound("none of the matching queues exists any more"))
         else:
             results.append({"messages": [{"queue": queue, "id": r["id"], "due": r.get("due"),
-                                          "accumulated": r.get("accumulated", "no")}
+                                          "accumulated": accumulated_of(r)}
                                          for queue, r in made]})
     batch.requests, batch.results = requests, results
     return batch

@@ -17,7 +17,7 @@ from mq.actors.add_batch import Written
 from mq.adds import checked_add, with_properties
 from mq.errors import MqError, NotFound, Unavailable
 from mq.ids import new_id
-from mq.operations import AddBatch
+from mq.operations import AddBatch, accumulated_of
 
 
 def add_batch(actor, batch, request: AddBatch, sender):
@@ -147,7 +147,6 @@ def assemble(batch) -> None:
             batch.results[pos] = {
                 "queue": parts[0]["queue"],
                 "messages": [{"id": p["id"], "due": p.get("due"),
-                              # A duplicate stored nothing, so it joined no window: "no".
-                              "accumulated": "no" if p.get("duplicate") else p["accumulated"],
+                              "accumulated": accumulated_of(p),
                               **({"duplicate": True} if p.get("duplicate") else {})}
                              for p in parts]}

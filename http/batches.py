@@ -10,8 +10,7 @@ import base64
 import binascii
 import time
 import uuid
-from collections.abc import Mapping
-from typing import Any, TypedDict
+from typing import TypedDict
 
 import orjson
 
@@ -20,7 +19,15 @@ from mq.errors import Invalid
 from mq.http import compound
 from mq.http.api import ApiHandler
 from mq.numbers import parse_number
-from mq.operations import MAX_BATCH_MESSAGES, MAX_FETCH, AckBatch, AddBatch, FetchBatch, Fetched
+from mq.operations import (
+    MAX_BATCH_MESSAGES,
+    MAX_FETCH,
+    AckBatch,
+    AddBatch,
+    FetchBatch,
+    Fetched,
+    accumulated_of,
+)
 from mq.schedule import due_time
 
 #: The Content-Types that make a POST /{queue}/messages a batch.
@@ -219,13 +226,6 @@ async def post_batch(handler: ApiHandler, queue: str, body: bytes) -> None:
     fresh = [m for m in result["messages"] if not m.get("duplicate")]
     reply = [added_record(m) for m in result["messages"]]
     handler.write_json(201 if fresh else 200, {"queue": queue, "messages": reply})
-
-
-def accumulated_of(added: Mapping[str, Any]) -> str:
-    """What an add's answer says of accumulation: the save actor's "new" or "yes", else "no"
-    (a duplicate stored nothing, so it joined no window); the same for a single add and for
-    each message of a batch (docs/DELIVERY.md, "Accumulation")."""
-    return "no" if added.get("duplicate") else added.get("accumulated") or "no"
 
 
 def added_record(message: dict) -> dict:

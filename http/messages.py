@@ -15,7 +15,18 @@ from mq.errors import Invalid, TooLarge
 from mq.http import batches, compound
 from mq.http.api import ApiHandler
 from mq.numbers import parse_number
-from mq.operations import Ack, Add, Added, Delete, Extend, Fetch, FetchBatch, Fetched, Nack
+from mq.operations import (
+    Ack,
+    Add,
+    Added,
+    Delete,
+    Extend,
+    Fetch,
+    FetchBatch,
+    Fetched,
+    Nack,
+    accumulated_of,
+)
 from mq.schedule import due_time
 
 #: Seconds between checks that the client of a waiting long poll is still connected.
@@ -156,7 +167,7 @@ class MessagesHandler(StreamedBodyHandler):
         reply: dict[str, object] = {"id": message_id, "queue": queue}
         if result.get("due"):
             reply["due"] = result["due"]
-        accumulated = batches.accumulated_of(result)
+        accumulated = accumulated_of(result)
         self.set_header("X-Accumulated", accumulated)
         if accumulated != "no":
             reply["accumulated"] = accumulated

@@ -36,10 +36,9 @@ class RoutedMessagesHandler(StreamedBodyHandler):
         if self.param("dedup_id", "X-Dedup-Id"):
             raise Invalid("dedup_id is not supported on a fan-out add")
         due = due_time(self.param("delay", "X-Delay"), self.param("at", "X-At"), time.time())
-        context = trace_context.parse(self.request.headers.get("traceparent"),
-                                      self.request.headers.get("tracestate"))
-        messages = await self.service.fan_out(self.token, pattern, body,
-                                              self.request.headers.get("Content-Type"), due, context)
+        context = trace_context.parse(self.header("traceparent"), self.header("tracestate"))
+        messages = await self.service.fan_out(self.token, pattern, body, self.content_type, due,
+                                              context)
         self.log_fields["queues"] = len(messages)
         if context:
             self.log_fields["traceparent"] = context["tp"]

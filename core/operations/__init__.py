@@ -41,12 +41,20 @@ from mq.operations.fetch import (
 )
 from mq.operations.fields import OPS, OnQueue, Operation
 from mq.operations.notes import Cancel, Delayed, Ready, Relay, Relist, Rescan, Settled, Stats, Window
-from mq.operations.save import MAX_BATCH_MESSAGES, MAX_FANOUT_QUEUES, Add, AddBatch, Added, AddFanout
+from mq.operations.save import (
+    MAX_BATCH_MESSAGES,
+    MAX_FANOUT_QUEUES,
+    Add,
+    AddBatch,
+    Added,
+    AddFanout,
+    accumulated_of,
+)
 
 __all__ = [
     "OPS", "Operation", "OnQueue", "MAX_BATCH_MESSAGES", "MAX_FANOUT_QUEUES", "MAX_FETCH", "MAX_PEEK",
     "MAX_QUEUES", "MAX_WAIT_SECONDS", "check_wait",
-    "Add", "AddBatch", "AddFanout", "Added",
+    "Add", "AddBatch", "AddFanout", "Added", "accumulated_of",
     "Fetch", "FetchBatch", "FetchAny", "Watch", "Fetched", "Ack", "AckBatch", "Acked", "Nack",
     "Extend", "Delete",
     "QueueGet", "QueuePut", "QueueDelete", "Redrive", "Peek", "Purge", "PropsGet", "PropsPut",

@@ -6,8 +6,9 @@ fan-out's (and so each copy's) and each message of a batch add alike. The queue'
 (its body size, its default delay) are the save actor's (mq.adds.with_properties).
 """
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated, TypedDict
+from typing import Annotated, Any, TypedDict
 
 from mq.adds import (
     MAX_BATCH_MESSAGES,
@@ -65,6 +66,13 @@ class Added(TypedDict, total=False):
     due: float | None
     accumulated: str
     duplicate: bool
+
+
+def accumulated_of(added: Mapping[str, Any]) -> str:
+    """What an add's answer says of accumulation: the save actor's "new" or "yes", else "no"
+    (a duplicate stored nothing, so it joined no window); the same for a single add, each
+    message of a batch and each copy of a fan-out (docs/DELIVERY.md, "Accumulation")."""
+    return "no" if added.get("duplicate") else added.get("accumulated") or "no"
 
 
 #: The fields of an add that a message of a batch add holds.
