@@ -17,7 +17,7 @@ import threading
 import time
 
 import psutil
-from harness import free_port
+from ports import free_port
 
 PR_SET_CHILD_SUBREAPER = 36
 

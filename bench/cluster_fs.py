@@ -16,7 +16,7 @@ import sys
 import time
 
 import psutil
-from harness import free_port
+from ports import free_port
 
 #: Loopback address of the GlusterFS bricks: glusterd refuses "localhost" and 127.0.0.1
 #: as a brick's host, not the rest of 127.0.0.0/8.

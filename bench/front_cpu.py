@@ -28,7 +28,8 @@ import tempfile
 import time
 
 from cores import drive
-from harness import Client, Daemon, free_port
+from harness import Client, Daemon
+from ports import free_port
 
 from mq.config import Options
 from mq.store.root import Root, ipc_dir_of

@@ -11,17 +11,11 @@ import math
 import os
 import platform
 import signal
-import socket
 import subprocess
 import sys
 import time
 
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from ports import free_port
 
 
 def loadavg() -> str:

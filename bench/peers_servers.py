@@ -14,7 +14,7 @@ import socket
 import subprocess
 import time
 
-from harness import free_port
+from ports import free_port
 
 #: The programs and the Debian packages that have them.
 PACKAGES = {"beanstalkd": "beanstalkd", "redis-server": "redis-server",

@@ -12,7 +12,8 @@ import subprocess
 import sys
 import time
 
-from harness import Client, free_port
+from harness import Client
+from ports import free_port
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BODY = b"m" * 100

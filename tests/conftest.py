@@ -1,5 +1,7 @@
 """Fixtures: a real mq daemon per test, on its own temporary root and free port."""
 
+import sys
+
 import pytest
 
 from support import Daemon, become_subreaper, reap_orphans
@@ -10,6 +12,27 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if item.get_closest_marker("spark"):
             item.add_marker(pytest.mark.xdist_group("spark"))
+
+
+#: What failed in this run, one line each (the test, the phase, the first line of the error).
+FAULTS: list[str] = []
+
+
+def pytest_runtest_logreport(report):
+    """Keep one line for each failed phase of a test (in a parallel run: the controller's copy)."""
+    if report.failed:
+        crash = getattr(report.longrepr, "reprcrash", None)
+        why = crash.message if crash is not None else str(report.longrepr).strip()
+        why = " ".join(why.split())
+        FAULTS.append(f"{report.nodeid} ({report.when}): {why[:400]}")
+
+
+def pytest_unconfigure(config):
+    """Name what failed once more, after pytest's summary line: a log cut to its last lines
+    (a CI page) still says which test failed and why."""
+    if FAULTS and not hasattr(config, "workerinput"):
+        sys.__stdout__.write("".join(f"failed: {line}\n" for line in FAULTS[-5:]))
+        sys.__stdout__.flush()
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -24,6 +24,12 @@ from pathlib import Path
 
 import psutil
 
+from repo_support import REPO
+
+# The benchmarks' port rule (bench/ports.py) is the tests' too: one rule for every daemon started.
+sys.path.insert(0, str(REPO / "bench"))
+from ports import free_port  # noqa: E402,F401  (re-exported for the tests)
+
 #: Folder of the interpreter running the tests; the project's commands live beside it.
 BIN = Path(sys.executable).parent
 #: The queue wait_ready() adds to and deletes, so that every save actor is known to answer.
@@ -40,13 +46,6 @@ def command(name: str) -> str:
     found = shutil.which(name)
     assert found, f"{name} is not installed next to {sys.executable} nor on PATH"
     return found
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that the OS says is free now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def poll_for(predicate, timeout: float = 30.0, interval: float = 0.02, what: str = "",
