@@ -10,7 +10,8 @@ import time
 from mq.liveness import supervisor_running_here
 from mq.store.root import Root, health_path, ipc_dir_of, is_under, point_to_ipc_dir
 
-#: A daemon on another host whose health.json is younger than this many seconds is running.
+#: A daemon on another host whose run folder or health.json changed less than this many seconds
+#: ago is running.
 LIVE_HEALTH_SECONDS = 10.0
 
 #: Longest ipc:// socket path the kernel accepts, less room for the socket's own name.
@@ -74,11 +75,25 @@ def clean_stale_run_dirs(root: str) -> None:
             shutil.rmtree(folder, ignore_errors=True)
 
 
+def last_sign_of_life(folder: str) -> float:
+    """When a daemon of another host last showed itself in its run folder: the folder's own
+    mtime (its making, each health.json renamed into it) or its health.json's, the later;
+    0 when neither can be read."""
+    times = [0.0]
+    for path in (folder, health_path(folder)):
+        try:
+            times.append(os.stat(path).st_mtime)
+        except OSError:
+            pass
+    return max(times)
+
+
 def live_daemons(root: str) -> list[str]:
     """Names of the run folders of other daemons using this root now.
 
     On this host a daemon is running when its supervisor's pid is; on another host, when its
-    health.json (rewritten every second) is fresh.
+    folder was made or its health.json (rewritten every second) replaced lately: a daemon
+    starting there counts from the moment it made its folder, before its first health.json.
     """
     host = socket.gethostname()
     live = []
@@ -90,11 +105,7 @@ def live_daemons(root: str) -> list[str]:
         if owner == host:
             running = int(pid) != os.getpid() and supervisor_running_here(int(pid))
         else:
-            try:
-                age = time.time() - os.stat(health_path(folder)).st_mtime
-            except OSError:
-                continue
-            running = age < LIVE_HEALTH_SECONDS
+            running = time.time() - last_sign_of_life(folder) < LIVE_HEALTH_SECONDS
         if running:
             live.append(name)
     return live

@@ -94,6 +94,34 @@ def test_a_second_daemon_without_peers_on_a_root_in_use_is_refused(tmp_path):
         alone.cleanup()
 
 
+def test_a_daemon_of_another_host_counts_from_the_moment_its_folder_is_made(tmp_path):
+    """Before its first health.json a starting daemon of another host is seen by its folder;
+    a folder that has shown no sign of life for a while blocks nothing."""
+    import os
+    import time
+
+    from test_config_cli import run_mq
+    from support import create_root, free_port
+
+    from mq.supervisor.run_dirs import LIVE_HEALTH_SECONDS, live_daemons
+
+    root = tmp_path / "root"
+    assert create_root(root).returncode == 0
+    starting = root / "run" / "another-host.example-4242"
+    starting.mkdir(parents=True)
+    refused = run_mq(f"--root={root}", f"--port={free_port()}", "--peers=0")
+    assert refused.returncode == 2, refused
+    assert "in use by 1 other daemon" in refused.stderr and starting.name in refused.stderr
+    # Gone quiet (its host died before it wrote anything): it no longer counts.
+    quiet = time.time() - LIVE_HEALTH_SECONDS - 5
+    os.utime(starting, (quiet, quiet))
+    assert live_daemons(str(root)) == []
+    # Its health.json, once written, counts as much as the folder does.
+    (starting / "health.json").write_text("{}")
+    os.utime(starting, (quiet, quiet))
+    assert live_daemons(str(root)) == [starting.name]
+
+
 def test_a_starting_daemon_makes_its_folder_before_it_looks_for_the_others(tmp_path, monkeypatch):
     """Of two daemons started at once, the one that looks last sees the other's folder
     (looking before making its own, each could see none and both run alone)."""
