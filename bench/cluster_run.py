@@ -58,7 +58,8 @@ def run(volume, seconds: float, workdir: str, timeout: float = 3.0, fault_interv
     (with every_fault longer, up to three times as long, until each of `faults` was made once:
     a restart on a busy machine can take most of a short run), drain, return the counts (total_queue.check)
     with "faults", "client errors", "statuses" (how many answers of each HTTP status, 0 for no
-    answer) and "drained"."""
+    answer), "odd answers" (the first that no fault excuses: Traffic.odd_answers) and
+    "drained"."""
     rng = random.Random(rng_state)
     become_subreaper()
     root_of = [os.path.join(mount, "mq") for mount in volume.mounts]
@@ -89,6 +90,7 @@ def run(volume, seconds: float, workdir: str, timeout: float = 3.0, fault_interv
         counts = stop_and_check(traffic, history, timeout, say)
         counts["faults"] = dict(nemesis.counts)
         counts["statuses"] = dict(traffic.statuses)
+        counts["odd answers"] = list(traffic.odd_answers)
         counts["error lines"] = error_lines(nodes)
         return counts
     finally:
@@ -148,7 +150,8 @@ def main() -> int:
         with volume_class(workdir) as volume:
             counts = run(volume, args.seconds, workdir, args.timeout, args.fault_interval,
                          tuple(args.faults.split(",")), adds_per_second=args.adds_per_second,
-                         rng_state=rng_state, say=lambda line: print(line, flush=True))
+                         rng_state=rng_state, say=lambda line: print(
+                             f"{time.strftime('%H:%M:%S', time.gmtime())} {line}", flush=True))
     finally:
         if args.keep:
             print(f"  logs kept in {workdir}")
@@ -156,6 +159,9 @@ def main() -> int:
             shutil.rmtree(workdir, ignore_errors=True)
     faults, errors = counts.pop("faults"), counts.pop("client errors")
     statuses, drained = counts.pop("statuses"), counts.pop("drained")
+    for at, port, method, path, status, body in counts.pop("odd answers"):
+        clock = time.strftime("%H:%M:%S", time.gmtime(at)) + f"{at % 1:.3f}"[1:]
+        print(f"  odd answer at {clock}: {method} {path} on port {port}: {status} {body}")
     for line in counts.pop("error lines"):
         print(f"  {line}")
     print(f"\n  load after: {loadavg()}")
