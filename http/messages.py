@@ -12,7 +12,7 @@ import tornado.web
 from mq import store as fmt
 from mq import trace_context
 from mq.errors import Invalid, TooLarge
-from mq.http import batches, compound, service
+from mq.http import batches, compound
 from mq.http.api import ApiHandler
 from mq.numbers import parse_number
 from mq.operations import (
@@ -80,8 +80,6 @@ class StreamedBodyHandler(ApiHandler):
     def prepare(self) -> None:
         """Refuse a declared Content-Length over the limit before reading the body."""
         super().prepare()
-        if self.request.method == "POST":
-            service.check_add_before_body(self.token, self.added_to())
         self.chunks: list[bytes] = []
         self.received = 0
         #: The request's Content-Type, read once, and whether it makes a POST a batch add.
@@ -101,11 +99,6 @@ class StreamedBodyHandler(ApiHandler):
             # A chunked body declares no length: data_received counts it, so that one over
             # the limit gets this JSON 413, not the bare 400 of the connection's own limit.
             self.http_connection().set_max_body_size(UNLIMITED_CHUNKED_BODY)
-
-    def added_to(self) -> tuple[str, ...]:
-        """The queues a POST of this route adds to, as its path names them (none: a pattern's,
-        chosen later among those the token may use)."""
-        return ()
 
     def data_received(self, chunk: bytes) -> None:
         """Collect the body; answer 413 as soon as a chunked one passes the limit."""
@@ -146,10 +139,6 @@ class StreamedBodyHandler(ApiHandler):
 @tornado.web.stream_request_body
 class MessagesHandler(StreamedBodyHandler):
     """GET and POST /{queue}/messages."""
-
-    def added_to(self) -> tuple[str, ...]:
-        """The queue of the path."""
-        return (self.queue_name(self.path_args[0]),)
 
     async def post(self, name: str) -> None:
         """Add a message: 201 with X-Message-Id once durable; 200 for a duplicate's first id."""

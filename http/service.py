@@ -11,7 +11,7 @@ import-linter contract keeps the front ends off http/actor_links.py (tests/proje
 import asyncio
 import functools
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import cast, overload
 
 from mq.errors import Invalid
@@ -86,14 +86,6 @@ def check(token: Token | None, request: Operation) -> None:
     """Forbidden unless the token may run this operation on every queue it touches."""
     if token is not None:
         access.check(token, SCOPES.get(type(request), ADMIN), touched(request))
-
-
-def check_add_before_body(token: Token | None, queues: Sequence[str]) -> None:
-    """Forbidden unless the token may add to these queues (none named: may add at all): the
-    check of an add over HTTP before its body is read, so a client that may not add is not
-    made to send the body first. The add's own check still runs once it is decoded."""
-    if token is not None:
-        access.check(token, SCOPES[Add], queues)
 
 
 class QueueService:

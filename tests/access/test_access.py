@@ -7,7 +7,6 @@ import asyncio
 import hashlib
 import hmac
 import json
-import socket
 import subprocess
 import sys
 
@@ -119,29 +118,6 @@ def test_a_read_token_reads_but_cannot_write_or_administer(daemon):
         assert resp.json()["error"] == "forbidden"
         assert 'error="insufficient_scope"' in resp.header("WWW-Authenticate")
     assert daemon.request("GET", "/readable/peek").json()["messages"][0]["body"] == "b25l"
-
-
-def answer_before_body(daemon, path: str, who: str) -> bytes:
-    """The status line a POST of a declared megabyte gets while its body is still unsent."""
-    with socket.create_connection(("127.0.0.1", daemon.port), timeout=10) as sock:
-        sock.sendall(f"POST {path} HTTP/1.1\r\nHost: mq\r\nAuthorization: Bearer "
-                     f"{TOKENS[who][0]}\r\nContent-Length: 1000000\r\n\r\n".encode())
-        return sock.makefile("rb").readline()
-
-
-def test_an_add_the_token_may_not_make_is_refused_before_its_body_is_sent(daemon):
-    assert answer_before_body(daemon, "/orders/messages", "reader").startswith(b"HTTP/1.1 403")
-    assert answer_before_body(daemon, "/billing/messages", "orders-worker").startswith(
-        b"HTTP/1.1 403")
-    assert answer_before_body(daemon, "/_mq/messages?qre=orders.*", "reader").startswith(
-        b"HTTP/1.1 403")
-    # One it may make waits for its body, as every add does.
-    with pytest.raises(TimeoutError):
-        with socket.create_connection(("127.0.0.1", daemon.port), timeout=1) as sock:
-            sock.sendall(f"POST /orders/messages HTTP/1.1\r\nHost: mq\r\nAuthorization: "
-                         f"Bearer {TOKENS['orders-worker'][0]}\r\nContent-Length: 10\r\n\r\n"
-                         .encode())
-            sock.recv(100)
 
 
 def test_a_queue_regex_must_match_the_whole_queue_name(daemon):
