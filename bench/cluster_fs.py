@@ -179,8 +179,25 @@ class GlusterVolume(Volume):
                 pids[brick] = int(value)
         return pids
 
+    def pending_heals(self) -> int | None:
+        """Entries the self-heal daemon has still to mend, summed over the bricks; None while
+        a brick cannot say (down, not connected)."""
+        out = self.cli("volume", "heal", self.name, "info", timeout=60).stdout
+        counts = [line.split(":", 1)[1].strip() for line in out.splitlines()
+                  if line.startswith("Number of entries:")]
+        if len(counts) < len(self.bricks) or not all(c.isdigit() for c in counts):
+            return None
+        return sum(map(int, counts))
+
+    def wait_healed(self, timeout: float = 120) -> None:
+        """Wait until every brick is up and nothing is left to heal: replica 3 outlives one
+        brick's loss, and a second loss before the first brick is mended is two."""
+        wait_for(lambda: self.pending_heals() == 0, timeout, "the volume to heal")
+
     def kill_server(self, index: int) -> str:
-        """kill -9 one brick process (a server dying); what was killed."""
+        """kill -9 one brick process (a server dying), once the volume is whole again (the
+        loss of one server at a time, which is what replicas are for); what was killed."""
+        self.wait_healed()
         online = self.brick_pids()
         # One that is up: a restart that timed out on a loaded host leaves a brick down.
         up = [b for b in self.bricks if b in online]

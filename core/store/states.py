@@ -8,7 +8,7 @@ which the caller flushes whole before it answers anyone.
 import os
 from collections.abc import Container, Iterator
 
-from mq.errors import lost_race
+from mq.errors import Unavailable, lost_race
 from mq.store.changes import Changes, tracked
 from mq.store.disk import Disk
 from mq.store.names import parse_entry, split_name
@@ -50,7 +50,7 @@ class MessageStates:
                   else self.paths.ready_path(queue, message_id))
         if delayed or queue not in self.admitted:
             self.queues.admit(queue, source)
-            self.disk.rename(source, target)
+            self.rename_into_view(source, target)
             if not delayed:
                 if len(self.admitted) >= ADMITTED_MAX:
                     self.admitted.clear()
@@ -61,9 +61,22 @@ class MessageStates:
             except (FileNotFoundError, NotADirectoryError):
                 self.admitted.discard(queue)
                 self.queues.admit(queue, source)
-                self.disk.rename(source, target)
+                self.rename_into_view(source, target)
         tracked(changes).renamed(source, target)
         return os.path.dirname(target)
+
+    def rename_into_view(self, source: str, target: str) -> None:
+        """Rename a written message from new/ into view, its queue now there. Its own file
+        gone from new/ (flushed, and no other process takes a young file there) is the file
+        system losing it, as a replicated one answering from a copy that was away can:
+        Unavailable (503), for the add is not acknowledged and may be sent again."""
+        try:
+            self.disk.rename(source, target)
+        except FileNotFoundError:
+            if os.path.lexists(source):
+                raise
+            raise Unavailable(f"message file {os.path.basename(source)} is gone from new/ "
+                              "before its delivery: the file system lost it") from None
 
     def undeliver_new(self, queue: str, message_id: str, delayed: bool,
                       changes: Changes | None = None) -> str:

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from mq import store as fmt
 import mq.store.disk as disk_module
 from mq.actors.queue_index import QueueIndex
-from mq.errors import Invalid, NotFound
+from mq.errors import Invalid, NotFound, Unavailable
 from mq.ids import id_time_ms, is_id, new_id
 from mq.store import Store
 from disks import FailingDisk
@@ -205,6 +205,20 @@ def test_deliver_without_auto_create_into_a_queue_deleted_since_refuses_and_disc
     with pytest.raises(NotFound):
         store.deliver_new("q", message_id, delayed=False)
     assert files_in(store.folder("new")) == []
+
+
+@pytest.mark.parametrize("known", [False, True], ids=["first", "known queue"])
+def test_a_written_message_the_file_system_lost_is_unavailable_not_a_storage_fault(store, known):
+    # A replicated file system answering from a copy that was away can lose a file just
+    # written: the add is not acknowledged and may be sent again (503), not an operator's 500.
+    if known:
+        ready_message(store, "q")
+    message_id = new_id()
+    path = store.write_new("q", message_id, fmt.encode_message(b"x", "", 1, message_id), None)
+    os.unlink(path)
+    with pytest.raises(Unavailable, match="the file system lost it"):
+        store.deliver_new("q", message_id, delayed=False)
+    assert message_id not in files_in(store.queue_dir("q"))
 
 
 def test_claim_moves_a_ready_message_to_delay_with_its_due_time(store):
