@@ -4,10 +4,10 @@ import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from mq.store.disk import read_all
 from mq.store.message import Message, decode_message
 from mq.store.names import parse_entry
 from mq.store.root import Root
-from mq.store.states import read_all
 
 
 @dataclass

@@ -10,7 +10,7 @@ from collections.abc import Container, Iterator
 
 from mq.errors import Unavailable, lost_race
 from mq.store.changes import Changes, tracked
-from mq.store.disk import Disk
+from mq.store.disk import Disk, read_all
 from mq.store.names import parse_entry, split_name
 from mq.store.queues import Queues
 from mq.store.root import Root
@@ -19,8 +19,6 @@ from mq.store.root import Root
 #: renames a message into delay/ first and sets its due time right after, so a release must
 #: not act on the old mtime in between.
 SETTLE_SECONDS = 0.05
-#: Bytes asked for by each read after the first, for a file that grew while it was read.
-READ_CHUNK = 1 << 16
 #: Most queue names MessageStates.admitted holds (a set of names, emptied when full).
 ADMITTED_MAX = 10_000
 
@@ -390,20 +388,3 @@ class MessageStates:
                         raise
         return entries
 
-
-def read_all(fd: int) -> bytes:
-    """Every byte of an open file, read in one call when its size holds still.
-
-    The first read asks for one byte more than the file's size, so a short read is the end;
-    a file that grew meanwhile is read on to its end. A fixed 1 MiB buffer per read, shrunk
-    to the body, fragmented the fetch actor's heap: memory in use held still while freed
-    memory glibc never reused grew by about 0.3 KB a message (bench/RESULTS.md, "Soak").
-    """
-    size = os.fstat(fd).st_size
-    data = os.read(fd, size + 1)
-    if len(data) <= size:
-        return data
-    chunks = [data]
-    while chunk := os.read(fd, READ_CHUNK):
-        chunks.append(chunk)
-    return b"".join(chunks)
