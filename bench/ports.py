@@ -12,8 +12,10 @@ import functools
 import itertools
 import os
 import random
-import socket
 from collections.abc import Iterator
+
+from mq.errors import Invalid
+from mq.supervisor.main import check_port_free
 
 #: The lowest port handed out: above the registered ports most local services use.
 FIRST_PORT = 10_000
@@ -48,15 +50,13 @@ def own_block() -> range:
 
 
 def listenable(port: int) -> bool:
-    """True when a server could listen on 127.0.0.1:port now (as the daemon binds: SO_REUSEADDR,
-    so a connection of an earlier daemon waiting out TIME_WAIT does not count)."""
-    with socket.socket() as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
+    """True when a daemon could listen on 127.0.0.1:port now, by the daemon's own probe
+    (SO_REUSEADDR: a connection of an earlier daemon waiting out TIME_WAIT does not count)."""
+    try:
+        check_port_free("127.0.0.1", port)
+    except Invalid:
+        return False
+    return True
 
 
 @functools.cache

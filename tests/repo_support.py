@@ -15,6 +15,14 @@ TESTS = Path(__file__).resolve().parent
 #: The repository: README.md, docs/, etc/, pyproject.toml.
 REPO = TESTS.parent
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+#: The benchmarks: scripts that import one another by name (ports.py, cluster.py, workload.py).
+BENCH = REPO / "bench"
+
+
+def bench_importable() -> None:
+    """Put bench/ on sys.path, so that a test imports the benchmarks' modules as they do."""
+    if str(BENCH) not in sys.path:
+        sys.path.insert(0, str(BENCH))
 
 
 def script_env() -> dict[str, str]:

@@ -24,10 +24,10 @@ from pathlib import Path
 
 import psutil
 
-from repo_support import REPO
+from repo_support import bench_importable
 
 # The benchmarks' port rule (bench/ports.py) is the tests' too: one rule for every daemon started.
-sys.path.insert(0, str(REPO / "bench"))
+bench_importable()
 from ports import free_port  # noqa: E402,F401  (re-exported for the tests)
 
 #: Folder of the interpreter running the tests; the project's commands live beside it.

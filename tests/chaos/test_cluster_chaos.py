@@ -3,13 +3,12 @@ killed with kill -9, paused with SIGSTOP and restarted: after a drain through ev
 nothing acknowledged is lost, nothing unexpected or corrupted arrives, and every duplicate
 delivery follows a timer (bench/total_queue.py; bench/chaos.py runs the same for longer)."""
 
-import os
-import sys
 
 import pytest
 
-BENCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench")
-sys.path.insert(0, os.path.abspath(BENCH))
+from repo_support import bench_importable
+
+bench_importable()
 
 from chaos import run  # noqa: E402
 from total_queue import MUST_BE_ZERO, table  # noqa: E402

@@ -10,14 +10,14 @@ Needs root and the packages `make test-packages` installs; skipped with one line
 """
 
 import os
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-BENCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench")
-sys.path.insert(0, os.path.abspath(BENCH))
+from repo_support import bench_importable
+
+bench_importable()
 
 from cluster import Node  # noqa: E402
 from cluster_fs import VOLUMES, GlusterVolume  # noqa: E402

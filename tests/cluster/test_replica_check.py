@@ -9,14 +9,14 @@ Needs root and the packages `make test-packages` installs; skipped with one line
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-BENCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench")
-sys.path.insert(0, os.path.abspath(BENCH))
+from repo_support import bench_importable
+
+bench_importable()
 
 from cluster import Node  # noqa: E402
 from cluster_fs import GlusterVolume  # noqa: E402
