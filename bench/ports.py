@@ -17,8 +17,10 @@ from collections.abc import Iterator
 from mq.errors import Invalid
 from mq.supervisor.main import check_port_free
 
-#: The lowest port handed out: above the registered ports most local services use.
-FIRST_PORT = 10_000
+#: The lowest port handed out: above the registered ports most local services use and above
+#: every port browsers refuse to open (Chromium's and Firefox's highest is 10080), so the
+#: dashboard's tests can browse any daemon.
+FIRST_PORT = 10_100
 #: How many ports each process has to itself.
 BLOCK = 400
 #: Blocks for pytest-xdist workers (gw0, gw1, ...), by number; other processes hash their pid

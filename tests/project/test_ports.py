@@ -11,6 +11,7 @@ from ports import BLOCK, FIRST_PORT, WORKER_BLOCKS, cursor, ephemeral_start, lis
 def test_ports_come_from_below_the_range_client_connections_draw_from():
     block = own_block()
     assert FIRST_PORT <= block.start and block.stop <= ephemeral_start()
+    assert FIRST_PORT > 10080, "a browser refuses port 10080: the dashboard's tests browse daemons"
     ports = {free_port() for _ in range(50)}
     assert all(port in block for port in ports)
     assert len(ports) == 50, "a port handed out twice in a row"
