@@ -129,14 +129,11 @@ class Tree:
         """Notice a death and schedule its restart; False when the tree must give up."""
         if child.proc is None:
             return True
+        # waitpid(WNOHANG) collects a child that exited (a zombie) as soon as it is one: no
+        # need to ask psutil each turn (20 times a second for every child: 17 us each).
         code = child.proc.poll()
         if code is None:
-            try:
-                if psutil.Process(child.proc.pid).status() != psutil.STATUS_ZOMBIE:
-                    return True
-            except psutil.NoSuchProcess:
-                pass
-            code = child.proc.wait()
+            return True
         uptime = now - child.started
         child.backoff = MIN_BACKOFF_SECONDS if uptime > STABLE_SECONDS else min(
             MAX_BACKOFF_SECONDS, child.backoff * 2 if child.restarts else child.backoff)
