@@ -1,7 +1,8 @@
 """SaveActor: writes messages into new/, flushes once per batch, delivers them by rename.
 
 The one command, add, writes the message file; settle() then does the batch's two phases:
-flush the data, record de-duplication keys, rename every file into its queue, flush again.
+flush the data, record de-duplication keys, rename every file into its queue, flush again
+(a batch of plain adds skips the first flush: one_flush).
 """
 
 import os
@@ -150,10 +151,11 @@ class SaveActor(Actor[AddBatch]):
         if not written:
             save_batch.assemble(batch)
             return super().settle(batch)
-        try:
-            self.store.flush_data()
-        except OSError as err:
-            return self.fail(batch, written, from_os_error(err, "cannot flush messages"))
+        if not self.one_flush(written):
+            try:
+                self.store.flush_data()
+            except OSError as err:
+                return self.fail(batch, written, from_os_error(err, "cannot flush messages"))
         written = self.record_keys(batch, written)
         delivered = []
         for item in written:
@@ -196,6 +198,22 @@ class SaveActor(Actor[AddBatch]):
                 batch.hidden.append((item.add.queue, item.id, 0, due))
         self.answer_followers(batch)
         save_batch.assemble(batch)
+
+    def one_flush(self, written: list[Written]) -> bool:
+        """Whether one syncfs after the renames can make a batch durable, instead of one
+        before them as well (docs/FORMAT.md, "Add").
+
+        A crash between the renames and that syncfs can leave a message's name in its queue
+        without its bytes: an add never acknowledged, whose file every reader refuses (the
+        length and CRC-32 in its header, the id in its name). That holds for plain adds only:
+        a de-duplication key must not name a message before its data is durable, a part joins
+        a window another batch may close, a fan-out's copies are all or none, a delayed
+        message's due time is its file's mtime; and a daemon of an older version sharing the
+        root (--peers) does not check the length or the CRC.
+        """
+        return (self.store.disk.sync == "fs" and not self.options.peers and not self.fanouts
+                and all(not item.add.dedup_id and not item.accum and item.add.due is None
+                        for item in written))
 
     def send_notes(self, batch: AddBatch) -> None:
         """After the flush: also tell the mover the windows this batch opened."""

@@ -2,6 +2,7 @@
 
 import hashlib
 import struct
+import zlib
 from dataclasses import dataclass
 
 import msgpack
@@ -46,9 +47,10 @@ def encode_message(body: bytes, content_type: str, created_ms: int, message_id: 
     its predecessor's leftovers in new/ from the work of live actors. parts marks a compound
     message (docs/FORMAT.md, "Accumulation"). group is the message group (a queue with the
     fifo property hands out one message of a group at a time); attributes are a protocol
-    layer's metadata (the SQS API's message attributes), kept as given.
+    layer's metadata (the SQS API's message attributes), kept as given. The body's length and
+    CRC-32 let a reader tell a whole file from one a power cut tore (docs/FORMAT.md).
     """
-    header = {"ct": content_type, "t": created_ms}
+    header = {"ct": content_type, "t": created_ms, "n": len(body), "c": zlib.crc32(body)}
     if message_id:
         header["id"] = message_id
     if dedup_key:
@@ -79,7 +81,8 @@ def decode_header(queue: str, message_id: str, data: bytes) -> tuple[dict, int]:
     if (not isinstance(header, dict) or not isinstance(header.get("ct"), str)
             or not isinstance(header.get("t"), int) or not isinstance(header.get("dk", ""), str)
             or not isinstance(header.get("p", 0), int)
-            or not isinstance(header.get("g", ""), str) or not isinstance(header.get("a", {}), dict)):
+            or not isinstance(header.get("g", ""), str) or not isinstance(header.get("a", {}), dict)
+            or not isinstance(header.get("n", 0), int) or not isinstance(header.get("c", 0), int)):
         raise CorruptMessage(f"{queue}/{message_id}: header is not a message header")
     if header.get("id", message_id) != message_id:
         # Another message's file: a spare being written again, or a misnamed file.
@@ -88,7 +91,14 @@ def decode_header(queue: str, message_id: str, data: bytes) -> tuple[dict, int]:
 
 
 def decode_message(queue: str, message_id: str, data: bytes) -> Message:
-    """Parse a message file's bytes; raise CorruptMessage when they are not one."""
+    """Parse a message file's bytes; raise CorruptMessage when they are not one, or when its
+    body is not the length or the CRC-32 its header records (a file torn by a power cut)."""
     header, start = decode_header(queue, message_id, data)
-    return Message(queue, message_id, data[start:], header["ct"], header["t"], header.get("dk", ""),
+    body = data[start:]
+    if "n" in header and len(body) != header["n"]:
+        raise CorruptMessage(f"{queue}/{message_id}: the body is {len(body)} bytes, its header "
+                             f"says {header['n']}")
+    if "c" in header and zlib.crc32(body) != header["c"]:
+        raise CorruptMessage(f"{queue}/{message_id}: the body does not match its CRC-32")
+    return Message(queue, message_id, body, header["ct"], header["t"], header.get("dk", ""),
                    header.get("p", 0), header.get("g", ""), header.get("a"))

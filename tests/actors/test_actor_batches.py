@@ -79,6 +79,22 @@ def test_an_add_the_disk_fails_answers_503_and_leaves_nothing(tmp_path, sync, fa
     assert not retried.get("duplicate")
 
 
+@pytest.mark.parametrize("failure", [{"write": errno.ENOSPC}, {"flush": errno.EIO},
+                                     {"rename": errno.EIO}])
+def test_a_batch_of_plain_adds_the_disk_fails_answers_503_and_leaves_nothing(tmp_path, failure):
+    disk = FailingDisk("fs", **failure)
+    disk.armed = False
+    actors = Actors(tmp_path, disk)
+    actors.store.create_queue("q")
+    disk.armed = True
+    results = actors.add({"queue": "q", "body": b"a"}, {"queue": "q", "body": b"b"})
+    assert all(isinstance(r, Unavailable) and r.retry_after == 1 for r in results), results
+    assert "flush_data" not in disk.calls  # Its one flush comes after the renames.
+    for folder in ("new", "delay"):
+        assert files_in(actors.store.folder(folder)) == []
+    assert files_in(actors.store.queue_dir("q")) == []
+
+
 def test_two_adds_with_one_key_in_a_failed_batch_both_fail(tmp_path):
     disk = FailingDisk("fs", flush=errno.EIO)
     actors = Actors(tmp_path, disk)
@@ -258,6 +274,55 @@ def test_any_header_that_is_not_a_message_header_is_corrupt(data):
     raw = fmt.MAGIC + len(data).to_bytes(4, "big") + data + b"body"
     with pytest.raises(fmt.CorruptMessage):
         fmt.decode_message("q", "id", raw)
+
+
+def torn_files(message_id: str, old_file: bytes) -> dict[str, bytes]:
+    """What a power cut can leave under a message's name when its add's rename reached the
+    disk and its bytes did not (one flush per batch of plain adds), by shape."""
+    whole = fmt.encode_message(b"the new body, " * 20, "text/plain", 1, message_id)
+    return {"empty": b"", "the first block only": whole[:64], "old bytes past the end": whole + b"old",
+            "a changed byte": whole[:-5] + b"X" + whole[-4:], "the spare's old message": old_file}
+
+
+@pytest.mark.parametrize("shape", list(torn_files("", b"")))
+def test_a_torn_file_is_quarantined_never_handed_out(tmp_path, shape):
+    actors = Actors(tmp_path)
+    old = ok(actors.add({"queue": "q", "body": b"an old message"})[0])["id"]
+    with open(actors.store.ready_path("q", old), "rb") as f:
+        old_file = f.read()
+    assert ok(actors.call("delete", queue="q", id=old))
+    torn = minute_old_id(3)  # Older than any new id: it comes first.
+    with open(actors.store.ready_path("q", torn), "wb") as f:
+        f.write(torn_files(torn, old_file)[shape])
+    good = ok(actors.add({"queue": "q", "body": b"good"})[0])["id"]
+    fetched = ok(actors.call("fetch", queue="q"))
+    assert fetched["id"] == good and fetched["body"] == b"good"
+    assert files_in(actors.store.folder("corrupt")) == [f"q:{torn}.1"]
+
+
+def test_a_file_written_before_bodies_had_a_length_and_crc_is_read(tmp_path):
+    actors = Actors(tmp_path)
+    actors.store.create_queue("q")
+    older = minute_old_id(4)
+    header = msgpack.packb({"ct": "text/plain", "t": 1, "id": older})
+    with open(actors.store.ready_path("q", older), "wb") as f:
+        f.write(fmt.MAGIC + len(header).to_bytes(4, "big") + header + b"from an older mq")
+    assert ok(actors.call("fetch", queue="q"))["body"] == b"from an older mq"
+
+
+@pytest.mark.parametrize("adds, flushes", [
+    ([{"body": b"a"}, {"body": b"b"}], {"flush": 1}),
+    ([{"body": b"a"}, {"body": b"b", "dedup_id": "k"}], {"flush_data": 1, "flush": 1}),
+    ([{"body": b"a"}, {"body": b"b", "due": time.time() + 60}], {"flush_data": 1, "flush": 1}),
+], ids=["plain", "a key", "a due time"])
+def test_a_batch_of_plain_adds_is_made_durable_by_one_flush_after_its_renames(tmp_path, adds,
+                                                                               flushes):
+    disk = FailingDisk("fs")
+    actors = Actors(tmp_path, disk)
+    disk.calls.clear()
+    results = actors.add(*({"queue": "q", **add} for add in adds))
+    assert all(isinstance(r, dict) for r in results), results
+    assert {op: n for op, n in disk.calls.items() if op.startswith("flush")} == flushes
 
 
 def test_a_fetch_whose_flush_fails_answers_503_and_its_message_is_still_timed(tmp_path):
