@@ -3,14 +3,14 @@
 # copies this script into it): ./many_cores.sh OUTDIR [SCALE [STAGES]]. Each benchmark writes
 # its own file in OUTDIR as it goes and has its own time limit, so one that hangs leaves the
 # others' figures. SCALE (default 1) multiplies the durations: 0.1 for a dry run of the exact
-# commands. STAGES (default "peers cores juicefs fronts", run in that order) picks the benchmarks; juicefs (1, 2
+# commands. STAGES (default "flushes peers cores juicefs fronts", run in that order) picks the benchmarks; juicefs (1, 2
 # and 3 daemons on JuiceFS mounts, bench/cluster_throughput.py) runs where the bundle carries
 # the juicefs binary and the machine lets root mount FUSE.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 OUT=${1:?usage: many_cores.sh OUTDIR [SCALE]}
 SCALE=${2:-1}
-STAGES=${3:-peers cores juicefs fronts}
+STAGES=${3:-flushes peers cores juicefs fronts}
 mkdir -p "$OUT"
 scaled() { python3 -c "import sys; print(max(float(sys.argv[2]), float(sys.argv[1]) * $SCALE))" "$1" "${2:-0.5}"; }
 ops() { python3 -c "print(max(300, int($1 * $SCALE)))"; }
@@ -23,6 +23,7 @@ stage() {  # stage NAME LIMIT_SECONDS ARGS...: run.sh ARGS under a time limit, i
     PYTHONUNBUFFERED=1 timeout -k 10 "$limit" "$HERE/run.sh" "$@" >"$OUT/$name.txt" 2>&1
     echo "   exit $? ($(date -u +%T))"
 }
+stage flushes 60 add_flushes --rounds 3 --sizes 1,16,64 --batches "$(ops 150)"
 stage peers 300 peers --rounds 2 --seconds "$(scaled 4)" --connections 64
 stage cores 150 cores --ops "$(ops 20000)" --rounds 1 --workers auto --hot-queue \
     --variant "auto||" --variant "auto, flush group||--flush-group" \

@@ -166,15 +166,25 @@ async def serve(options, run_dir: str, drain_seconds: float = 10.0, index: int =
     # kernel spreads new connections over them and no front wakes for another's.
     reuse = options.fronts > 1
     servers = [http_server(app, options)]
-    servers[0].listen(options.port, options.host, reuse_port=reuse)
     apps = [app]
     if options.sqs_port:
         apps.append(sqs_application(service, options, app.tokens))
         servers.append(http_server(apps[1], options))
-        servers[1].listen(options.sqs_port, options.host, reuse_port=reuse)
     rpc = RpcServer(service, options, app.tokens) if options.rpc_port else None
-    if rpc is not None:
-        await rpc.start()
+    port = options.port
+    try:
+        for server, port in zip(servers, (options.port, options.sqs_port)):
+            server.listen(port, options.host, reuse_port=reuse)
+        if rpc is not None:
+            port = options.rpc_port
+            await rpc.start()
+    except OSError as err:
+        # The supervisor checked the ports at start; one taken since (by another program
+        # while this front restarted) is this line and exit status 2, not a traceback: the
+        # supervisor restarts the front with its backoff, and gives up as for any crash loop.
+        logs.get().error("front.listen_failed", host=options.host, port=port,
+                         error=err.strerror or str(err), front=index)
+        raise SystemExit(2) from None
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)

@@ -2,6 +2,7 @@
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -99,6 +100,37 @@ def test_killed_front_is_restarted_and_the_service_answers_again(mq):
     resp = poll_for(lambda: (r := mq.fetch("kept")).status == 200 and r, 10,
                     what="the new front to answer", ignore=(OSError,))
     assert resp.header("X-Message-Id") == message_id
+
+
+def test_a_front_that_finds_its_port_taken_says_why_and_serves_once_it_is_free(mq):
+    taker = socket.socket()
+    taker.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+
+    def take_port():
+        try:
+            taker.bind(("127.0.0.1", mq.port))
+            return True
+        except OSError:
+            return False
+
+    try:
+        # The supervisor stopped, so that the port is taken before it restarts the front.
+        os.kill(mq.pid, signal.SIGSTOP)
+        try:
+            mq.kill_child("front-0")
+            poll_for(take_port, 10, what="the killed front's port to be free")
+            taker.listen()
+        finally:
+            os.kill(mq.pid, signal.SIGCONT)
+        [failed] = poll_for(lambda: mq.events("front.listen_failed"), 10,
+                            what="the restarted front to say its port is taken")
+        assert (failed["level"], failed["port"], failed["error"]) == ("error", mq.port,
+                                                                       "Address already in use")
+    finally:
+        taker.close()
+    poll_for(lambda: mq.fetch("q").status in (204, 404), 30, what="a front to serve again",
+             ignore=(OSError,))
+    assert "Traceback" not in mq.log_path.read_text()
 
 
 def test_a_front_that_keeps_crashing_makes_the_supervisor_exit_non_zero(mq):
