@@ -68,11 +68,8 @@ def test_an_add_the_disk_fails_answers_503_and_leaves_nothing(tmp_path, sync, fa
     actors = Actors(tmp_path, disk)
     actors.store.create_queue("q")
     disk.armed = True
-    results = actors.add({"queue": "q", "body": b"a"}, {"queue": "q", "body": b"b", "dedup_id": "k"})
-    assert all(isinstance(r, Unavailable) and r.retry_after == 1 for r in results), results
-    for folder in ("new", "delay"):
-        assert files_in(actors.store.folder(folder)) == []
-    assert files_in(actors.store.queue_dir("q")) == []
+    assert_failed_leaving_nothing(actors, actors.add({"queue": "q", "body": b"a"},
+                                                     {"queue": "q", "body": b"b", "dedup_id": "k"}))
     disk.armed = False
     # Nothing of the failed adds lingers: the key is free, a retry is stored, not a duplicate.
     retried = ok(actors.add({"queue": "q", "body": b"b", "dedup_id": "k"})[0])
@@ -87,9 +84,14 @@ def test_a_batch_of_plain_adds_the_disk_fails_answers_503_and_leaves_nothing(tmp
     actors = Actors(tmp_path, disk)
     actors.store.create_queue("q")
     disk.armed = True
-    results = actors.add({"queue": "q", "body": b"a"}, {"queue": "q", "body": b"b"})
-    assert all(isinstance(r, Unavailable) and r.retry_after == 1 for r in results), results
+    assert_failed_leaving_nothing(actors, actors.add({"queue": "q", "body": b"a"},
+                                                     {"queue": "q", "body": b"b"}))
     assert "flush_data" not in disk.calls  # Its one flush comes after the renames.
+
+
+def assert_failed_leaving_nothing(actors: Actors, results: list) -> None:
+    """Every add answered 503 with Retry-After, and no file of theirs in new/, delay/ or q."""
+    assert all(isinstance(r, Unavailable) and r.retry_after == 1 for r in results), results
     for folder in ("new", "delay"):
         assert files_in(actors.store.folder(folder)) == []
     assert files_in(actors.store.queue_dir("q")) == []
@@ -215,12 +217,17 @@ def minute_old_id(n: int) -> str:
 
 
 def test_a_corrupt_file_is_quarantined_and_the_others_are_served(tmp_path):
-    actors = Actors(tmp_path)
-    bad = minute_old_id(1)  # Older than any new id: it comes first.
     header = msgpack.packb([1, 2])  # Valid msgpack, not a map.
+    assert_passed_over(Actors(tmp_path), minute_old_id(1),
+                       fmt.MAGIC + len(header).to_bytes(4, "big") + header + b"body")
+
+
+def assert_passed_over(actors: Actors, bad: str, data: bytes) -> None:
+    """A file of queue q named bad (older than any new id: it comes first) holding data is put
+    in corrupt/ by a fetch, which hands out the message added after it instead."""
     actors.store.create_queue("q")
     with open(actors.store.ready_path("q", bad), "wb") as f:
-        f.write(fmt.MAGIC + len(header).to_bytes(4, "big") + header + b"body")
+        f.write(data)
     good = ok(actors.add({"queue": "q", "body": b"good"})[0])["id"]
     fetched = ok(actors.call("fetch", queue="q"))
     assert fetched["id"] == good and fetched["body"] == b"good"
@@ -291,13 +298,8 @@ def test_a_torn_file_is_quarantined_never_handed_out(tmp_path, shape):
     with open(actors.store.ready_path("q", old), "rb") as f:
         old_file = f.read()
     assert ok(actors.call("delete", queue="q", id=old))
-    torn = minute_old_id(3)  # Older than any new id: it comes first.
-    with open(actors.store.ready_path("q", torn), "wb") as f:
-        f.write(torn_files(torn, old_file)[shape])
-    good = ok(actors.add({"queue": "q", "body": b"good"})[0])["id"]
-    fetched = ok(actors.call("fetch", queue="q"))
-    assert fetched["id"] == good and fetched["body"] == b"good"
-    assert files_in(actors.store.folder("corrupt")) == [f"q:{torn}.1"]
+    torn = minute_old_id(3)
+    assert_passed_over(actors, torn, torn_files(torn, old_file)[shape])
 
 
 def test_a_file_written_before_bodies_had_a_length_and_crc_is_read(tmp_path):
