@@ -34,7 +34,6 @@ import argparse
 import cProfile
 import os
 import pstats
-import resource
 import shutil
 import statistics
 import sys
@@ -42,6 +41,7 @@ import tempfile
 import time
 
 import zmq
+from harness import thread_cpu
 
 from mq import logs, protocol
 from mq import operations as ops
@@ -101,9 +101,9 @@ class Rig:
         poller.register(self.fetch.sock, zmq.POLLIN)
         used = 0j
         while poller.poll(5):
-            started = _cpu()
+            started = thread_cpu()
             self.fetch.serve()
-            used += _cpu() - started
+            used += thread_cpu() - started
         return used
 
     def batch(self, kind: str, requests: list, profile=None) -> tuple[float, list, float]:
@@ -131,9 +131,9 @@ class Rig:
             if actor.sock.getsockopt(zmq.EVENTS) & zmq.POLLIN:  # (the rest of a late batch)
                 if profile is not None:
                     profile.enable()
-                started = _cpu()
+                started = thread_cpu()
                 actor.serve()
-                used += _cpu() - started
+                used += thread_cpu() - started
                 if profile is not None:
                     profile.disable()
             while sock.poll(1 if len(replies) < len(requests) else 0):
@@ -149,12 +149,6 @@ def _decode(frames: list) -> list:
     if hasattr(protocol, "decode_replies"):
         return protocol.decode_replies(frames)
     return [protocol.decode_reply(frames)]
-
-
-def _cpu() -> complex:
-    """This thread's CPU seconds, user as the real part and system as the imaginary part."""
-    usage = resource.getrusage(resource.RUSAGE_THREAD)
-    return complex(usage.ru_utime, usage.ru_stime)
 
 
 def run_ops(rig: Rig, args, profiles: dict) -> dict:

@@ -10,6 +10,7 @@ import http.client
 import math
 import os
 import platform
+import resource
 import signal
 import subprocess
 import sys
@@ -121,6 +122,13 @@ def summary(name: str, values: list[float]) -> str:
     return (f"{name:<34} n={len(values):>6}  median {ps[0]:8.2f}  p90 {ps[1]:8.2f}  "
             f"p99 {ps[2]:8.2f}  p99.9 {ps[3]:8.2f}  max {max(values) * 1000:8.2f}  "
             f"min {min(values) * 1000:8.2f}  (ms)")
+
+
+def thread_cpu() -> complex:
+    """This thread's CPU seconds, user as the real part and system as the imaginary part
+    (getrusage RUSAGE_THREAD: the kernel's work in its own system calls counts)."""
+    usage = resource.getrusage(resource.RUSAGE_THREAD)
+    return complex(usage.ru_utime, usage.ru_stime)
 
 
 def cpu_snapshot(procs: dict) -> dict:
