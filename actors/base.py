@@ -16,8 +16,9 @@ import zmq
 
 from mq import logs, protocol
 from mq.actors.batch import DEFERRED, Batch, Request
+from mq.actors.mover_notes import MoverNotes
 from mq.errors import Invalid, MqError, Unavailable, from_os_error
-from mq.operations import Cancel, Delayed, Operation, Ready, Relist, Rescan, Settled, Stats
+from mq.operations import Cancel, Operation, Ready, Relist, Rescan, Stats
 from mq.store import Store
 from mq.store.group_flush import GroupFlush, flush_file
 from mq.store.root import RootWatch, actor_endpoint, mover_endpoint, socket_path
@@ -65,6 +66,8 @@ class Actor(Generic[B]):
         self.context: zmq.Context | None = None
         self.sock: zmq.Socket | None = None
         self.mover: zmq.Socket | None = None
+        #: Timers and settlements for the mover, sent together (actors/mover_notes.py).
+        self.mover_notes = MoverNotes(lambda note: self.send(self.mover, note))
         self.fetchers: list = []
         self.stopping = False
         self.root_watch = RootWatch(options.root, options.root_id)
@@ -121,16 +124,9 @@ class Actor(Generic[B]):
             pass
 
     def send_notes(self, batch: B) -> None:
-        """After the flush: due times to the mover, ready messages to their fetch actors."""
-        if len(batch.hidden) == 1:
-            queue, message_id, attempts, due = batch.hidden[0]
-            self.send(self.mover, Delayed(queue=queue, id=message_id, attempts=attempts, due=due))
-        elif batch.hidden:
-            # One notification for the whole batch: a batch of fetches makes one, not one each.
-            self.send(self.mover, Delayed(entries=[list(entry) for entry in batch.hidden]))
-        if batch.settled:
-            # The mover would otherwise wake at each one's due time to find its file gone.
-            self.send(self.mover, Settled(entries=[list(entry) for entry in batch.settled]))
+        """After the flush: due times and settlements to the mover (within
+        mover_notes.LINGER_SECONDS), ready messages to their fetch actors."""
+        self.mover_notes.add(batch.hidden, batch.settled)
         for queue, ids in batch.ready.items():
             self.tell_ready(queue, ids)
         self.post_notices(batch.ready)
@@ -246,7 +242,7 @@ class Actor(Generic[B]):
             # Once a turn: a loop that stops turning (a batch that never ends) stops beating.
             heartbeat.beat()
             try:
-                ready = poller.poll(self.poll_timeout_ms())
+                ready = poller.poll(self.mover_notes.wait_ms(self.poll_timeout_ms()))
             except zmq.ZMQError:
                 continue
             if ready:
@@ -255,6 +251,8 @@ class Actor(Generic[B]):
                 self.tick()
             else:  # Its chores would meet an empty folder meanwhile.
                 self.root_away()
+            self.mover_notes.send_due()
+        self.mover_notes.send_all()
         self.log.info("actor.stop")
 
     # -- the root's file system (docs/OPERATIONS.md, "The root's file system") -------------

@@ -16,6 +16,8 @@ import tornado.httpserver
 import tornado.httputil
 import tornado.ioloop
 
+from mq.http.tornado_io import keep_nodelay
+
 #: Longest time, in seconds, between two sweeps: a connection is closed at most that late.
 SWEEP_SECONDS = 1.0
 
@@ -38,6 +40,11 @@ class TimedHTTPServer(tornado.httpserver.HTTPServer):
         every = min(SWEEP_SECONDS, idle_timeout / 4, self.body_timeout / 4)
         self.sweeper = tornado.ioloop.PeriodicCallback(self.sweep, every * 1000)
         self.sweeper.start()
+
+    def handle_stream(self, stream, address) -> None:
+        """A new connection, with TCP_NODELAY on for good (tornado_io.keep_nodelay)."""
+        keep_nodelay(stream)
+        super().handle_stream(stream, address)
 
     def start_request(self, server_conn, request_conn) -> tornado.httputil.HTTPMessageDelegate:
         """The connection waits for a request's line and headers from now on."""

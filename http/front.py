@@ -12,7 +12,7 @@ import tornado.web
 
 from mq import event_loops, logs
 from mq.errors import NotFound
-from mq.http import access, responses, sqs
+from mq.http import access, responses, sqs, tornado_io
 from mq.http.actor_links import ActorPool
 from mq.http.api import ApiHandler, FrontApplication
 from mq.http.batches import AckBatchHandler
@@ -159,6 +159,7 @@ def sqs_application(service: QueueService, options, tokens: TokenFile | None) ->
 async def serve(options, run_dir: str, drain_seconds: float = 10.0, index: int = 0) -> None:
     """Run front number index until SIGTERM, then stop accepting, finish what is in flight and
     return."""
+    tornado_io.install()  # Before the servers ask Tornado for the loop.
     pool = ActorPool(options, run_dir, front=index)
     service = QueueService(pool, options)
     app = make_app(service, options, run_dir, index)

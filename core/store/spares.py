@@ -29,6 +29,8 @@ SPARE_MAX_BYTES = 4096
 GRACE_SECONDS = 2.0
 #: Seconds a writer waits before listing spare/ again after a listing that found it empty.
 LIST_SECONDS = 0.5
+#: Seconds the reaper's count of spare files may go without a listing of spare/ (Spares.room).
+RELIST_SECONDS = 5.0
 #: Most names one writer takes from a listing: a random sample, so that writers sharing
 #: spare/ rarely try the same one, and a listing of a full spare/ is paid once per that many.
 TAKE_PER_LISTING = 10_000
@@ -49,6 +51,12 @@ class Spares:
         self.listed: list | None = None
         #: When a listing last found spare/ empty (time.monotonic()).
         self.empty_at = float("-inf")
+        #: The reaper's: name -> when a pass over remove/ first listed it (time.time()), for
+        #: the names still there at the last pass.
+        self.seen: dict[str, float] = {}
+        #: The reaper's: spare/ holds at most this many files (Spares.room), listed at listed_at.
+        self.spares_at_most = 0
+        self.listed_at = float("-inf")
 
     def take(self) -> str | None:
         """The path of a spare file to try, None when spare/ was empty at a listing less than
@@ -107,26 +115,48 @@ class Spares:
                         files.append(entry)
                 except FileNotFoundError:
                     continue
+        now = time.time()
+        seen, self.seen = self.seen, {}
         if not files:
             return 0, unlinked
-        room = limit - len(os.listdir(spare))
+        room = self.room(limit, len(files), now)
         self.flush({remove})
-        recycled, settled_before = 0, time.time() - grace
+        recycled, settled_before = 0, now - grace
         for entry in files:
             try:
+                if room <= 0:
+                    self.disk.unlink(entry.path)
+                    unlinked += 1
+                    continue
+                # A file listed less than `grace` ago is not looked at: under load, remove/
+                # holds the last `grace` seconds of removals, and a stat of each at every pass
+                # was most of the reaper's work (bench/RESULTS.md, "Wake-ups and system calls
+                # per operation").
+                first_listed = seen.get(entry.name, now)
+                if first_listed > settled_before:
+                    self.seen[entry.name] = first_listed
+                    continue
                 info = entry.stat(follow_symlinks=False)
-                if room > 0 and entry.is_file(follow_symlinks=False) and info.st_nlink == 1 \
-                        and info.st_blocks * 512 <= SPARE_MAX_BYTES \
-                        and info.st_uid == os.geteuid():
-                    if info.st_ctime > settled_before:
-                        continue  # Kept at a later pass.
+                if not (entry.is_file(follow_symlinks=False) and info.st_nlink == 1
+                        and info.st_blocks * 512 <= SPARE_MAX_BYTES
+                        and info.st_uid == os.geteuid()):
+                    self.disk.unlink(entry.path)
+                    unlinked += 1
+                elif info.st_ctime > settled_before:
+                    self.seen[entry.name] = first_listed  # Kept at a later pass.
+                else:
                     self.disk.rename(entry.path, self.paths.spare_path(new_id()))
                     room -= 1
                     recycled += 1
-                else:
-                    self.disk.unlink(entry.path)
-                    unlinked += 1
             except FileNotFoundError:
                 continue  # A peer daemon's reaper took it.
+        self.spares_at_most += recycled
         return recycled, unlinked
 
+    def room(self, limit: int, wanted: int, now: float) -> int:
+        """How many files spare/ may still take: from a count of its files kept since its last
+        listing (writers only take files out), listed again when that count might reach the
+        limit or is RELIST_SECONDS old (a peer daemon's reaper adds files to the same spare/)."""
+        if self.spares_at_most + wanted >= limit or now - self.listed_at >= RELIST_SECONDS:
+            self.spares_at_most, self.listed_at = len(os.listdir(self.paths.folder("spare"))), now
+        return limit - self.spares_at_most

@@ -134,6 +134,35 @@ def test_a_removed_file_is_kept_only_once_nobody_changed_it_for_the_grace(store)
 
 
 @pytest.mark.timeout(30)
+def test_the_grace_of_a_removed_file_counts_from_the_pass_that_first_listed_it(store):
+    # A pass looks only at files an earlier pass listed at least the grace ago: under load
+    # remove/ holds the last grace seconds of removals, and a stat of each at every pass was
+    # most of the reaper's work. So an old file is kept only after a second pass.
+    message_id = stored(store, "q", b"removed a while ago")
+    store.remove("q", message_id)
+    removed = os.lstat(os.path.join(store.folder("remove"), f"q:{message_id}")).st_ctime
+    poll_for(lambda: time.time() - removed > 0.5, what="the removal half a second old")
+    assert store.spares.recycle_removed(10, grace=0.3) == (0, 0)
+    assert os.listdir(store.folder("remove")) == [f"q:{message_id}"]
+    poll_for(lambda: store.spares.recycle_removed(10, grace=0.3) == (1, 0),
+             what="kept 0.3 s after its first listing")
+
+
+@pytest.mark.timeout(30)
+def test_two_reapers_on_one_root_keep_spare_within_its_limit(store, monkeypatch):
+    # Each reaper counts the spares it made since it last listed spare/; a peer daemon's
+    # reaper adds to the same folder, which a listing every RELIST_SECONDS takes in.
+    monkeypatch.setattr(spares, "RELIST_SECONDS", 0.0)
+    peer = Store(store.root, "fs")
+    for reaper, count in ((store, 2), (peer, 2), (store, 2)):
+        for message_id in [stored(store, "q", b"m%d" % i) for i in range(count)]:
+            store.remove("q", message_id)
+        reaper.spares.recycle_removed(5, grace=0)
+    assert len(spares_of(store)) == 5
+    assert os.listdir(store.folder("remove")) == []
+
+
+@pytest.mark.timeout(30)
 def test_a_spare_just_taken_into_new_is_not_old_for_the_clean_up_of_new(store, monkeypatch):
     # A spare keeps its old message's mtime; its ctime says it was just taken.
     path = store.new_path("q", new_id())
