@@ -54,6 +54,8 @@ class Spares:
         #: The reaper's: name -> when a pass over remove/ first listed it (time.time()), for
         #: the names still there at the last pass.
         self.seen: dict[str, float] = {}
+        #: The reaper's: when a pass last listed remove/ (time.monotonic()).
+        self.listed_remove_at = float("-inf")
         #: The reaper's: spare/ holds at most this many files (Spares.room), listed at listed_at.
         self.spares_at_most = 0
         self.listed_at = float("-inf")
@@ -104,6 +106,12 @@ class Spares:
         remove, spare = self.paths.folder("remove"), self.paths.folder("spare")
         if limit <= 0 or self.disk.sync != "fs":
             return 0, reap_folder(remove, self.disk) + reap_folder(spare, self.disk)
+        if self.seen and time.monotonic() - self.listed_remove_at < grace:
+            # What waits is looked at `grace` after its first listing, not before: the passes
+            # between would only list it again (under load, remove/ holds the last `grace` of
+            # removals, and each listing cost a few us a file).
+            return 0, 0
+        self.listed_remove_at = time.monotonic()
         files, unlinked = [], 0
         with os.scandir(remove) as it:
             for entry in it:
