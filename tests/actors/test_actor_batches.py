@@ -26,6 +26,13 @@ def ok(result) -> dict:
     return result
 
 
+def disarmed_failing_disk(tmp_path, sync: str, **failure) -> tuple[FailingDisk, Actors]:
+    """Actors on a disk that fails as `failure` says once the test sets disk.armed."""
+    disk = FailingDisk(sync, **failure)
+    disk.armed = False
+    return disk, Actors(tmp_path, disk)
+
+
 # -- errors map once ------------------------------------------------------------------------
 
 
@@ -63,9 +70,7 @@ def test_an_unknown_op_and_an_unexpected_exception_answer_only_their_own_request
 @pytest.mark.parametrize("failure", [{"write": errno.ENOSPC}, {"flush_data": errno.EIO},
                                      {"flush": errno.EIO}, {"rename": errno.EIO}])
 def test_an_add_the_disk_fails_answers_503_and_leaves_nothing(tmp_path, sync, failure):
-    disk = FailingDisk(sync, **failure)
-    disk.armed = False
-    actors = Actors(tmp_path, disk)
+    disk, actors = disarmed_failing_disk(tmp_path, sync, **failure)
     actors.store.create_queue("q")
     disk.armed = True
     assert_failed_leaving_nothing(actors, actors.add({"queue": "q", "body": b"a"},
@@ -79,9 +84,7 @@ def test_an_add_the_disk_fails_answers_503_and_leaves_nothing(tmp_path, sync, fa
 @pytest.mark.parametrize("failure", [{"write": errno.ENOSPC}, {"flush": errno.EIO},
                                      {"rename": errno.EIO}])
 def test_a_batch_of_plain_adds_the_disk_fails_answers_503_and_leaves_nothing(tmp_path, failure):
-    disk = FailingDisk("fs", **failure)
-    disk.armed = False
-    actors = Actors(tmp_path, disk)
+    disk, actors = disarmed_failing_disk(tmp_path, "fs", **failure)
     actors.store.create_queue("q")
     disk.armed = True
     assert_failed_leaving_nothing(actors, actors.add({"queue": "q", "body": b"a"},
@@ -156,9 +159,7 @@ def test_an_add_waits_at_most_a_few_seconds_for_the_add_holding_its_key(tmp_path
 
 
 def test_a_batch_of_duplicates_waits_for_a_flush_before_it_answers(tmp_path):
-    disk = FailingDisk("fs", flush=errno.EIO)
-    disk.armed = False
-    actors = Actors(tmp_path, disk)
+    disk, actors = disarmed_failing_disk(tmp_path, "fs", flush=errno.EIO)
     ok(actors.add({"queue": "q", "body": b"1", "dedup_id": "k"})[0])
     disk.armed = True
     # The first add's rename may not be durable yet (another actor's batch): this batch's
@@ -185,9 +186,7 @@ def test_a_saved_message_is_announced_by_the_save_actor_itself(tmp_path):
 @pytest.mark.parametrize("failure", [{"rename": errno.EIO}, {"set_mtime": errno.EPERM},
                                      {"rename": errno.EMFILE}])
 def test_a_claim_that_fails_keeps_the_message_served_later(tmp_path, failure):
-    disk = FailingDisk("fs", **failure)
-    disk.armed = False
-    actors = Actors(tmp_path, disk)
+    disk, actors = disarmed_failing_disk(tmp_path, "fs", **failure)
     ids = [ok(r)["id"] for r in actors.add({"queue": "q", "body": b"1"}, {"queue": "q", "body": b"2"})]
     ok(actors.call("fetch", queue="q"))  # Builds the index; it keeps the second message.
     disk.armed = True
@@ -338,9 +337,7 @@ def test_a_batch_of_plain_adds_is_made_durable_by_one_flush_after_its_renames(tm
 
 
 def test_a_fetch_whose_flush_fails_answers_503_and_its_message_is_still_timed(tmp_path):
-    disk = FailingDisk("fs", flush=errno.EIO)
-    disk.armed = False
-    actors = Actors(tmp_path, disk)
+    disk, actors = disarmed_failing_disk(tmp_path, "fs", flush=errno.EIO)
     message_id = ok(actors.add({"queue": "q", "body": b"x"})[0])["id"]
     disk.armed = True
     batch = actors.fetcher.handle([request("fetch", queue="q")])
