@@ -107,9 +107,12 @@ def make_app(service: QueueService, options, run_dir: str = "",
         [
             # The SQS API on the main port (--sqs-port 0): only requests meant for it match.
             *(sqs.routes(service, options) if not options.sqs_port else []),
-            # Adds and fetches first: Tornado tries the routes in order, a regex each.
+            # Adds, fetches, acks and deletes first: Tornado tries the routes in order, a regex
+            # each (no route below matches a path of these shapes).
             (r"/_mq/messages", RoutedMessagesHandler, args),
             (rf"/{name}/messages", MessagesHandler, args),
+            (rf"/{name}/messages/ack", AckBatchHandler, args),
+            (rf"/{name}/messages/{name}", MessageHandler, args),
             (r"/_mq/properties", DefaultRulesHandler, args),
             (r"/_mq/health", HealthHandler, {**args, "run_dir": run_dir}),
             (r"/_mq/openapi\.yaml", OpenApiHandler, args),
@@ -119,8 +122,6 @@ def make_app(service: QueueService, options, run_dir: str = "",
             (r"/(metrics)", MetricsHandler, {**args, "run_dir": run_dir}),
             (r"/(health)", HealthCheckHandler, {**args, "run_dir": run_dir}),
             (rf"/{name}", QueueHandler, args),
-            (rf"/{name}/messages/ack", AckBatchHandler, args),
-            (rf"/{name}/messages/{name}", MessageHandler, args),
             (rf"/{name}/properties", PropertiesHandler, args),
             (rf"/{name}/redrive", RedriveHandler, args),
             (rf"/{name}/peek", PeekHandler, args),

@@ -82,10 +82,12 @@ def test_metrics_show_each_queue_with_conventional_names(daemon):
     assert daemon.request("POST", "/m1/messages?delay=60", b"later").status == 201
     assert daemon.request("GET", "/m1/messages").status == 200
     q = (("queue", "m1"),)
-    samples = poll_for(lambda: (s := scrape(daemon)).get(("mq_messages_in_flight", q)) == 1 and s,
-                       10, what="the fetch to be in the metrics")
+    # Both counts are the mover's, told by two actors whose notes may each trail by up to
+    # 20 ms (docs/OPERATIONS.md): the delayed add's can come after the fetch's.
+    samples = poll_for(lambda: (s := scrape(daemon)).get(("mq_messages_in_flight", q)) == 1
+                       and s.get(("mq_messages_delayed", q)) == 1 and s,
+                       10, what="the delayed add and the fetch to be in the metrics")
     assert samples[("mq_messages_ready", q)] == 2
-    assert samples[("mq_messages_delayed", q)] == 1
     assert samples[("mq_messages_dead", q)] == 0
     assert samples[("mq_adds_total", q)] == 4
     assert samples[("mq_fetches_total", q)] == 1
