@@ -1,9 +1,7 @@
 """Deliveries: the fetch actor's memory of the messages it handed out lately.
 
 A DELETE of a message in flight tries the name of its last delivery first instead of probing
-every name it may have, and a "ready" notification that arrives after a listing found the
-message and it was handed out since is known to be late. It is a hint, never the truth: the
-files are (docs/FORMAT.md).
+every name it may have. It is a hint, never the truth: the files are (docs/FORMAT.md).
 """
 
 from collections import OrderedDict
@@ -32,6 +30,3 @@ class Deliveries:
         """Forget a message that was acked or deleted; the delivery handed out last, if known."""
         return self._handed.pop((queue, message_id), None)
 
-    def is_late(self, queue: str, message_id: str, attempts: int) -> bool:
-        """Whether a message reported ready after `attempts` deliveries was handed out since."""
-        return self._handed.get((queue, message_id), 0) > attempts

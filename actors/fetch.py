@@ -72,8 +72,12 @@ class FetchActor(Actor[FetchBatch]):
         index = self.indexes.watched(queue)
         if index is not None:
             for message_id, attempts in request.ids:
-                if self.deliveries.is_late(queue, message_id, attempts):
-                    # Late: a listing found it first and it was handed out since.
+                if index.attempts(message_id) == attempts:
+                    continue  # A listing found it first.
+                if (index.may_have_listed(message_id)
+                        and not self.store.is_ready(queue, message_id, attempts)):
+                    # Late: a listing found it first, and it was taken (handed out, acked,
+                    # deleted) since. Added, it would count as ready until a fetch tried it.
                     continue
                 index.add(message_id, attempts)
         return {}

@@ -10,6 +10,7 @@ import random
 import time
 from collections.abc import Callable
 
+from mq.ids import id_floor
 from mq.supervisor import heartbeat
 
 #: Seconds between re-listings of a queue whose index ran empty (lost notifications, peers,
@@ -25,6 +26,12 @@ COARSE_MTIME_NS = 50_000_000
 STATS_LIST_SECONDS = 5.0
 
 
+def listing_floor() -> str:
+    """What every id made after now sorts after (ids carry their Unix millisecond): taken at
+    the end of a listing, which found none of them."""
+    return id_floor(time.time_ns() // 1_000_000 + 1)
+
+
 class QueueIndex:
     """Ready messages of one queue, oldest first, as id -> deliveries so far.
 
@@ -38,6 +45,8 @@ class QueueIndex:
         heapq.heapify(self.heap)
         self.listed_at = time.monotonic()
         self.changed_ns = changed_ns  # The folder's mtime when listed.
+        #: Every id made after the last listing of the folder ended sorts after this.
+        self.listed_floor = listing_floor()
 
     def __len__(self) -> int:
         return len(self.members)
@@ -47,6 +56,15 @@ class QueueIndex:
         if message_id not in self.members:
             heapq.heappush(self.heap, message_id)
         self.members[message_id] = attempts
+
+    def listed(self) -> None:
+        """Record that a listing of the folder just ended (added to the index already)."""
+        self.listed_floor = listing_floor()
+
+    def may_have_listed(self, message_id: str) -> bool:
+        """Whether a listing may have found this message (made before the last one ended): its
+        "ready" may then come after it was taken, or removed, from the index."""
+        return message_id < self.listed_floor
 
     def oldest_ready(self, count: int, after: str | None = None) -> list[tuple[str, int]]:
         """Up to count of the oldest (id, deliveries), with ids after `after` when given."""
@@ -179,6 +197,7 @@ class ReadyIndexes:
         found = self.store.list_ready(queue, known=index.members)
         for message_id, attempts in found:
             index.add(message_id, attempts)
+        index.listed()
         return len(found)
 
     def relist_all(self) -> int:

@@ -356,6 +356,17 @@ class MessageStates:
         tracked(changes).renamed(source, target)
         return self.paths.folder("corrupt")
 
+    def is_ready(self, queue: str, message_id: str, attempts: int) -> bool:
+        """Whether a message waits in its queue's folder after `attempts` deliveries (any
+        error but its absence says yes: a fetch that tries it finds out)."""
+        try:
+            os.lstat(self.paths.ready_path(queue, message_id, attempts))
+        except FileNotFoundError:
+            return False
+        except OSError:
+            return True
+        return True
+
     def list_ready(self, queue: str, known: Container[str] = ()) -> list[tuple[str, int]]:
         """(id, deliveries) of a queue's ready messages (to rebuild an index, never per fetch).
 

@@ -460,6 +460,29 @@ def test_a_late_ready_note_of_a_message_already_listed_and_handed_out_is_ignored
     assert actors.call("fetch", queue="q") == {"empty": True}
 
 
+@pytest.mark.parametrize("removal", ["ack", "delete_ready"])
+def test_a_ready_note_that_comes_after_its_message_was_removed_is_ignored(tmp_path, removal):
+    # The save actor tells the fetch actor on another socket than the one a client's next
+    # requests come by: a fetch and an ack, or a delete by id, may be served before the note.
+    actors = Actors(tmp_path)  # In-process: the save actor sends no "ready" at all.
+    actors.store.create_queue("q")
+    assert actors.call("fetch", queue="q") == {"empty": True}
+    message_id = ok(actors.add({"queue": "q", "body": b"gone before its note"})[0])["id"]
+    if removal == "ack":
+        fetched = actors.call("fetch", queue="q")  # Found by a listing.
+        assert actors.call("ack", queue="q", id=message_id, receipt=fetched["receipt"]) \
+            == {"id": message_id}
+    else:
+        assert actors.call("queue_get", queue="q")["ready"] == 1  # Listed by the statistics.
+        assert actors.call("delete", queue="q", id=message_id) == {"id": message_id}
+    assert actors.call("ready", queue="q", ids=[[message_id, 0]]) == {}  # Its note, late.
+    assert actors.call("queue_get", queue="q")["ready"] == 0, "a message counted after it left"
+    # A message made after the last listing still comes in by its note alone.
+    later = ok(actors.add({"queue": "q", "body": b"noted"})[0])["id"]
+    assert actors.call("ready", queue="q", ids=[[later, 0]]) == {}
+    assert actors.fetcher.indexes.known("q").attempts(later) == 0
+
+
 def test_fetches_of_missing_queues_leave_nothing_behind(tmp_path):
     actors = Actors(tmp_path)
     for n in range(500):

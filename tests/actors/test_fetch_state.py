@@ -34,7 +34,6 @@ def test_deliveries_keep_the_newest_up_to_their_limit():
         deliveries.handed("q", message_id, n)
     assert len(deliveries) == 2
     assert deliveries.settled("q", "a") is None  # The oldest went first.
-    assert deliveries.is_late("q", "c", 2) and not deliveries.is_late("q", "c", 3)
     assert deliveries.settled("q", "b") == 2 and deliveries.settled("q", "b") is None
 
 
