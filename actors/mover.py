@@ -7,7 +7,7 @@ import os
 import signal
 import sys
 import time
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 
 from mq import logs, properties
 from mq import operations as ops
@@ -30,6 +30,11 @@ RESCAN_SECONDS = 5.0
 NOTICE_SECONDS = 0.5
 #: Longest wait between checks of the timer heap, in seconds.
 MAX_WAIT_SECONDS = 0.5
+#: Seconds a delivery settled before it was timed is remembered. Its timer comes from another
+#: actor than the settlement (a delayed add's save actor, the delete's fetch actor), and each
+#: actor's notes wait up to 20 ms (actors/mover_notes.py): timed after it left delay/, it
+#: would count as delayed until its due time, maybe days away.
+EARLY_SETTLED_SECONDS = 10.0
 
 
 class DueHeap:
@@ -43,6 +48,8 @@ class DueHeap:
         # longer counted.
         self.settled: set[tuple[str, str, int]] = set()
         self.counts: dict[str, list[int]] = {}  # queue -> [delayed, in flight], settled excluded
+        #: Deliveries settled before they were timed -> when (time.monotonic()), oldest first.
+        self.settled_early: OrderedDict[tuple[str, str, int], float] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self.due)
@@ -55,8 +62,8 @@ class DueHeap:
         entry, not one per extend.
         """
         key = (queue, message_id, attempts)
-        if self.due.get(key) == due:
-            return
+        if self.due.get(key) == due or key in self.settled_early:
+            return  # Timed already, or left delay/ before its timer came.
         if key not in self.due:
             self._tally(key, 1)
         self.due[key] = due
@@ -89,9 +96,11 @@ class DueHeap:
         """Entries that left delay/ (acked, nacked, deleted; None: any delivery, or any id).
 
         A message's own entries are dropped: their timers need not fire (no wake-up to stat a
-        file that is gone), and a delivery that left delay/ never comes back under its key.
-        A whole queue's (purge, deletion) are only no longer counted: a delayed add racing
-        the purge keeps its timer, whatever order the two notifications arrive in.
+        file that is gone), and a delivery that left delay/ never comes back under its key:
+        one settled before its timer came is remembered, and that timer ignored, for
+        EARLY_SETTLED_SECONDS. A whole queue's (purge, deletion) are only no longer counted:
+        a delayed add racing the purge keeps its timer, whatever order the two notifications
+        arrive in.
         """
         if message_id is None:
             for key in [key for key in self.due if key[0] == queue and key not in self.settled]:
@@ -107,6 +116,17 @@ class DueHeap:
                     self.settled.discard(key)
                 else:
                     self._tally(key, -1)
+            elif attempts is not None:
+                self._settled_before_timed(key)
+
+    def _settled_before_timed(self, key: tuple[str, str, int]) -> None:
+        """Remember for EARLY_SETTLED_SECONDS a delivery that left delay/ before its timer came
+        (a delivery never comes back under its key), forgetting the ones older than that."""
+        now = time.monotonic()
+        early = self.settled_early
+        while early and next(iter(early.values())) < now - EARLY_SETTLED_SECONDS:
+            early.popitem(last=False)
+        early[key] = now
 
     def _tally(self, key: tuple[str, str, int], change: int) -> None:
         """Count an entry in or out of its queue's delayed (0 deliveries) or in-flight figure."""
