@@ -50,6 +50,8 @@ class DueHeap:
         self.counts: dict[str, list[int]] = {}  # queue -> [delayed, in flight], settled excluded
         #: Deliveries settled before they were timed -> when (time.monotonic()), oldest first.
         self.settled_early: OrderedDict[tuple[str, str, int], float] = OrderedDict()
+        #: Queues purged or deleted in the last EARLY_SETTLED_SECONDS -> when (time.monotonic()).
+        self.purged: dict[str, float] = {}
 
     def __len__(self) -> int:
         return len(self.due)
@@ -100,12 +102,16 @@ class DueHeap:
         one settled before its timer came is remembered, and that timer ignored, for
         EARLY_SETTLED_SECONDS. A whole queue's (purge, deletion) are only no longer counted:
         a delayed add racing the purge keeps its timer, whatever order the two notifications
-        arrive in.
+        arrive in (one told after it is kept only when its file is in delay/: purged_lately).
         """
         if message_id is None:
             for key in [key for key in self.due if key[0] == queue and key not in self.settled]:
                 self.settled.add(key)
                 self._tally(key, -1)
+            now = time.monotonic()
+            self.purged = {q: at for q, at in self.purged.items()
+                           if at >= now - EARLY_SETTLED_SECONDS}
+            self.purged[queue] = now
             return
         keys = [(queue, message_id, attempts)] if attempts is not None else \
             [(queue, message_id, n) for n in range(properties.MAX_RETRY + 2)]
@@ -118,6 +124,12 @@ class DueHeap:
                     self._tally(key, -1)
             elif attempts is not None:
                 self._settled_before_timed(key)
+
+    def purged_lately(self, queue: str) -> bool:
+        """Whether the queue was purged or deleted in the last EARLY_SETTLED_SECONDS: a timer
+        that comes now may be of a message the purge took."""
+        at = self.purged.get(queue)
+        return at is not None and at >= time.monotonic() - EARLY_SETTLED_SECONDS
 
     def _settled_before_timed(self, key: tuple[str, str, int]) -> None:
         """Remember for EARLY_SETTLED_SECONDS a delivery that left delay/ before its timer came
@@ -188,6 +200,9 @@ class MoverActor(Actor[Batch]):
         """Notification: time a message a save or fetch actor put in delay/ (or, with
         `entries`, every [queue, id, attempts, due] of a batch)."""
         for queue, message_id, attempts, due in request.all_entries():
+            if self.timers.purged_lately(queue) and \
+                    not self.store.is_delayed(queue, message_id, int(attempts)):
+                continue  # Made before a purge that took it, and told after.
             self.timers.add(float(due), queue, message_id, int(attempts))
         return {}
 

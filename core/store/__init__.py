@@ -111,6 +111,7 @@ class Store(Root):
         self.quarantine = self.states.quarantine
         self.list_ready = self.states.list_ready
         self.is_ready = self.states.is_ready
+        self.is_delayed = self.states.is_delayed
         self.list_delayed = self.states.list_delayed
         #: Accumulation windows (accum/): their parts, and the compounds they close into.
         self.accumulation = Accumulation(self, self.disk, self.flush, self.queues)

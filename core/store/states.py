@@ -359,13 +359,12 @@ class MessageStates:
     def is_ready(self, queue: str, message_id: str, attempts: int) -> bool:
         """Whether a message waits in its queue's folder after `attempts` deliveries (any
         error but its absence says yes: a fetch that tries it finds out)."""
-        try:
-            os.lstat(self.paths.ready_path(queue, message_id, attempts))
-        except FileNotFoundError:
-            return False
-        except OSError:
-            return True
-        return True
+        return _may_exist(self.paths.ready_path(queue, message_id, attempts))
+
+    def is_delayed(self, queue: str, message_id: str, attempts: int) -> bool:
+        """Whether a message waits in delay/ as delivery `attempts` (any error but its absence
+        says yes: the mover that times it finds out when it falls due)."""
+        return _may_exist(self.paths.delay_path(queue, message_id, attempts))
 
     def list_ready(self, queue: str, known: Container[str] = ()) -> list[tuple[str, int]]:
         """(id, deliveries) of a queue's ready messages (to rebuild an index, never per fetch).
@@ -399,3 +398,13 @@ class MessageStates:
                         raise
         return entries
 
+
+def _may_exist(path: str) -> bool:
+    """False only when the entry is known to be gone."""
+    try:
+        os.lstat(path)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
+    return True

@@ -250,6 +250,22 @@ def test_a_delete_tells_the_mover_the_one_delivery_it_took_out_of_delay(tmp_path
     assert list(mover.timers.due) == [] and mover.timers.counts == {}
 
 
+def test_a_timer_told_after_a_purge_counts_only_a_message_the_purge_did_not_take(tmp_path):
+    from mq.actors.mover import MoverActor
+
+    actors = Actors(tmp_path)
+    mover = MoverActor(actors.options, 0, actors.run_dir, actors.store)
+    [taken] = actors.save.handle([request("add", queue="q", body=b"purged", due=time.time() + 3600)]).results
+    purged = actors.fetcher.handle([request("purge", queue="q")])
+    mover.handle([request("settled", entries=[list(s) for s in purged.settled])])
+    # The add's timer comes after the purge's settlement (each actor's notes wait up to 20 ms).
+    later = actors.save.handle([request("add", queue="q", body=b"kept", due=time.time() + 3600)])
+    mover.handle([request("delayed", entries=[[*entry] for entry in later.hidden] + [
+        ["q", taken["id"], 0, taken["due"]]])])
+    assert mover.timers.counts == {"q": [1, 0]}, "a message the purge took counted as delayed"
+    assert [key[1] for key in mover.timers.due] == [later.results[0]["id"]]
+
+
 def parts_in_windows(actors: Actors, queue: str = "q") -> list[str]:
     """Every part waiting in the queue's accumulation windows, whatever their stage."""
     return sorted(part for _, window in actors.store.list_windows()
