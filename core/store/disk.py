@@ -299,3 +299,15 @@ def read_all(fd: int) -> bytes:
     while chunk := os.read(fd, READ_CHUNK):
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+def may_exist(path: str) -> bool:
+    """Whether an entry may be there: False only when it is known to be gone (on any other
+    error, whoever acts on the entry finds out)."""
+    try:
+        os.lstat(path)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
+    return True

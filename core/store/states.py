@@ -10,7 +10,7 @@ from collections.abc import Container, Iterator
 
 from mq.errors import Unavailable, lost_race
 from mq.store.changes import Changes, tracked
-from mq.store.disk import Disk, read_all
+from mq.store.disk import Disk, may_exist, read_all
 from mq.store.names import parse_entry, split_name
 from mq.store.queues import Queues
 from mq.store.root import Root
@@ -357,14 +357,12 @@ class MessageStates:
         return self.paths.folder("corrupt")
 
     def is_ready(self, queue: str, message_id: str, attempts: int) -> bool:
-        """Whether a message waits in its queue's folder after `attempts` deliveries (any
-        error but its absence says yes: a fetch that tries it finds out)."""
-        return _may_exist(self.paths.ready_path(queue, message_id, attempts))
+        """Whether a message may wait in its queue's folder after `attempts` deliveries."""
+        return may_exist(self.paths.ready_path(queue, message_id, attempts))
 
     def is_delayed(self, queue: str, message_id: str, attempts: int) -> bool:
-        """Whether a message waits in delay/ as delivery `attempts` (any error but its absence
-        says yes: the mover that times it finds out when it falls due)."""
-        return _may_exist(self.paths.delay_path(queue, message_id, attempts))
+        """Whether a message may wait in delay/ as delivery `attempts`."""
+        return may_exist(self.paths.delay_path(queue, message_id, attempts))
 
     def list_ready(self, queue: str, known: Container[str] = ()) -> list[tuple[str, int]]:
         """(id, deliveries) of a queue's ready messages (to rebuild an index, never per fetch).
@@ -397,14 +395,3 @@ class MessageStates:
                     if not lost_race(err):
                         raise
         return entries
-
-
-def _may_exist(path: str) -> bool:
-    """False only when the entry is known to be gone."""
-    try:
-        os.lstat(path)
-    except FileNotFoundError:
-        return False
-    except OSError:
-        return True
-    return True
