@@ -7,6 +7,7 @@ import re
 import time
 from dataclasses import dataclass
 
+from mq import trace_context
 from mq.errors import Invalid, TooLarge
 from mq.schedule import MAX_AHEAD_SECONDS
 from mq.store import DEFAULT_CONTENT_TYPE, validate_queue
@@ -17,8 +18,12 @@ MAX_DEDUP_ID = 256
 MAX_BATCH_MESSAGES = 1000
 #: Longest message group id, in characters.
 MAX_GROUP = 256
+#: Longest content type, in characters: it is sent back as a header, which HTTP clients and
+#: proxies read into a line buffer of a few kilobytes (4 KiB of UTF-8 at most).
+MAX_CONTENT_TYPE = 1024
 #: A control character (C0 or DEL): not allowed in a content type, which is sent back as a
-#: header (of a fetch, of a batch fetch's part) and must stay one line.
+#: header (of a fetch, of a batch fetch's part) and must stay one line, nor in a group, sent
+#: back as the SQS API's MessageGroupId (XML 1.0 cannot carry most of them).
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -43,13 +48,27 @@ def check_body(body) -> bytes:
 
 
 def check_content_type(content_type) -> str:
-    """A content type: a string of one line (empty: application/octet-stream)."""
+    """A content type: one line of at most MAX_CONTENT_TYPE characters of text (empty:
+    application/octet-stream)."""
     if not isinstance(content_type, str):
         raise Invalid("content type must be a string")
+    if len(content_type) > MAX_CONTENT_TYPE:
+        raise Invalid(f"content type must be at most {MAX_CONTENT_TYPE} characters")
     if _CONTROL.search(content_type):
         # It is sent back as a header (of a fetch, of a batch fetch's part): one line only.
         raise Invalid("content type must not contain control characters")
-    return content_type
+    return _text(content_type, "content type")
+
+
+def _text(value: str, what: str) -> str:
+    """value, which every way out sends as UTF-8; Invalid when it has no UTF-8 form (a lone
+    surrogate, which only a Python caller of mq.local can give)."""
+    if not value.isascii():
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            raise Invalid(f"{what} is not text: it has no UTF-8 form") from None
+    return value
 
 
 def check_due(due, now: float | None = None):
@@ -68,8 +87,11 @@ def check_dedup_id(dedup_id) -> str:
 
 
 def check_group(group) -> str:
-    """A message group: 1 to MAX_GROUP characters."""
-    return _name(group, MAX_GROUP, "group")
+    """A message group: 1 to MAX_GROUP characters of text, no control character."""
+    _name(group, MAX_GROUP, "group")
+    if _CONTROL.search(group):
+        raise Invalid("group must not contain control characters")
+    return _text(group, "group")
 
 
 def _name(value, high: int, what: str) -> str:
@@ -80,9 +102,13 @@ def _name(value, high: int, what: str) -> str:
 
 
 def check_attributes(attributes) -> dict:
-    """A protocol layer's metadata: a map, stored as given."""
+    """A protocol layer's metadata: a map, stored as given, whose trace context (`tp`, `ts`)
+    is as mq.trace_context.parse keeps it (a fetch sends it back as headers)."""
     if not isinstance(attributes, dict):
         raise Invalid("attributes must be a map")
+    if not trace_context.well_formed(attributes):
+        raise Invalid("attributes: tp and ts must be a trace context as "
+                      "mq.trace_context.parse keeps it")
     return attributes
 
 

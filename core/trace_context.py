@@ -6,10 +6,15 @@ and reads the root itself, store and read it by these same functions."""
 
 import re
 
+#: Longest traceparent kept, in characters: 55 for version 00; a later version's further
+#: fields within it. Both values go back as reply headers, so they are bounded and printable.
+MAX_TRACEPARENT = 512
 #: traceparent: version, 32 hex of trace id, 16 hex of parent id, 2 hex of flags, and, after a
-#: version other than 00, possibly more fields (W3C Trace Context, level 1).
+#: version other than 00, possibly more fields (W3C Trace Context, level 1), printable ASCII
+#: without spaces (a header value must not hold a control character).
 TRACEPARENT = re.compile(r"(?P<version>[0-9a-f]{2})-(?P<trace>[0-9a-f]{32})-"
-                         r"(?P<parent>[0-9a-f]{16})-(?P<flags>[0-9a-f]{2})(?P<rest>-.*)?")
+                         r"(?P<parent>[0-9a-f]{16})-(?P<flags>[0-9a-f]{2})"
+                         r"(?P<rest>-[\x21-\x7e]*)?")
 #: tracestate: printable ASCII, at most the 512 characters every implementation must carry.
 TRACESTATE = re.compile(r"[\x20-\x7e]{1,512}")
 #: AWSTraceHeader: Root=1-{8 hex time}-{24 hex}; Parent={16 hex}; Sampled=0|1 (any order).
@@ -23,7 +28,7 @@ def parse(traceparent: str | None, tracestate: str | None = None) -> dict:
     """The `a` entries of a message's trace context ({} when there is none). A traceparent that
     does not parse is ignored, with its tracestate, as W3C Trace Context has receivers do; a
     tracestate that does not parse is dropped alone."""
-    if not isinstance(traceparent, str):
+    if not isinstance(traceparent, str) or len(traceparent.strip()) > MAX_TRACEPARENT:
         return {}
     value = traceparent.strip().lower()
     found = TRACEPARENT.fullmatch(value)
@@ -36,12 +41,22 @@ def parse(traceparent: str | None, tracestate: str | None = None) -> dict:
     return stored
 
 
+def well_formed(attributes: dict) -> bool:
+    """Whether the trace context of an `a` map (`tp`, `ts`; either may be absent) is as parse
+    keeps it: an add's check (mq.adds), so that no writer stores one a fetch cannot send."""
+    given = {key: attributes[key] for key in STORED.values() if key in attributes}
+    return not given or parse(given.get("tp"), given.get("ts")) == given
+
+
 def of_message(attributes: dict | None) -> dict:
     """{"traceparent", "tracestate"} of a fetched message's `a` map (either may be absent): its
-    own, else the one its AWSTraceHeader (sent through the SQS API) carries."""
+    own, else the one its AWSTraceHeader (sent through the SQS API) carries. The stored one is
+    read by parse again, so that one a writer stored unchecked (an older mq) is left out, not
+    sent as a header no reply may carry."""
     attributes = attributes or {}
     if attributes.get("tp"):
-        return {name: attributes[key] for name, key in STORED.items() if attributes.get(key)}
+        stored = parse(attributes.get("tp"), attributes.get("ts"))
+        return {name: stored[key] for name, key in STORED.items() if key in stored}
     header = ((attributes.get("s") or {}).get("AWSTraceHeader") or {}).get("StringValue")
     traceparent = from_xray(header)
     return {"traceparent": traceparent} if traceparent else {}

@@ -7,7 +7,16 @@ import uuid
 import httpx
 
 from mq.client import tracing
-from mq.client.calls import Call, _present, _seconds, _text, at_value, body_bytes, queue_path
+from mq.client.calls import (
+    Call,
+    _present,
+    _seconds,
+    _text,
+    at_value,
+    body_bytes,
+    content_type_of,
+    queue_path,
+)
 from mq.client.errors import InvalidError
 from mq.client.message import Message
 from mq.ids import id_time_ms
@@ -65,7 +74,10 @@ def _part(number: int, message) -> tuple[dict, bytes]:
         message = {"body": message}
     if not isinstance(message, dict):
         raise TypeError(f"message {number}: expected bytes, str or dict, not {type(message).__name__}")
-    content_type = _text("content_type", message.get("content_type"))
+    try:
+        content_type = content_type_of(message.get("content_type"))
+    except InvalidError as err:
+        raise InvalidError(f"message {number}: {err.message}") from None
     try:
         body, content_type = body_bytes(message.get("body"), content_type)
     except TypeError as err:

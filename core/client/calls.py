@@ -14,9 +14,11 @@ from urllib.parse import quote
 
 import httpx
 
+from mq.adds import check_content_type
 from mq.client import tracing
 from mq.client.errors import ClientError, InvalidError, UnavailableError, error_for
 from mq.client.message import Message
+from mq.errors import Invalid
 from mq.ids import id_time_ms
 
 #: The Content-Type of a str body when none is given: the text is sent as UTF-8.
@@ -127,7 +129,7 @@ def put(queue: str, body, *, delay=None, at=None, dedup_id=None, content_type=No
     body, content_type = body_bytes(body, content_type)
     params = {"delay": _seconds("delay", delay), "at": at_value(at),
               "dedup_id": _text("dedup_id", dedup_id)}
-    content_type = _text("content_type", content_type)
+    content_type = content_type_of(content_type)
     # Bytes: httpx would send a str header only as ASCII; the daemon reads it as UTF-8.
     headers = {"Content-Type": None if content_type is None else content_type.encode()}
     # Read now, in the caller's context (an AsyncClient's task too): the message keeps the
@@ -230,6 +232,18 @@ def _text(name: str, value) -> str | None:
     """A str parameter, checked to be one."""
     if value is not None and not isinstance(value, str):
         raise TypeError(f"{name} must be a str, not {type(value).__name__}")
+    return value
+
+
+def content_type_of(value) -> str | None:
+    """A content type, checked as the daemon checks it (mq.adds): InvalidError before it is
+    sent, rather than an error of the HTTP library for one that is not one line."""
+    value = _text("content_type", value)
+    if value is not None:
+        try:
+            check_content_type(value)
+        except Invalid as err:
+            raise InvalidError(err.message) from None
     return value
 
 

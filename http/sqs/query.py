@@ -9,6 +9,9 @@ from mq.http.sqs.errors import SqsError
 XMLNS = "http://queue.amazonaws.com/doc/2012-11-05/"
 #: Operations of other services answered on the SQS endpoint, with their documents' namespace.
 OTHER_XMLNS = {"GetCallerIdentity": "https://sts.amazonaws.com/doc/2011-06-15/"}
+#: A carriage return as a character reference, as SQS writes it: a parser turns a literal one
+#: (and CR LF) into a line feed, so a body or attribute value would not come back as sent.
+ESCAPES = {"\r": "&#xD;"}
 
 #: Flattened request members: query name -> (JSON name, kind, key name, value name).
 REQUEST_MEMBERS = {
@@ -111,7 +114,7 @@ def _element(name: str, value) -> str:
         return f"<{name}>{_members(value)}</{name}>"
     if isinstance(value, bool):
         value = "true" if value else "false"
-    return f"<{name}>{escape(str(value))}</{name}>"
+    return f"<{name}>{escape(str(value), ESCAPES)}</{name}>"
 
 
 def _members(result: dict, batch_entry: str = "") -> str:

@@ -60,8 +60,8 @@ def system_attributes(result: Fetched, names: list[str], caller: Caller, fifo: b
     sent = (stored.get("s") or {}).get("AWSTraceHeader")
     if sent:
         values["AWSTraceHeader"] = sent["StringValue"]
-    elif stored.get("tp"):  # Added with a W3C traceparent (mq's API): its X-Ray form.
-        values["AWSTraceHeader"] = trace_context.to_xray(stored["tp"])
+    elif traced := trace_context.parse(stored.get("tp")):  # Added with a W3C traceparent:
+        values["AWSTraceHeader"] = trace_context.to_xray(traced["tp"])  # its X-Ray form.
     return {name: values[name] for name in wanted if name in values}
 
 

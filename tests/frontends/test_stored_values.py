@@ -1,0 +1,376 @@
+"""Every value a producer stores with a message (its content type, its trace context, the SQS
+API's message attributes) walked through every way in and every way out: it is refused on the
+way in with a 400 JSON error and nothing is stored, or it comes back intact on every way out
+(single, batch multipart and JSON, compound, peek, MessagePack-RPC, the SQS API as JSON and
+as XML, mq.local, the Python client). Never a 500, never a delivery spent on nothing."""
+
+import base64
+import itertools
+import json
+import socket
+import xml.etree.ElementTree as ElementTree
+from urllib.parse import urlencode
+
+import msgpack
+import pytest
+from support import Daemon, free_port, poll_for
+
+from mq.client import Client, InvalidError, Message
+from mq.local import LocalClient
+
+TRACE, PARENT = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+V00 = f"00-{TRACE}-{PARENT}-01"
+#: A later version may carry more fields: kept as sent, when printable.
+LATER = f"01-{TRACE}-{PARENT}-01-more.fields"
+#: (traceparent, tracestate sent) -> (traceparent, tracestate every way out answers): a
+#: traceparent that does not parse is dropped with its tracestate, a bad tracestate alone.
+TRACES = [
+    ((V00, "congo=t61rcWkgMzE"), (V00, "congo=t61rcWkgMzE")),
+    ((LATER, None), (LATER, None)),
+    ((LATER + "\r", None), (LATER, None)),  # Surrounding blanks are trimmed.
+    ((LATER + "-x\ry", "a=b"), (None, None)),
+    ((LATER + "-x\ny", None), (None, None)),
+    ((LATER + "-\x00", None), (None, None)),
+    ((LATER + "-\x7f", None), (None, None)),
+    ((LATER + "-\u00e9t\u00e9", None), (None, None)),
+    ((LATER + " x", None), (None, None)),
+    ((LATER + "-" + "a" * 600, None), (None, None)),
+    ((V00, "a=b\rc"), (V00, None)),
+    ((V00, "a=" + "b" * 600), (V00, None)),
+]
+#: (content type sent, kept): kept ones come back as sent (UTF-8), the others are refused.
+CONTENT_TYPES = [
+    ("text/plain; note=\u20acuro \u00e9t\u00e9", True),
+    ("text/plain; n=\u00c5\u0085\u2028\U0001f600", True),  # UTF-8 byte 0x85, NEL, LS, astral
+    ("text/plain; " + "n" * 1000, True),
+    ("text/plain; " + "n" * 1100, False),
+    ("text/plain\r\nX-Injected: yes", False),
+    ("text/plain\rX-Injected: yes", False),
+    ("text/plain\x00", False),
+    ("text/plain\x7f", False),
+]
+names = (f"values-{n}" for n in itertools.count())
+
+
+@pytest.fixture(scope="module")
+def values_mq(tmp_path_factory):
+    """A daemon with the RPC port open, the SQS API on its main port, a long timer."""
+    workdir = tmp_path_factory.mktemp("values")
+    rpc_port = free_port()
+    daemon = Daemon(workdir / "root", workdir, workers=2, timeout=30,
+                    args=(f"--rpc-port={rpc_port}",))
+    daemon.rpc_port = rpc_port
+    try:
+        daemon.start().wait_ready()
+        poll_for(lambda: socket.create_connection(("127.0.0.1", rpc_port)).close() or True,
+                 10, what="the RPC port to accept", ignore=(OSError,))
+        yield daemon
+    finally:
+        daemon.cleanup()
+
+
+def rpc(daemon, method: str, *params):
+    """(error, result) of one MessagePack-RPC call on a connection of its own."""
+    with socket.create_connection(("127.0.0.1", daemon.rpc_port), timeout=30) as sock:
+        sock.sendall(msgpack.packb([0, 1, method, list(params)], use_bin_type=True))
+        unpacker = msgpack.Unpacker(raw=False)
+        while True:
+            for _, _, error, result in unpacker:
+                return error, result
+            data = sock.recv(65536)
+            assert data, "the RPC server closed the connection"
+            unpacker.feed(data)
+
+
+def header_safe(value: str | None) -> bool:
+    """Whether an HTTP client can send value as a header at all (no control character)."""
+    return value is None or not any(ord(c) < 0x20 or c == "\x7f" for c in value)
+
+
+def answered(resp) -> tuple[str, object]:
+    """("stored", id) of a 2xx add, ("refused", error kind) of a 400 with a JSON error."""
+    status, body = (resp.status, resp.body) if hasattr(resp, "status") else resp
+    assert status != 500 and status < 500, (status, body)
+    if status == 400:
+        return "refused", json.loads(body)["error"]
+    assert status in (200, 201), (status, body)
+    value = json.loads(body)
+    return "stored", value["messages"][0]["id"] if "messages" in value else value["id"]
+
+
+def add_rest(daemon, queue, ct, tp, ts):
+    """POST /{queue}/messages with the values as headers (UTF-8)."""
+    if not all(header_safe(v) for v in (ct, tp, ts)):
+        return None  # No HTTP client sends a control character in a header.
+    headers = {name: value.encode() for name, value in
+               (("Content-Type", ct), ("traceparent", tp), ("tracestate", ts)) if value is not None}
+    return answered(daemon.request("POST", f"/{queue}/messages", b"payload", headers))
+
+
+def add_ndjson(daemon, queue, ct, tp, ts):
+    """A batch add of one JSON line holding the values."""
+    record = {"body": "payload", "content_type": ct, "traceparent": tp, "tracestate": ts}
+    line = json.dumps({k: v for k, v in record.items() if v is not None}).encode()
+    return answered(daemon.request("POST", f"/{queue}/messages", line,
+                                   {"Content-Type": "application/x-ndjson"}))
+
+
+def add_multipart(daemon, queue, ct, tp, ts):
+    """A batch add of one multipart part whose headers hold the values (as UTF-8 bytes, which
+    mq reads itself: a bare CR or a NUL reaches it)."""
+    if any(v is not None and "\n" in v for v in (ct, tp, ts)):
+        return None  # A line feed ends the part's header line.
+    head = "".join(f"{name}: {value}\r\n" for name, value in
+                   (("Content-Type", ct), ("traceparent", tp), ("tracestate", ts)) if value is not None)
+    body = f"--b0undary\r\n{head}\r\npayload\r\n--b0undary--\r\n".encode()
+    return answered(daemon.request("POST", f"/{queue}/messages", body,
+                                   {"Content-Type": "multipart/mixed; boundary=b0undary"}))
+
+
+def add_rpc(daemon, queue, ct, tp, ts):
+    """push(queue, content, options) with the values as options."""
+    options = {k: v for k, v in (("content_type", ct), ("traceparent", tp), ("tracestate", ts))
+               if v is not None}
+    error, result = rpc(daemon, "push", queue, b"payload", options)
+    if error is not None:
+        assert error["error"] == "invalid", error
+        return "refused", error["error"]
+    assert result == "ok"
+    return "stored", None
+
+
+def add_local(daemon, queue, ct, tp, ts):
+    """mq.local's put on the daemon's root."""
+    with LocalClient(daemon.root) as local:
+        try:
+            return "stored", local.put(queue, b"payload", content_type=ct, traceparent=tp,
+                                       tracestate=ts)
+        except InvalidError as err:
+            return "refused", err.kind
+
+
+def add_client(daemon, queue, ct, tp, ts):
+    """The Python client's put (it sends the trace of the caller's OpenTelemetry context only)."""
+    if tp is not None or ts is not None:
+        return None
+    try:
+        return "stored", Client(f"http://127.0.0.1:{daemon.port}", retries=0).put(
+            queue, b"payload", content_type=ct)
+    except InvalidError as err:  # By the daemon, or before sending what it would refuse.
+        return "refused", err.kind
+
+
+WAYS_IN = {"rest": add_rest, "ndjson": add_ndjson, "multipart": add_multipart, "rpc": add_rpc,
+           "local": add_local, "client": add_client}
+
+
+def utf8(value: str | None) -> str | None:
+    """A header value http.client read as latin-1, as the UTF-8 text it is."""
+    return None if value is None else value.encode("latin-1").decode()
+
+
+# Each way out: what it gave of the queue's oldest message ("receipt" None for a peek, the
+# other keys what it tells of the message), or None when it got none yet.
+
+def out_single(daemon, queue):
+    resp = daemon.request("GET", f"/{queue}/messages")
+    if resp.status == 204:
+        return None
+    assert resp.status == 200, (resp.status, resp.body)
+    return {"receipt": resp.header("X-Receipt"), "body": resp.body,
+            "content_type": utf8(resp.header("Content-Type")),
+            "traceparent": resp.header("traceparent"), "tracestate": resp.header("tracestate")}
+
+
+def out_batch_json(daemon, queue):
+    resp = daemon.request("GET", f"/{queue}/messages?max=1", headers={"Accept": "application/json"})
+    if resp.status == 204:
+        return None
+    assert resp.status == 200, (resp.status, resp.body)
+    [m] = resp.json()["messages"]
+    return {"receipt": m["receipt"], "body": m["body"].encode(), "content_type": m["content_type"],
+            "traceparent": m.get("traceparent"), "tracestate": m.get("tracestate")}
+
+
+def out_batch_multipart(daemon, queue):
+    resp = daemon.request("GET", f"/{queue}/messages?max=1")
+    if resp.status == 204:
+        return None
+    assert resp.status == 200, (resp.status, resp.body)
+    boundary = resp.header("Content-Type").split("boundary=")[1].encode()
+    head, _, body = resp.body.split(b"--" + boundary)[1].partition(b"\r\n\r\n")
+    headers = dict(line.decode().split(": ", 1) for line in head.strip().split(b"\r\n"))
+    return {"receipt": headers["X-Receipt"], "body": body[:-2],
+            "content_type": headers["Content-Type"], "traceparent": headers.get("traceparent"),
+            "tracestate": headers.get("tracestate")}
+
+
+def out_client(daemon, queue):
+    got = Client(f"http://127.0.0.1:{daemon.port}", retries=0).fetch_many(queue, 1)
+    if not got:
+        return None
+    [m] = got
+    return {"receipt": m.receipt, "body": m.body, "content_type": m.content_type,
+            "traceparent": m.traceparent, "tracestate": m.tracestate}
+
+
+def out_peek(daemon, queue):
+    resp = daemon.request("GET", f"/{queue}/peek?max=1")
+    assert resp.status == 200, (resp.status, resp.body)
+    if not resp.json()["messages"]:
+        return None
+    [m] = resp.json()["messages"]
+    return {"receipt": None, "body": base64.b64decode(m["body"]),
+            "content_type": m["content_type"], "traceparent": m.get("traceparent"),
+            "tracestate": m.get("tracestate")}
+
+
+def out_rpc(daemon, queue):
+    error, m = rpc(daemon, "pull", queue)
+    assert error is None, error
+    if m == "empty":
+        return None
+    return {"receipt": m["receipt"], "traceparent": m.get("traceparent"),
+            "tracestate": m.get("tracestate")}
+
+
+def sqs_json(daemon, operation: str, params: dict) -> tuple[int, dict]:
+    """(status, answer) of one call of the SQS API's JSON protocol."""
+    resp = daemon.request("POST", "/", json.dumps(params).encode(),
+                          {"X-Amz-Target": f"AmazonSQS.{operation}",
+                           "Content-Type": "application/x-amz-json-1.0"})
+    assert resp.status in (200, 400), (resp.status, resp.body)
+    return resp.status, resp.json()
+
+
+def out_sqs_json(daemon, queue):
+    status, got = sqs_json(daemon, "ReceiveMessage", {
+        "QueueUrl": f"/{queue}", "MessageSystemAttributeNames": ["All"],
+        "MessageAttributeNames": ["All"]})
+    assert status == 200, got
+    if not got.get("Messages"):
+        return None
+    [m] = got["Messages"]
+    return {"receipt": m["ReceiptHandle"], "body": m["Body"].encode(),
+            "aws_trace_header": m.get("Attributes", {}).get("AWSTraceHeader"),
+            "attributes": m.get("MessageAttributes")}
+
+
+def out_sqs_xml(daemon, queue):
+    form = urlencode({"Action": "ReceiveMessage", "QueueUrl": f"/{queue}",
+                      "AttributeName.1": "All", "MessageAttributeName.1": "All"})
+    resp = daemon.request("POST", "/", form.encode(),
+                          {"Content-Type": "application/x-www-form-urlencoded"})
+    assert resp.status == 200, (resp.status, resp.body)
+    found = [e for e in ElementTree.fromstring(resp.body).iter() if e.tag.endswith("}Message")]
+    if not found:
+        return None
+    [m] = found
+
+    def text(node, name):
+        return next(e.text for e in node if e.tag.endswith("}" + name))
+    system = {text(a, "Name"): text(a, "Value") for a in m if a.tag.endswith("}Attribute")}
+    attributes = {}
+    for a in (a for a in m if a.tag.endswith("}MessageAttribute")):
+        value = next(e for e in a if e.tag.endswith("}Value"))
+        attributes[text(a, "Name")] = {e.tag.split("}")[1]: e.text for e in value}
+    return {"receipt": text(m, "ReceiptHandle"), "body": text(m, "Body").encode(),
+            "aws_trace_header": system.get("AWSTraceHeader"), "attributes": attributes or None}
+
+
+def out_local(daemon, queue):
+    with LocalClient(daemon.root) as local:
+        m = local.get(queue)
+    if m is None:
+        return None
+    return {"receipt": m.receipt, "body": m.body, "content_type": m.content_type,
+            "traceparent": m.traceparent, "tracestate": m.tracestate}
+
+
+#: Every way out, in the order the walk takes them (mq.local last: the daemon hears of its
+#: nack by a notice file, read within 0.5 s).
+WAYS_OUT = [out_single, out_batch_json, out_batch_multipart, out_client, out_peek, out_rpc,
+            out_sqs_json, out_sqs_xml, out_local]
+
+
+def give_back(daemon, queue: str, message_id: str, receipt: str, local: bool) -> None:
+    """Make a claimed message ready again (nack), the way it was claimed."""
+    if local:
+        with LocalClient(daemon.root) as client:
+            client.nack(Message(queue, message_id, b"", "", receipt, 0, None))
+        return
+    resp = daemon.request("POST", f"/{queue}/messages/{message_id}?reply=nack&receipt={receipt}")
+    assert resp.status == 204, (resp.status, resp.body)
+
+
+def walk_out(daemon, queue: str, expected: dict) -> None:
+    """Take the message out every way, check all each tells of it, give it back; then check
+    that every claim was a delivery (its attempts count)."""
+    claims = 0
+    for way in WAYS_OUT:
+        got = poll_for(lambda way=way: way(daemon, queue), 10, what=f"{way.__name__} of {queue}")
+        told = {key: value for key, value in got.items() if key != "receipt"}
+        assert told == {key: expected.get(key) for key in told}, (way.__name__, told, expected)
+        if got["receipt"] is not None:
+            claims += 1
+            give_back(daemon, queue, got["receipt"].split(".")[0], got["receipt"],
+                      way is out_local)
+    last = poll_for(lambda: out_single(daemon, queue), 10, what="the last fetch")
+    assert last["receipt"].endswith(f".{claims + 1}"), ("a claim without a delivery", last)
+
+
+def xray_of(traceparent: str | None) -> str | None:
+    """The AWSTraceHeader the SQS API answers for a stored traceparent."""
+    if traceparent is None:
+        return None
+    _, trace, parent, flags = traceparent.split("-")[:4]
+    return f"Root=1-{trace[:8]}-{trace[8:]};Parent={parent};Sampled={int(flags, 16) & 1}"
+
+
+def nothing_stored(daemon, queue: str) -> None:
+    """The queue holds no message (or was never made)."""
+    resp = daemon.request("GET", f"/{queue}/peek")
+    assert resp.status == 404 or resp.json()["messages"] == [], resp.body
+
+
+def endless_queue(daemon) -> str:
+    """A new queue that redelivers forever (retry -1): the walk claims a message many times."""
+    queue = next(names)
+    assert daemon.request("PUT", f"/{queue}").status == 201
+    resp = daemon.request("PATCH", f"/{queue}/properties", b'{"retry": -1}')
+    assert resp.status == 200, resp.body
+    return queue
+
+
+def check_walk(daemon, way_in: str, sent: tuple, kept: tuple | None) -> str | None:
+    """Add (content type, traceparent, tracestate) through way_in: refused when kept is None,
+    else every way out must tell kept (the same three); the outcome, None when way_in cannot
+    carry what was sent."""
+    queue = endless_queue(daemon)
+    outcome = WAYS_IN[way_in](daemon, queue, *sent)
+    if outcome is None:
+        return None
+    if kept is None:
+        assert outcome == ("refused", "invalid"), (way_in, sent, outcome)
+        nothing_stored(daemon, queue)
+        return "refused"
+    assert outcome[0] == "stored", (way_in, sent, outcome)
+    content_type, traceparent, tracestate = kept
+    walk_out(daemon, queue, {"body": b"payload", "content_type": content_type,
+                             "traceparent": traceparent, "tracestate": tracestate,
+                             "aws_trace_header": xray_of(traceparent)})
+    return "stored"
+
+
+@pytest.mark.parametrize("way_in", list(WAYS_IN))
+def test_each_trace_context_is_kept_or_dropped_and_always_received(values_mq, way_in):
+    outcomes = [check_walk(values_mq, way_in, ("text/plain", *sent), ("text/plain", *kept))
+                for sent, kept in TRACES]
+    assert way_in == "client" or "stored" in outcomes, outcomes
+
+
+@pytest.mark.parametrize("way_in", list(WAYS_IN))
+def test_each_content_type_is_refused_or_always_received_intact(values_mq, way_in):
+    outcomes = [check_walk(values_mq, way_in, (ct, None, None), (ct, None, None) if kept else None)
+                for ct, kept in CONTENT_TYPES]
+    assert {"stored", "refused"} <= set(outcomes), outcomes
