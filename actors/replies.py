@@ -24,6 +24,8 @@ def delete(actor, batch, request: Delete | Ack, sender=None) -> Acked:
     guess = ("ready", known) if known is not None else \
         ("in_flight", handed) if handed is not None else None
     found = actor.store.remove_entry(queue, message_id, MAX_ATTEMPTS, guess, batch.changes)
+    if found is None and (near := far_count(actor, queue, message_id, handed)) is not None:
+        found = actor.store.remove_entry(queue, message_id, MAX_ATTEMPTS, None, batch.changes, near)
     if found is None:
         raise NotFound(f"message {message_id} not found in queue {queue!r}")
     if index:
@@ -37,11 +39,30 @@ def delete(actor, batch, request: Delete | Ack, sender=None) -> Acked:
     return {"id": message_id}
 
 
+def far_count(actor, queue: str, message_id: str, handed: int | None = None) -> int | None:
+    """A delivery count past MAX_ATTEMPTS (the names every lookup by id probes) the message
+    had, for a lookup that missed: the one handed out, its ready name in the queue's index,
+    or one this actor recorded or listed in delay/ (actors/deliveries.py); None if none."""
+    index = actor.indexes.known(queue)
+    if index is None and actor.store.queue_exists(queue):
+        index = actor.indexes.of(queue)  # Listed once: a restarted actor has no index yet.
+    ready = index.attempts(message_id) if index else None
+    counts = [count for count in (handed, ready, actor.deliveries.far(actor.store, queue, message_id))
+              if count is not None and count > MAX_ATTEMPTS]
+    return max(counts, default=None)
+
+
 def delivery_of(actor, request: Ack | Nack | Extend) -> int:
     """The delivery a reply is about: its receipt's, or the message's current one."""
     if request.receipt:
         return parse_receipt(request.receipt, request.id)[1]
-    return current_delivery(actor.store, request.queue, request.id)
+    try:
+        return current_delivery(actor.store, request.queue, request.id)
+    except NotFound:
+        near = far_count(actor, request.queue, request.id)
+        if near is None:
+            raise
+        return current_delivery(actor.store, request.queue, request.id, near)
 
 
 def ack(actor, batch, request: Ack, sender) -> Acked:
@@ -98,4 +119,7 @@ def nack(actor, batch, request: Nack, sender) -> dict:
 
 def refuse_stale(actor, queue: str, message_id: str, delivery: int) -> None:
     """Raise 404 when the message is gone, 409 when this delivery is over but it lives on."""
-    raise stale(actor.store, queue, message_id, delivery)
+    err = stale(actor.store, queue, message_id, delivery)
+    if isinstance(err, NotFound) and (near := far_count(actor, queue, message_id)) is not None:
+        err = stale(actor.store, queue, message_id, delivery, near)
+    raise err

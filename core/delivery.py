@@ -103,28 +103,29 @@ def parse_receipt(receipt, message_id: str | None = None) -> tuple[str, int]:
         raise Invalid(f"{receipt!r} is not a receipt ('{{id}}.{{n}}', n >= 1)") from None
 
 
-def located(store, queue: str, message_id: str) -> tuple[str, int]:
-    """(state, deliveries) of a message, by the names it may have; NotFound when it is gone."""
-    found = store.locate(queue, message_id, MAX_DELIVERIES)
+def located(store, queue: str, message_id: str, near: int | None = None) -> tuple[str, int]:
+    """(state, deliveries) of a message, by the names it may have (also from `near`, a count
+    it had, on: mq.store's probe_counts); NotFound when it is gone."""
+    found = store.locate(queue, message_id, MAX_DELIVERIES, near)
     if found is None:
         raise NotFound(f"message {message_id} not found in queue {queue!r}")
     return found
 
 
-def current_delivery(store, queue: str, message_id: str) -> int:
+def current_delivery(store, queue: str, message_id: str, near: int | None = None) -> int:
     """The delivery a reply without a receipt is about: the message's own, when in flight
     (NotFound when it is gone, Conflict when it is not in flight)."""
-    state, attempts = located(store, queue, message_id)
+    state, attempts = located(store, queue, message_id, near)
     if state != "in_flight":
         raise Conflict(f"message {message_id} is not in flight (it is {state})")
     return attempts
 
 
-def stale(store, queue: str, message_id: str, delivery: int) -> MqError:
+def stale(store, queue: str, message_id: str, delivery: int, near: int | None = None) -> MqError:
     """Why delivery `delivery` cannot be answered: the message is gone (NotFound) or lives on
-    as another delivery or state (Conflict)."""
+    as another delivery or state (Conflict); it had that delivery, so probed from it on."""
     try:
-        state, attempts = located(store, queue, message_id)
+        state, attempts = located(store, queue, message_id, delivery if near is None else near)
     except NotFound as err:
         return err
     return Conflict(f"stale receipt {message_id}.{delivery}: the message is now {state}"

@@ -18,7 +18,7 @@ from mq.errors import Invalid, MqError, NotFound
 from mq.http import access
 from mq.http.actor_links import ActorLink
 from mq.http.disk_errors import disk_error
-from mq.operations import FetchAny, Fetched, Watch
+from mq.operations import MAX_QUEUES, FetchAny, Fetched, Watch
 from mq.store import Store
 from mq.tokens import Token
 
@@ -64,11 +64,25 @@ def matching_queues(root: str, pattern, token: Token | None = None) -> list[str]
     return queues
 
 
-async def pull_any(groups: dict[ActorLink, list[str]], wait: float,
+#: The queues of one fetch actor that one fetch_any or watch names, and that actor's link.
+Group = tuple[ActorLink, list[str]]
+
+
+def grouped(queues: list[str], owner: Callable[[str], ActorLink]) -> list[Group]:
+    """The queues by the fetch actor that owns them, at most MAX_QUEUES to a group (a field
+    limit of fetch_any and watch: an owner of more gets a group of each MAX_QUEUES)."""
+    by_owner: dict[ActorLink, list[str]] = {}
+    for queue in queues:
+        by_owner.setdefault(owner(queue), []).append(queue)
+    return [(link, names[start:start + MAX_QUEUES]) for link, names in by_owner.items()
+            for start in range(0, len(names), MAX_QUEUES)]
+
+
+async def pull_any(groups: list[Group], wait: float,
                    gone: Callable[[], bool] = lambda: False) -> Fetched | None:
     """Claim the oldest ready message among the queues, grouped by the fetch actor that owns
-    them (QueueService.pull_any checked them), waiting up to `wait` seconds for one; None when
-    none came (or the client, asked through gone(), went away).
+    them (QueueService.pull_any checked them, grouped()), waiting up to `wait` seconds for
+    one; None when none came (or the client, asked through gone(), went away).
 
     The result is the fetch result with "queue" added. Nothing is claimed once gone() is true:
     the waiting itself claims nothing (docs/DELIVERY.md, "Pull-any").
@@ -94,27 +108,26 @@ def _raise_if_all_failed(results: list) -> None:
         raise results[0]
 
 
-async def claim_oldest(groups: dict[ActorLink, list[str]], gone: Callable[[], bool]) -> Fetched | None:
+async def claim_oldest(groups: list[Group], gone: Callable[[], bool]) -> Fetched | None:
     """Claim the oldest ready message of the groups' queues, or None when all are empty.
 
-    With queues on several fetch actors, each names its oldest head first (claiming nothing),
-    then the one with the oldest head claims; if it lost that message meanwhile, the next.
-    An actor that is down is passed over while another can serve.
+    With several groups (queues on several fetch actors), each names its oldest head first
+    (claiming nothing), then the one with the oldest head claims; if it lost that message
+    meanwhile, the next. An actor that is down is passed over while another can serve.
     """
-    links = list(groups)
-    if len(links) == 1:
-        candidates = links
+    if len(groups) == 1:
+        candidates = groups
     else:
-        heads = await asyncio.gather(*(link.call(FetchAny(queues=groups[link], claim=False))
-                                       for link in links), return_exceptions=True)
+        heads = await asyncio.gather(*(link.call(FetchAny(queues=queues, claim=False))
+                                       for link, queues in groups), return_exceptions=True)
         _raise_if_all_failed(heads)
         found = sorted((head["id"], pos) for pos, head in enumerate(heads)
                        if isinstance(head, dict) and not head.get("empty"))
-        candidates = [links[pos] for _, pos in found]
-    for link in candidates:
+        candidates = [groups[pos] for _, pos in found]
+    for link, queues in candidates:
         if gone():
             return None
-        result = cast(Fetched, await link.call(FetchAny(queues=groups[link], claim=True)))
+        result = cast(Fetched, await link.call(FetchAny(queues=queues, claim=True)))
         if not result.get("empty"):
             return result
     return None
@@ -125,16 +138,15 @@ async def _until_gone(gone: Callable[[], bool]) -> None:
         await asyncio.sleep(CLIENT_CHECK_SECONDS)
 
 
-async def watch_any(groups: dict[ActorLink, list[str]], seconds: float,
-                    gone: Callable[[], bool]) -> None:
+async def watch_any(groups: list[Group], seconds: float, gone: Callable[[], bool]) -> None:
     """Wait, claiming nothing, until one of the queues has a ready message, `seconds` pass, or
     the client goes away; then withdraw the watches still parked on other actors. A watch that
     failed (its actor is down) ends the wait only when every one failed."""
-    sent: dict[ActorLink, bytes] = {}
-    watches = {link: asyncio.ensure_future(link.call(
+    sent: dict[int, bytes] = {}
+    watches = {pos: asyncio.ensure_future(link.call(
         Watch(queues=queues, wait=seconds), timeout=seconds + link.timeout,
-        on_sent=lambda rid, link=link: sent.__setitem__(link, rid)))
-        for link, queues in groups.items()}
+        on_sent=lambda rid, pos=pos: sent.__setitem__(pos, rid)))
+        for pos, (link, queues) in enumerate(groups)}
     checker = asyncio.ensure_future(_until_gone(gone))
     pending = set(watches.values()) | {checker}
     try:
@@ -145,8 +157,8 @@ async def watch_any(groups: dict[ActorLink, list[str]], seconds: float,
                 break
     finally:
         checker.cancel()
-        for link, watch in watches.items():
-            if not watch.done() and link in sent:
-                link.cancel(sent[link])
+        for pos, watch in watches.items():
+            if not watch.done() and pos in sent:
+                groups[pos][0].cancel(sent[pos])
         results = await asyncio.gather(*watches.values(), return_exceptions=True)
     _raise_if_all_failed(results)

@@ -190,10 +190,7 @@ class QueueService:
         with "queue" added; NotFound when no queue matches (docs/DELIVERY.md, "Pull-any")."""
         check_wait(wait)
         queues = self.reached(token, pattern)
-        groups: dict = {}
-        for queue in queues:
-            groups.setdefault(self._pool.fetcher(queue), []).append(queue)
-        return await routing.pull_any(groups, wait, gone)
+        return await routing.pull_any(routing.grouped(queues, self._pool.fetcher), wait, gone)
 
     # Statistics: every actor at once.
 

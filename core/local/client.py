@@ -172,7 +172,7 @@ class LocalClient:
     @translated
     def ack(self, message: Message) -> None:
         """Remove the delivered message (its receipt must be current: else ConflictError)."""
-        receipts.ack(self.store, message)
+        receipts.ack(self.store, self.props, message)
 
     @translated
     def nack(self, message: Message) -> None:
@@ -188,7 +188,7 @@ class LocalClient:
     @translated
     def revoke(self, queue: str, message_id: str) -> None:
         """Remove a message from any state (ready, delayed, in flight) by its id."""
-        receipts.revoke(self.store, queue, message_id)
+        receipts.revoke(self.store, self.props, queue, message_id)
 
     # -- life -----------------------------------------------------------------------------
 

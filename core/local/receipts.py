@@ -9,47 +9,71 @@ import time
 
 from mq import properties
 from mq.delivery import MAX_DELIVERIES, current_delivery, parse_receipt, stale
-from mq.errors import Invalid, NotFound
+from mq.errors import Invalid, MqError, NotFound
 from mq.store import Changes, validate_id, validate_queue
 
 
-def delivery(store, message) -> int:
+def far_count(store, props, queue: str, message_id: str) -> int | None:
+    """For a lookup by id whose probes missed: the delivery count in the message's name, by
+    a listing of delay/ and the queue's folder, when the queue redelivers forever (retry -1:
+    only there does a message pass the MAX_DELIVERIES names probed); else None."""
+    if props.effective(queue)["retry"] != properties.UNLIMITED_RETRY:
+        return None
+    return store.listed_delivery(queue, message_id)
+
+
+def delivery(store, props, message) -> int:
     """The delivery a message's receipt names; without a receipt, its current one (409 when
     it is not in flight)."""
     validate_queue(message.queue)
     validate_id(message.id)
     if message.receipt is None:
-        return current_delivery(store, message.queue, message.id)
+        try:
+            return current_delivery(store, message.queue, message.id)
+        except NotFound:
+            near = far_count(store, props, message.queue, message.id)
+            if near is None:
+                raise
+            return current_delivery(store, message.queue, message.id, near)
     return parse_receipt(message.receipt, message.id)[1]
 
 
-def ack(store, message) -> None:
+def refused(store, props, message, number: int) -> MqError:
+    """Why delivery `number` of the message cannot be answered (mq.delivery.stale)."""
+    err = stale(store, message.queue, message.id, number)
+    if isinstance(err, NotFound) and \
+            (near := far_count(store, props, message.queue, message.id)) is not None:
+        err = stale(store, message.queue, message.id, number, near)
+    return err
+
+
+def ack(store, props, message) -> None:
     """Remove the delivery durably; without a receipt, remove the message from any state."""
     if message.receipt is None:
-        return revoke(store, message.queue, message.id)
-    number, changes = delivery(store, message), Changes()
+        return revoke(store, props, message.queue, message.id)
+    number, changes = delivery(store, props, message), Changes()
     if not store.ack(message.queue, message.id, number, changes):
-        raise stale(store, message.queue, message.id, number)
+        raise refused(store, props, message, number)
     store.flush(changes)
 
 
 def nack(store, props, message) -> None:
     """Make the delivery ready again now, or a dead letter once it used up the queue's retries."""
-    number = delivery(store, message)
+    number = delivery(store, props, message)
     dead, dead_count = properties.dead_letter(props.effective(message.queue), number,
                                               props.effective)
     changes = Changes()
     outcome, _ = store.release(message.queue, message.id, time.time(), number, dead, force=True,
                                dead_count=dead_count, changes=changes)
     if outcome not in ("ready", "dead"):
-        raise stale(store, message.queue, message.id, number)
+        raise refused(store, props, message, number)
     store.flush(changes)
     store.notices.post(dead or message.queue)  # Daemons' fetch actors list it again.
 
 
 def extend(store, props, message, seconds=None) -> float:
     """Hide the delivery `seconds` (default: the queue's timeout) from now; return the due time."""
-    number = delivery(store, message)
+    number = delivery(store, props, message)
     if seconds is None:
         seconds = props.effective(message.queue)["timeout"]
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or \
@@ -57,7 +81,7 @@ def extend(store, props, message, seconds=None) -> float:
         raise Invalid(f"seconds must be more than 0 and at most {properties.MAX_TIMEOUT:g}")
     due, changes = time.time() + seconds, Changes()
     if not store.extend(message.queue, message.id, number, due, changes):
-        raise stale(store, message.queue, message.id, number)
+        raise refused(store, props, message, number)
     store.flush(changes)
     # A daemon's mover that missed the claim times it from here on; one that timed it reads its
     # due time again, which may now be earlier.
@@ -66,11 +90,14 @@ def extend(store, props, message, seconds=None) -> float:
     return due
 
 
-def revoke(store, queue: str, message_id: str) -> None:
+def revoke(store, props, queue: str, message_id: str) -> None:
     """Remove a message from whatever state it is in; NotFound when there is none."""
     validate_queue(queue)
     validate_id(message_id)
     changes = Changes()
-    if store.remove(queue, message_id, MAX_DELIVERIES, changes=changes) is None:
+    found = store.remove(queue, message_id, MAX_DELIVERIES, changes=changes)
+    if found is None and (near := far_count(store, props, queue, message_id)) is not None:
+        found = store.remove(queue, message_id, MAX_DELIVERIES, changes=changes, near=near)
+    if found is None:
         raise NotFound(f"message {message_id} not found in queue {queue!r}")
     store.flush(changes)

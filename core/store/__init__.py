@@ -95,6 +95,8 @@ class Store(Root):
         self.purge_queue = self.queues.purge_queue
         self.count_hidden = self.queues.count_hidden
         self.list_in_flight = self.queues.list_in_flight
+        self.list_delivered_past = self.queues.list_delivered_past
+        self.listed_delivery = self.queues.listed_delivery
         self.remove_expired = self.queues.remove_expired
         #: The renames of a message between its states.
         self.states = MessageStates(self, self.disk, self.queues)

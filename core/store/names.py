@@ -60,3 +60,13 @@ def split_name(name: str) -> tuple[str, str, int] | None:
     queue, sep, entry = name.rpartition(":")
     parsed = parse_entry(entry) if sep and QUEUE_PATTERN.fullmatch(queue) else None
     return (queue, *parsed) if parsed else None
+
+
+def probe_counts(max_attempts: int, near: int | None = None) -> range | list[int]:
+    """The delivery counts a lookup by id probes: 0 to max_attempts, then, when `near` (a
+    count the message had) is past them, near to near + max_attempts: a count only grows,
+    so a message delivered any number of times is found in as many probes."""
+    counts = range(max_attempts + 1)
+    if near is None or near <= max_attempts:
+        return counts
+    return [*counts, *range(near, near + max_attempts + 1)]

@@ -137,6 +137,28 @@ class Queues:
                 if name.startswith(prefix) and (parts := split_name(name))
                 and parts[0] == queue and parts[2]]
 
+    def list_delivered_past(self, count: int) -> dict[tuple[str, str], int]:
+        """(queue, id) -> delivery of the messages in delay/ delivered more than `count` times,
+        by name alone (what a lookup by id of such a message starts its probes from)."""
+        return {(parts[0], parts[1]): parts[2] for name in os.listdir(self.paths.folder("delay"))
+                if (parts := split_name(name)) and parts[2] > count}
+
+    def listed_delivery(self, queue: str, message_id: str) -> int | None:
+        """The delivery count in the name of a message in delay/ or in its queue's folder, by
+        listing both (a lookup by id of a message past the probed counts, never per request
+        of a daemon); None when neither holds it."""
+        counts = [parts[2] for name in os.listdir(self.paths.folder("delay"))
+                  if name.startswith(f"{queue}:{message_id}") and (parts := split_name(name))
+                  and parts[:2] == (queue, message_id)]
+        try:
+            names = os.listdir(self.paths.queue_dir(queue))
+        except FileNotFoundError:
+            names = []
+        counts += [parsed[1] for name in names
+                   if name.startswith(message_id) and (parsed := parse_entry(name))
+                   and parsed[0] == message_id]
+        return max(counts, default=None)
+
     def remove_entries(self, queue: str, folders: Iterable[str]) -> int:
         """Move a queue's entries in shared folders (new/, delay/) to remove/; return how many."""
         moved = 0

@@ -11,7 +11,7 @@ from collections.abc import Container, Iterator
 from mq.errors import Unavailable, lost_race
 from mq.store.changes import Changes, tracked
 from mq.store.disk import Disk, may_exist, read_all
-from mq.store.names import parse_entry, split_name
+from mq.store.names import parse_entry, probe_counts, split_name
 from mq.store.queues import Queues
 from mq.store.root import Root
 
@@ -132,45 +132,47 @@ class MessageStates:
             os.close(fd)
         return data
 
-    def candidates(self, queue: str, message_id: str,
-                   max_attempts: int) -> Iterator[tuple[str, int, str]]:
+    def candidates(self, queue: str, message_id: str, max_attempts: int,
+                   near: int | None = None) -> Iterator[tuple[str, int, str]]:
         """Every (state, deliveries, path) a message may have, in the order it moves through
         them: new/, then per delivery count n: delay/ (delayed or in flight), then queues/.
 
         Probing in this order finds a message that moves meanwhile: each move (claim n ->
-        delay n+1, release delay n -> ready n) goes to a name probed later.
+        delay n+1, release delay n -> ready n) goes to a name probed later. `near`: probe_counts.
         """
         yield "new", 0, self.paths.new_path(queue, message_id)
-        for attempts in range(max_attempts + 1):
+        for attempts in probe_counts(max_attempts, near):
             yield "delayed" if attempts == 0 else "in_flight", attempts, \
                 self.paths.delay_path(queue, message_id, attempts)
             yield "ready", attempts, self.paths.ready_path(queue, message_id, attempts)
 
-    def locate(self, queue: str, message_id: str, max_attempts: int) -> tuple[str, int] | None:
+    def locate(self, queue: str, message_id: str, max_attempts: int,
+               near: int | None = None) -> tuple[str, int] | None:
         """(state, deliveries) of a message, probing its possible names (no folder listing).
 
         A second pass covers a message that moved against the probe order (a release undone
         by an extend) while the first one ran.
         """
         for _ in range(2):
-            for state, attempts, path in self.candidates(queue, message_id, max_attempts):
+            for state, attempts, path in self.candidates(queue, message_id, max_attempts, near):
                 if os.path.exists(path):
                     return state, attempts
         return None
 
     def remove(self, queue: str, message_id: str, max_attempts: int = 0,
-               known: tuple[str, int] | None = None, changes: Changes | None = None) -> str | None:
+               known: tuple[str, int] | None = None, changes: Changes | None = None,
+               near: int | None = None) -> str | None:
         """Move a message from any state to remove/; return the folder it left, None if absent.
 
         `known` is the caller's (state, deliveries) guess, tried first; then every name the
         message may have up to max_attempts deliveries is tried in turn, twice (see locate).
         """
-        found = self.remove_entry(queue, message_id, max_attempts, known, changes)
+        found = self.remove_entry(queue, message_id, max_attempts, known, changes, near)
         return None if found is None else os.path.dirname(self.state_path(queue, message_id, *found))
 
     def remove_entry(self, queue: str, message_id: str, max_attempts: int = 0,
-                     known: tuple[str, int] | None = None,
-                     changes: Changes | None = None) -> tuple[str, int] | None:
+                     known: tuple[str, int] | None = None, changes: Changes | None = None,
+                     near: int | None = None) -> tuple[str, int] | None:
         """As remove, but return the (state, deliveries) the message was removed from: a fetch
         actor tells the mover which delivery's timer to drop, not every one it might have."""
         target = self.paths.remove_path(queue, message_id)
@@ -187,7 +189,7 @@ class MessageStates:
             except OSError as err:
                 if not lost_race(err):
                     raise
-        entries = list(self.candidates(queue, message_id, max_attempts))
+        entries = list(self.candidates(queue, message_id, max_attempts, near))
         for state, attempts, source in entries + entries:
             try:
                 self.disk.rename(source, target)

@@ -1,9 +1,12 @@
 """The fetch actor's state objects, through the actor run in-process on a real root: each
 changes only through its own methods, and those keep what the actor relies on."""
 
+import os
+
 from actor_support import Actors
 from mq.actors.batch import DEFERRED, Request
 from mq.actors.deliveries import Deliveries
+from mq.ids import new_id
 from mq.supervisor import heartbeat
 from mq.supervisor.heartbeat import Heartbeats
 
@@ -35,6 +38,27 @@ def test_deliveries_keep_the_newest_up_to_their_limit():
     assert len(deliveries) == 2
     assert deliveries.settled("q", "a") is None  # The oldest went first.
     assert deliveries.settled("q", "b") == 2 and deliveries.settled("q", "b") is None
+
+
+def test_deliveries_past_the_probed_counts_are_kept_and_delay_is_listed_for_them_lazily(tmp_path):
+    # retry -1: a message may pass the 101 deliveries a lookup by id probes. Those handed out
+    # are never dropped for room; others are listed from delay/ once a lookup missed, at most
+    # once every FAR_LIST_SECONDS, so a storm of 404s lists nothing more.
+    actors = Actors(tmp_path)
+    store = actors.store
+    listed = []
+    list_past = store.list_delivered_past
+    store.list_delivered_past = lambda count: listed.append(count) or list_past(count)
+    deliveries = Deliveries(limit=1)
+    deliveries.handed("q", "far", 200)
+    deliveries.handed("q", "near", 3)
+    assert len(deliveries) == 1 and deliveries.far(store, "q", "far") == 200 and listed == []
+    listed_id = new_id()
+    os.close(os.open(store.delay_path("q", listed_id, 150), os.O_CREAT | os.O_WRONLY))
+    assert deliveries.far(store, "q", listed_id) == 150 and listed == [101]
+    assert deliveries.far(store, "q", "missing") is None and listed == [101]
+    assert deliveries.settled("q", "far") is None
+    assert deliveries.far(store, "q", "far") is None and listed == [101]
 
 
 def test_indexing_every_owned_queue_beats_once_a_queue(tmp_path):

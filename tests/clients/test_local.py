@@ -1,6 +1,7 @@
 """mq.local.LocalClient: the broker-less library, with real processes on real roots, beside real
 daemons. Run as a script, this file is also the worker those tests start (see worker())."""
 
+import dataclasses
 import http.client
 import os
 import re
@@ -292,6 +293,31 @@ def test_delays_dedup_revoke_dead_letters_peek_and_purge(tmp_path):
     assert client.get(queue) is None and client.properties(queue)["retry"] == 0
     client.delete_queue(queue)
     assert not client.queue_exists(queue)
+
+
+def test_retry_minus_one_a_message_past_101_deliveries_is_found_by_id(tmp_path):
+    """A reply without a receipt and a revoke find a message however often it was delivered."""
+    client, queue = LocalClient(tmp_path / "root", timeout=60, create_root=True), "forever"
+    client.set_properties(queue, retry=-1)
+    message_id = client.put(queue, b"again")
+    for n in range(1, 103):  # Past 101 deliveries, the most a `retry` count allows.
+        message = client.get(queue)
+        assert (message.id, message.attempts) == (message_id, n)
+        client.nack(message)
+    message = client.get(queue)
+    assert message.attempts == 103
+    by_id = dataclasses.replace(message, receipt=None)
+    client.extend(by_id, 30)
+    assert by_id.receipt == f"{message_id}.103"
+    with pytest.raises(ConflictError):
+        client.ack(dataclasses.replace(message, receipt=f"{message_id}.3"))
+    client.nack(dataclasses.replace(message, receipt=None))
+    with pytest.raises(ConflictError):
+        client.extend(dataclasses.replace(message, receipt=None))  # Ready, not in flight.
+    client.revoke(queue, message_id)
+    assert client.get(queue) is None
+    with pytest.raises(NotFoundError):
+        client.revoke(queue, message_id)
 
 
 # -- opening a root -------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 from delivery_support import (added, fetch, fetch_when_ready, fetched, fresh_queue, names_of,
                               reply, restart, set_props, shared_mq, start_killed)  # noqa: F401
-from support import poll_for
+from support import fetch_actor_for, poll_for
 
 
 def deliver_and_let_time_out(mq, queue: str, message_id: str, times: int) -> None:
@@ -115,3 +115,50 @@ def test_retry_minus_one_redelivers_forever_past_the_probed_counts(shared_mq):
     assert reply(shared_mq, queue, message_id, "ack", resp.header("X-Receipt")).status == 204
     assert names_of(shared_mq, message_id) == []
     assert shared_mq.request("GET", f"/{queue}.dead").status == 404
+
+
+def nacked_past_the_probed_counts(mq, queue: str, message_id: str, times: int = 102) -> None:
+    """Fetch and nack a message `times` times (no delay, so fast), leaving it ready."""
+    for n in range(1, times + 1):
+        resp = fetched(mq, queue)
+        assert (resp.header("X-Message-Id"), resp.header("X-Attempts")) == (message_id, str(n))
+        assert reply(mq, queue, message_id, "nack", resp.header("X-Receipt")).status == 204
+
+
+def restarted_fetch_actor(mq, queue: str) -> None:
+    """kill -9 the queue's fetch actor and wait until its successor answers."""
+    owner = f"fetch-{fetch_actor_for(queue, 2)}"
+    mq.wait_for_new_pid(owner, mq.kill_child(owner))
+    poll_for(lambda: mq.request("GET", f"/{queue}").status != 503, 30,
+             what="the restarted fetch actor to answer")
+
+
+def test_retry_minus_one_a_message_past_101_deliveries_is_found_by_id(start_killed):
+    """Without a receipt (a reply, a DELETE by id) the message is found at any delivery count,
+    also by a fetch actor restarted since it handed the message out."""
+    mq = start_killed(workers=2, timeout=60)
+    queue = fresh_queue("far")
+    set_props(mq, queue, {"retry": -1})
+    message_id = added(mq, queue, b"again and again")
+    nacked_past_the_probed_counts(mq, queue, message_id)
+    assert fetched(mq, queue).header("X-Attempts") == "103"
+    resp = reply(mq, queue, message_id, "ext", seconds=30)
+    assert resp.status == 200, (resp.status, resp.body)
+    assert resp.header("X-Receipt") == f"{message_id}.103"
+    # The restarted actor never handed it out: in flight as delivery 103, in delay/ only.
+    restarted_fetch_actor(mq, queue)
+    resp = reply(mq, queue, message_id, "ext", seconds=30)
+    assert resp.status == 200, (resp.status, resp.body)
+    assert resp.header("X-Receipt") == f"{message_id}.103"
+    stale = reply(mq, queue, message_id, "ack", f"{message_id}.3")
+    assert stale.status == 409, (stale.status, stale.body)
+    assert reply(mq, queue, message_id, "nack").status == 204
+    assert names_of(mq, message_id) == [f"queues/{queue}/{message_id}.103"]
+    restarted_fetch_actor(mq, queue)
+    assert reply(mq, queue, message_id, "ext").status == 409  # Ready, not in flight.
+    assert fetched(mq, queue).header("X-Attempts") == "104"
+    restarted_fetch_actor(mq, queue)
+    resp = mq.request("DELETE", f"/{queue}/messages/{message_id}")
+    assert resp.status == 204, (resp.status, resp.body)
+    assert names_of(mq, message_id) == []
+    assert mq.request("DELETE", f"/{queue}/messages/{message_id}").status == 404

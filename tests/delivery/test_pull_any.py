@@ -15,6 +15,8 @@ from urllib.parse import quote
 
 import pytest
 
+from mq.local import LocalClient
+from mq.operations import MAX_QUEUES
 from support import fetch_actor_for, queue_owned_by, ready_daemon
 
 prefixes = (f"pa{n}" for n in itertools.count())
@@ -53,6 +55,32 @@ def two_queues(mq, owners=(0, 1)) -> tuple[str, str, str]:
 
 #: Two queues on different fetch actors, and two on one.
 OWNERS = pytest.mark.parametrize("owners", [(0, 1), (1, 1)], ids=["two-actors", "one-actor"])
+
+
+def test_a_pull_any_over_more_queues_of_one_fetch_actor_than_one_fetch_any_names(any_mq):
+    """MAX_QUEUES bounds what one fetch_any or watch names; the front asks an actor that owns
+    more in several, so a pattern may match any number of queues (qre=.* is every queue)."""
+    prefix = next(prefixes)
+    names = (f"{prefix}-{n:05d}" for n in itertools.count())
+    queues = list(itertools.islice((q for q in names if fetch_actor_for(q, 2) == 1), MAX_QUEUES + 2))
+    local = LocalClient(any_mq.root)
+    for queue in queues:
+        local.create_queue(queue)
+    first, last = queues[0], queues[-1]  # In the first group of MAX_QUEUES, and past it.
+    older, younger = any_mq.add(last, b"older"), any_mq.add(first, b"younger")
+    for queue, message_id in ((last, older), (first, younger)):
+        resp = pull_any(any_mq, f"{prefix}-.*")
+        assert resp.status == 200, (resp.status, resp.body)
+        assert (resp.header("X-Queue"), resp.header("X-Message-Id")) == (queue, message_id)
+    assert pull_any(any_mq, f"{prefix}-.*").status == 204
+    answer = {}
+    poll = threading.Thread(target=lambda: answer.update(resp=pull_any(any_mq, f"{prefix}-.*", 15)))
+    poll.start()
+    any_mq.wait_for_events("fetch.watch", 1, queue=first)
+    any_mq.wait_for_events("fetch.watch", 1, queue=queues[MAX_QUEUES])  # A watch per group.
+    coming = any_mq.add(last, b"coming")
+    poll.join(15)
+    assert (answer["resp"].status, answer["resp"].header("X-Message-Id")) == (200, coming)
 
 
 @OWNERS

@@ -130,6 +130,25 @@ def test_release_gives_a_message_back_and_retain_keeps_it(rpc):
     assert rpc.call("done", queue, again["id"], again["receipt"]) == "ok"
 
 
+def test_a_message_past_101_deliveries_is_answered_without_its_receipt(rpc):
+    """retry -1 redelivers forever; done, retain and release by id find it at any count."""
+    queue = next(names)
+    assert rpc.call("update_props", queue, {"retry": -1}) == "ok"
+    rpc.call("push", queue, "again")
+    for n in range(1, 103):  # Past 101 deliveries, the most a `retry` count allows.
+        got = rpc.call("pull", queue)
+        assert got["attempts"] == n
+        assert rpc.call("release", queue, got["id"], got["receipt"]) == "ok"
+    got = rpc.call("pull", queue)
+    assert got["attempts"] == 103
+    assert rpc.call("retain", queue, got["id"]) == "ok"
+    assert rpc.call("release", queue, got["id"]) == "ok"
+    again = rpc.call("pull", queue)
+    assert (again["id"], again["attempts"]) == (got["id"], 104)
+    assert rpc.call("done", queue, got["id"]) == "ok"
+    assert rpc.call("pull", queue) == "empty"
+
+
 def test_pull_with_a_timeout_waits_for_a_push_and_answers_empty_after_it(rpc, rpc_mq):
     queue = next(names)
     rpc_mq.request("PUT", f"/{queue}")

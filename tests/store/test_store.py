@@ -343,6 +343,27 @@ def test_remove_finds_a_message_in_every_state(store, state):
     assert store.remove("q", message_id, max_attempts=3) is None
 
 
+def test_a_message_past_the_probed_counts_is_found_from_a_count_it_had(store):
+    # retry -1 redelivers forever: a lookup by id probes 0 to 101 deliveries, then from a count
+    # the message had (a fetch actor's record, a listing), as many names again, never more.
+    message_id = ready_message(store, "q")
+    os.rename(store.ready_path("q", message_id, 0), store.ready_path("q", message_id, 499))
+    assert store.locate("q", message_id, 101) is None
+    assert store.listed_delivery("q", message_id) == 499
+    assert store.locate("q", message_id, 101, near=420) == ("ready", 499)
+    assert store.locate("q", message_id, 101, near=300) is None  # Past near + 101.
+    store.claim("q", message_id, time.time(), attempts=499)
+    assert store.list_delivered_past(101) == {("q", message_id): 500}
+    assert store.list_delivered_past(500) == {}
+    assert store.listed_delivery("q", message_id) == 500
+    assert store.locate("q", message_id, 101, near=499) == ("in_flight", 500)
+    assert len(list(store.states.candidates("q", message_id, 101, near=10**9))) == 1 + 2 * 2 * 102
+    assert store.remove("q", message_id, 101) is None
+    assert store.remove("q", message_id, 101, near=499) is not None
+    assert files_in(store.folder("remove")) == [f"q:{message_id}"]
+    assert store.listed_delivery("q", message_id) is None
+
+
 def test_delete_queue_moves_its_messages_in_every_state_to_remove(store):
     ready = ready_message(store, "q")
     flying = ready_message(store, "q")
