@@ -14,8 +14,7 @@ import os
 import random
 from collections.abc import Iterator
 
-from mq.errors import Invalid
-from mq.supervisor.main import check_port_free
+from mq.supervisor.ports import Held, hold_port
 
 #: The lowest port handed out: above the registered ports most local services use and above
 #: every port browsers refuse to open (Chromium's and Firefox's highest is 10080), so the
@@ -52,12 +51,16 @@ def own_block() -> range:
 
 
 def listenable(port: int) -> bool:
-    """True when a daemon could listen on 127.0.0.1:port now, by the daemon's own probe
-    (SO_REUSEADDR: a connection of an earlier daemon waiting out TIME_WAIT does not count)."""
+    """True when a daemon could listen on 127.0.0.1:port now, by the daemon's own check (no
+    daemon holds it; SO_REUSEADDR: a connection of an earlier daemon waiting out TIME_WAIT
+    does not count)."""
+    held = Held()
     try:
-        check_port_free("127.0.0.1", port)
-    except Invalid:
+        hold_port("127.0.0.1", port, held)
+    except OSError:
         return False
+    finally:
+        held.close()
     return True
 
 

@@ -24,12 +24,16 @@ from mq.sizing import AUTO, auto_fronts, auto_workers, count, usable_cores
 MIN_HANG_TIMEOUT = 2.0
 
 
-def option(default, help: str, empty: str = "", auto=None):
+def option(default, help: str, empty: str = "", auto=None, listener: bool = False):
     """An Options field with its --help text; the text's "(default X)" is made from `default`.
 
     auto: cores -> the value "auto" stands for, on a machine with that many cores.
+    listener: the field is a TCP port the fronts listen on (on --host; 0: off), which the
+    supervisor checks free and holds at start-up (`Options.listeners`).
     """
-    metadata = {"help": help}
+    metadata: dict[str, Any] = {"help": help}
+    if listener:
+        metadata["listener"] = True
     if empty:
         metadata["empty"] = empty  # What an empty string means, said in place of "".
     if auto:
@@ -67,7 +71,7 @@ class Options:
     peers: int = option(0, "other daemons sharing the root to consider when fetching; 0 keeps "
                         "strict FIFO")
     host: str = option("127.0.0.1", "address to listen on")
-    port: int = option(8080, "port to listen on")
+    port: int = option(8080, "port to listen on", listener=True)
     timeout: float = option(30.0, "seconds a fetched message stays invisible before redelivery")
     sync: str = option("auto", "fs: one syncfs(2) per batch of messages; file: fsync each file "
                        "and folder; auto: file on FUSE, NFS, CephFS, SMB, 9p and Lustre (where "
@@ -124,12 +128,13 @@ class Options:
     statsd_interval: float = option(10.0, "seconds between two sends of StatsD lines")
     statsd_prefix: str = option("mq", "first segment of every StatsD metric name")
     rpc_port: int = option(0, "port of the MessagePack-RPC server, on --host (18800 is usual); 0 "
-                           "turns it off")
+                           "turns it off", listener=True)
     sqs_account: str = option("000000000000", "the twelve-digit account id of the SQS API's "
                               "queue URLs and ARNs")
     sqs_base_url: str = option("", "public base URL of the SQS API's queue URLs, such as "
                                "https://mq.example.com", empty="the scheme and Host of each request")
-    sqs_port: int = option(0, "port of the SQS API; 0 serves it on --port beside mq's own routes")
+    sqs_port: int = option(0, "port of the SQS API; 0 serves it on --port beside mq's own routes",
+                           listener=True)
     sqs_credentials: str = option("", "AWS credentials file (INI, aws_access_key_id and "
                                   "aws_secret_access_key per section) whose keys the SQS API "
                                   "checks signatures against; needs botocore",
@@ -200,8 +205,16 @@ class Options:
             raise Invalid("--rpc-port must be between 0 (off) and 65535")
         event_loops.check(self.event_loop)
         self.check_sqs()
+        ports = [port for _, port in self.listeners()]
+        if len(set(ports)) != len(ports):
+            raise Invalid(f"{', '.join(flag for flag, _ in self.listeners())} need a port each")
         self.server_tls()
         return self
+
+    def listeners(self) -> list[tuple[str, int]]:
+        """(flag, port) of every port the fronts listen on with these options, --port first."""
+        return [(flag_name(field), getattr(self, field.name)) for field in fields(self)
+                if field.metadata.get("listener") and getattr(self, field.name)]
 
     def server_tls(self) -> ssl.SSLContext | None:
         """The TLS context of the listening ports (None without --tls-cert); Invalid when the

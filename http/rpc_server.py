@@ -174,11 +174,12 @@ class RpcServer:
         self.access_log = options.access_log
 
     async def start(self) -> None:
-        """Listen on --host and --rpc-port (with SO_REUSEPORT, so several fronts can share it;
-        TLS with --tls-cert, the handshake bounded by --idle-timeout)."""
+        """Listen on --host and --rpc-port (with SO_REUSEPORT when several fronts share it, as
+        for --port; TLS with --tls-cert, the handshake bounded by --idle-timeout)."""
         tls = self.options.server_tls()
         self.server = await asyncio.start_server(
-            self.accept, self.options.host, self.options.rpc_port, reuse_port=True, ssl=tls,
+            self.accept, self.options.host, self.options.rpc_port,
+            reuse_port=self.options.fronts > 1, ssl=tls,
             ssl_handshake_timeout=self.options.idle_timeout if tls else None)
         logs.get().info("rpc.start", host=self.options.host, port=self.options.rpc_port,
                         tls=tls is not None)

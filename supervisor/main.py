@@ -1,8 +1,6 @@
 """The mq command: check options, prepare the root, run the supervised tree."""
 
-import errno
 import os
-import socket
 import sys
 import time
 
@@ -17,6 +15,7 @@ from mq.store.disk import filesystem_type
 from mq.store.renames import check_exclusive
 from mq.store.replicas import SAFE_COPIES, replica_layout
 from mq.store.root import Root, RootMissing
+from mq.supervisor.ports import hold_ports
 from mq.supervisor.run_dirs import (
     choose_run_dir,
     clean_stale_run_dirs,
@@ -34,24 +33,6 @@ REPLICA_RISK = ("a brick's loss and return may hand a message to two consumers w
                 "timer (docs/CLUSTER.md)")
 #: Seconds between two tries to prepare a root whose file system is away.
 RETRY_SECONDS = 1.0
-
-
-def check_port_free(host: str, port: int) -> None:
-    """Raise Invalid when something listens on host:port already.
-
-    Fronts sharing a port (--fronts above 1) bind it with SO_REUSEPORT, which would let them
-    join another daemon of the same user on it instead of failing: a bind without it fails.
-    """
-    try:
-        for family, kind, proto, _, address in socket.getaddrinfo(
-                host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE):
-            with socket.socket(family, kind, proto) as probe:
-                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                probe.bind(address)
-    except OSError as err:
-        if err.errno == errno.EADDRINUSE:
-            raise Invalid(f"port {port} on {host} is in use") from None
-        raise Invalid(f"cannot listen on {host}:{port}: {err.strerror or err}") from None
 
 
 def check_renames(store: Store, options) -> tuple[str, str]:
@@ -132,8 +113,6 @@ def prepare(options, chosen_by: str, ipc_dir: str = ""):
                           f"({', '.join(others)}); start every daemon of a shared root with "
                           f"--peers=N, N the number of other daemons")
         exclusive = check_renames(store, options)
-        if options.fronts > 1 and not ipc_dir:  # With ipc_dir the fronts listen already.
-            check_port_free(options.host, options.port)
         cleaned = store.clean_new(PEER_NEW_GRACE_SECONDS if options.peers else 0.0)
     except BaseException:
         # Refused: nothing of this daemon stays (sockets bound already, in ipc_dir, are the
@@ -200,6 +179,9 @@ def main(argv: list[str] | None = None) -> int:
         logs.configure("supervisor", options.log_level, options.log_file)
         if action == "create-root":
             return create_root(options)
+        # Before anything else, and held until the exit: no front may join a port another
+        # program holds, nor another daemon one of this daemon's (supervisor/ports.py).
+        held = hold_ports(options)
         chosen_by = options.sync
         try:
             prepared = prepare_while_unavailable(options)
@@ -207,8 +189,6 @@ def main(argv: list[str] | None = None) -> int:
         except RootMissing as err:
             # Not a root (yet): serve 503 from fronts whose sockets are outside the path, and
             # start the rest once a root is there (Tree.finish_start).
-            if options.fronts > 1:
-                check_port_free(options.host, options.port)
             missing, run_dir = err, socket_dir(options)
     except MqError as err:
         print(f"mq: {err.message}", file=sys.stderr)
@@ -229,6 +209,7 @@ def main(argv: list[str] | None = None) -> int:
         return tree.run()
     finally:
         discard_run_dirs(options, tree.daemon_dir, run_dir)
+        held.close()
 
 
 if __name__ == "__main__":
