@@ -8,6 +8,7 @@ log lines: no code). An HTML comment on the line before a fence says how the blo
     <!-- run by tests/x/test_y.py -->     that module runs it (it needs a daemon of its own)
     <!-- setup: name -->                  tests/project/test_doc_examples.py prepares `name` first
     <!-- output: trimmed -->              the output shows some of the lines, in order
+    <!-- output: numbers vary -->         any number stands for any other (pids, sizes, times)
 
 Several keys share one comment, separated by `;`. tests/project/test_doc_examples.py runs
 every block; the modules named by `run by` read their blocks through `section_blocks`.

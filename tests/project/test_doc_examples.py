@@ -7,8 +7,8 @@ output compared, an `sh` block as one script; `toml`, `yaml`, `json` and `ini` b
 parsed, and an sh block of `pip install` lines is checked against pyproject.toml's extras.
 A block marked `not run` has its reason; one marked `run by` is run by the module it
 names. Commands and code reach the test daemon instead of 127.0.0.1:8080 (and localhost:8080)
-through its port put in their place; `$MQ` and `$MQ_URL` name it too, `MQ_ROOT` a root folder
-of the examples' own, and a session's `/tmp/mq` its root.
+through its port put in their place; `$MQ` and `$MQ_URL` name it too, and a session's
+`/tmp/mq` its root.
 
 In a session's expected output, what differs from run to run is matched by kind, as the
 documents say (only `Date` and `Server` trimmed): a message id or a multipart boundary matches
@@ -32,9 +32,10 @@ import pytest
 import yaml
 from packaging.requirements import Requirement
 
+from access_support import AccessDaemon, entry
 from doc_blocks import DOCUMENTS, Block, blocks, session
 from repo_support import REPO
-from support import Daemon
+from support import Daemon, poll_for
 
 LANGS = {"python", "console", "sh", "json", "toml", "ini", "yaml", "text"}
 MARK_KEYS = {"not run", "run by", "setup", "output"}
@@ -212,18 +213,35 @@ class Context:
     """Where a document's examples run: the daemon, the environment, the ids seen so far."""
 
     def __init__(self, daemon: Daemon, workdir: Path):
-        self.daemon = daemon
         self.workdir = workdir
-        self.url = f"http://127.0.0.1:{daemon.port}"
-        self.env = {**os.environ, "MQ": self.url, "MQ_URL": self.url,
-                    "MQ_ROOT": str(workdir / "local-root"), "PYTHONUNBUFFERED": "1",
-                    "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "COLUMNS": "80"}
         self.bindings: dict[str, str] = {}
+        self.started: list[Daemon] = []
+        self.use(daemon)
+
+    def use(self, daemon: Daemon) -> None:
+        """Aim the examples from here on at this daemon."""
+        self.daemon = daemon
+        self.url = f"http://127.0.0.1:{daemon.port}"
+        self.env = {**os.environ, "MQ": self.url, "MQ_URL": self.url, "PYTHONUNBUFFERED": "1",
+                    "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "COLUMNS": "80"}
+
+    def own_daemon(self, **options) -> Daemon:
+        """A new daemon for the examples from here on (one whose counters start at zero)."""
+        daemon = Daemon(self.workdir / f"own{len(self.started)}" / "root", self.workdir, **options)
+        self.started.append(daemon)
+        daemon.start()
+        self.use(daemon.wait_ready())
+        return daemon
+
+    def addressed(self, text: str) -> str:
+        """The text with this daemon's address for the documents' default one."""
+        for address in ("http://127.0.0.1:8080", "http://localhost:8080"):
+            text = text.replace(address, self.url)
+        return text
 
     def substituted(self, text: str) -> str:
         """The example's text aimed at this daemon, with the ids seen so far put in."""
-        for address in ("http://127.0.0.1:8080", "http://localhost:8080"):
-            text = text.replace(address, self.url)
+        text = self.addressed(text)
         for seen, actual in self.bindings.items():
             text = text.replace(seen, actual)
         return text.replace(".venv/bin/", f"{BIN}/")
@@ -235,8 +253,32 @@ def setup_fresh(ctx: Context) -> None:
         ctx.daemon.request("DELETE", f"/{queue}")
 
 
+def setup_orders_stats(ctx: Context) -> None:
+    """A daemon of its own with only the queue orders, four messages added (one delayed) and
+    one of them fetched."""
+    ctx.own_daemon(workers=2)
+    for body in (b"one", b"two", b"three"):
+        ctx.daemon.add("orders", body)
+    assert ctx.daemon.request("POST", "/orders/messages?delay=3600", b"later").status == 201
+    assert ctx.daemon.fetch("orders").status == 200
+    poll_for(lambda: ctx.daemon.request("GET", "/_mq/stats").json()["queues"]["orders"]["in_flight"] == 1,
+             10, what="the mover to count the message in flight")
+
+
+def setup_tokens(ctx: Context) -> None:
+    """A daemon of its own with a token file: an admin token, and a read token "reader" whose
+    secret is in $READ_TOKEN."""
+    workdir = ctx.workdir / f"own{len(ctx.started)}"
+    workdir.mkdir()
+    daemon = AccessDaemon(workdir, entry("admin", "admin-secret", ["admin"])
+                          + entry("reader", "read-secret", ["read"]), ["AKIDDOCS"], "admin-secret")
+    ctx.started.append(daemon)
+    ctx.use(daemon.ready())
+    ctx.env["READ_TOKEN"] = "read-secret"
+
+
 #: What a `setup:` mark asks to be prepared before its block runs.
-SETUPS = {"fresh": setup_fresh}
+SETUPS = {"fresh": setup_fresh, "orders-stats": setup_orders_stats, "tokens": setup_tokens}
 
 
 TOKENS = re.compile(
@@ -254,7 +296,17 @@ FORMS = {"uuid": r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
          "boundary": r"mq-[0-9a-f]{24}|[0-9a-f]{32}"}
 
 
-def pattern(expected: str, bindings: dict, trimmed: bool) -> tuple[str, dict]:
+def literal(text: str, numbers_vary: bool) -> str:
+    """Text that must come as it is; with numbers_vary, any number for a number and any run of
+    spaces for one of two or more (a table's columns follow the widths of its numbers)."""
+    if not numbers_vary:
+        return re.escape(text)
+    parts = re.split(r"(\d+(?:\.\d+)?| {2,})", text)
+    return "".join(re.escape(p) if i % 2 == 0 else (" +" if p.startswith(" ") else r"\d+(?:\.\d+)?")
+                   for i, p in enumerate(parts))
+
+
+def pattern(expected: str, bindings: dict, mode: str) -> tuple[str, dict]:
     """A regular expression that the output of a command must match whole, and the names of
     its groups that bind a documented id to the one this run gave."""
     groups: dict[str, str] = {}
@@ -262,7 +314,7 @@ def pattern(expected: str, bindings: dict, trimmed: bool) -> tuple[str, dict]:
     for line in expected.split("\n"):
         out, end = [], 0
         for token in TOKENS.finditer(line):
-            out.append(re.escape(line[end:token.start()]))
+            out.append(literal(line[end:token.start()], mode == "numbers vary"))
             end = token.end()
             kind, text = token.lastgroup, token.group()
             if kind in ("uuid", "boundary"):
@@ -282,9 +334,9 @@ def pattern(expected: str, bindings: dict, trimmed: bool) -> tuple[str, dict]:
                 out.append(r"[\s\S]*?")
             else:
                 out.append(r"\d+")
-        out.append(re.escape(line[end:]))
+        out.append(literal(line[end:], mode == "numbers vary"))
         lines.append("".join(out))
-    if trimmed:
+    if mode == "trimmed":
         return r"(?:.*\n)*?" + r"\n(?:.*\n)*?".join(lines) + r"(?:\n.*)*", groups
     return r"\n".join(lines), groups
 
@@ -296,17 +348,26 @@ def normalized(output: bytes) -> str:
     return text.strip("\n")
 
 
+#: The default root, as sessions name it: the test daemon's root in its place.
+ROOT = re.compile(r"/tmp/mq(?![\w-])")
+
+
 def run_console(block: Block, ctx: Context) -> None:
     """Each command of a session, its output matched against the one documented."""
     steps = session(block)
     assert steps, f"{block.where}: a console block without a `$ ` command"
     for command, expected in steps:
-        command = ctx.substituted(command).replace("/tmp/mq", str(ctx.daemon.root))
+        expected = ctx.addressed(expected)
+        if not command.endswith("--help"):
+            # The daemon's root, /tmp/mq by default, is the test daemon's (a help text's
+            # default is the default).
+            expected = ROOT.sub(str(ctx.daemon.root), expected)
+        command = ROOT.sub(str(ctx.daemon.root), ctx.substituted(command))
         done = subprocess.run(["bash", "-c", command], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               env=ctx.env, cwd=ctx.workdir, timeout=60)
         actual = normalized(done.stdout)
         regex, groups = pattern(expected.encode("utf-8").decode("latin-1"), ctx.bindings,
-                                block.marks.get("output") == "trimmed")
+                                block.marks.get("output", ""))
         found = re.fullmatch(regex, actual)
         assert found, f"{block.where}: $ {command}\n--- documented:\n{expected}\n--- got:\n{actual}"
         for name, documented in groups.items():
@@ -334,14 +395,18 @@ RUNNERS = {"console": run_console, "python": run_python, "sh": run_sh}
 def test_the_examples_run_as_written(doc, docs_mq, tmp_path):
     ctx = Context(docs_mq, tmp_path)
     ran, runnable = [], []
-    for block in blocks(doc):
-        if not to_run(block) or is_spark(block):
-            continue
-        runnable.append(block.where)
-        if "setup" in block.marks:
-            SETUPS[block.marks["setup"]](ctx)
-        RUNNERS[block.lang](block, ctx)
-        ran.append(block.where)
+    try:
+        for block in blocks(doc):
+            if not to_run(block) or is_spark(block):
+                continue
+            runnable.append(block.where)
+            if "setup" in block.marks:
+                SETUPS[block.marks["setup"]](ctx)
+            RUNNERS[block.lang](block, ctx)
+            ran.append(block.where)
+    finally:
+        for daemon in ctx.started:
+            daemon.cleanup()
     assert ran == runnable
 
 
