@@ -28,6 +28,10 @@ class StagingWriter:
         check_schema(schema)
         if options.queues is not None:
             raise Invalid("writes take option queue (a default queue), not queues")
+        if options.queue is not None and "queue" in schema.fieldNames():
+            # A read written back carries its rows' queues: which one the caller meant cannot be told.
+            raise Invalid(f"give option queue or a queue column, not both: drop the column "
+                          f"(df.drop(\"queue\")) to write every row to {options.queue!r}")
         self.options = options
         self.job = new_id()  # The job's (a micro-batch's) stage folder, shared by its tasks.
 

@@ -43,6 +43,14 @@ def adopt_orphans():
     reap_orphans()
 
 
+@pytest.fixture(scope="session")
+def spark():
+    """One local SparkSession for every Spark test (tests/spark_support.py)."""
+    from spark_support import shared_session
+
+    yield from shared_session()
+
+
 @pytest.fixture
 def start_mq(tmp_path):
     """Start real daemons on tmp_path/root (or a root given); every one is stopped at the end."""

@@ -445,7 +445,7 @@ def readme_examples() -> list[tuple[str, bytes]]:
     section = text[text.index("### mqctl"):]
     section = section[:section.index("\n## ")] if "\n## " in section else section
     examples = []
-    for block in re.findall(r"^```\n(.*?)^```$", section, re.S | re.M):
+    for block in re.findall(r"^```console\n(.*?)^```$", section, re.S | re.M):
         for chunk in re.split(r"^\$ ", block, flags=re.M)[1:]:
             command, _, output = chunk.partition("\n")
             examples.append((command, output.encode()))

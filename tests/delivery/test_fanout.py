@@ -207,7 +207,7 @@ def test_a_failed_fan_out_is_taken_back_before_its_flush_and_announced_to_no_one
 def readme_session() -> list[tuple[str, bytes]]:
     """(command, output) of each `$ ` line of README.md's fan-out session."""
     section = README.read_text().split("## Fan-out and pull-any", 1)[1].split("\n## ", 1)[0]
-    block = re.findall(r"^```\n(.*?)^```$", section, re.S | re.M)[0]
+    block = re.findall(r"^```console\n(.*?)^```$", section, re.S | re.M)[0]
     return [(chunk.partition("\n")[0], chunk.partition("\n")[2].encode())
             for chunk in re.split(r"^\$ ", block, flags=re.M)[1:]]
 

@@ -49,7 +49,7 @@ def scrape(daemon) -> dict:
 def readme_examples() -> list[tuple[str, str]]:
     """(command, expected output) of each `$ ` line in README's "Watching mq" section."""
     section = README.read_text().split("\n## Watching mq\n", 1)[1].split("\n## ", 1)[0]
-    block = re.search(r"^```\n(.*?)^```$", section, re.S | re.M).group(1)
+    block = re.search(r"^```console\n(.*?)^```$", section, re.S | re.M).group(1)
     return [tuple(chunk.partition("\n")[::2]) for chunk in re.split(r"^\$ ", block, flags=re.M)[1:]]
 
 

@@ -12,9 +12,9 @@ import sys
 import time
 import uuid
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from conftest import spark_conf  # noqa: E402
+from spark_support import spark_conf  # noqa: E402
 
 from mq.pipeline import session  # noqa: E402
 

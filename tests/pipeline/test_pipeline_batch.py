@@ -346,3 +346,34 @@ def test_a_commit_of_many_tasks_into_new_queues_publishes_every_message(tmp_path
         tasks = [writer.write(iter(Rows.of(*(b"%d-%d" % (t, i) for i in range(10))))) for t in range(6)]
         writer.commit(tasks)
         assert len(bodies_of(root, f"new{job}")) == 60, job
+
+
+def test_a_read_written_back_names_its_queue_once_and_keeps_a_delay_only_when_asked(spark, tmp_path):
+    from mq.local import LocalClient
+
+    root = str(tmp_path / "root")
+    with LocalClient(root, create_root=True) as local:
+        ready = local.put("orders", b"ready now")
+        later = local.put("orders.eu", b"in an hour", delay=3600)
+    df = read(spark, root, queues="orders.*")
+    # The read's queue column and option queue both name a queue: refused on the driver, nothing added.
+    with pytest.raises(Exception, match="give option queue or a queue column, not both"):
+        df.write.format("mq").option("root", root).option("queue", "replay").mode("append").save()
+    assert read(spark, root, queues=".*").count() == 2
+    assert not os.path.exists(os.path.join(root, "queues", "replay"))
+
+    # Without the column every row goes to the option's queue; a write reads no `due`, so a
+    # delayed message's copy is ready at once, and `at` from `due` keeps its delay.
+    df.drop("queue").write.format("mq").option("root", root).option("queue", "replay").mode("append").save()
+    (df.drop("queue").withColumn("at", F.when(F.col("state") == "delayed", F.col("due")))
+     .write.format("mq").option("root", root).option("queue", "kept").mode("append").save())
+    rows = read(spark, root, queues=".*").collect()
+    by_queue = {}
+    for row in rows:
+        by_queue.setdefault(row["queue"], {})[row["body"]] = row
+    assert {q: {b: r["state"] for b, r in v.items()} for q, v in by_queue.items()} == {
+        "orders": {b"ready now": "ready"}, "orders.eu": {b"in an hour": "delayed"},
+        "replay": {b"ready now": "ready", b"in an hour": "ready"},
+        "kept": {b"ready now": "ready", b"in an hour": "delayed"}}
+    assert by_queue["kept"][b"in an hour"]["due"] == by_queue["orders.eu"][b"in an hour"]["due"]
+    assert {by_queue["orders"][b"ready now"]["id"], by_queue["orders.eu"][b"in an hour"]["id"]} == {ready, later}

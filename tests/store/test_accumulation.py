@@ -240,7 +240,7 @@ def readme_example() -> list[tuple[str, bytes]]:
     section = text[text.index("**Accumulation.**"):]
     section = section[:section.index("\n| Endpoint")]
     examples = []
-    for block in re.findall(r"^```\n(.*?)^```$", section, re.S | re.M):
+    for block in re.findall(r"^```console\n(.*?)^```$", section, re.S | re.M):
         for chunk in re.split(r"^\$ ", block, flags=re.M)[1:]:
             command, _, output = chunk.partition("\n")
             examples.append((command, output.rstrip("\n").encode()))

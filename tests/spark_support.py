@@ -1,9 +1,7 @@
-"""One local SparkSession for every pipeline test: local[2], offline, UI off, quiet."""
+"""The local SparkSession the Spark tests share: local[2], offline, UI off, quiet."""
 
 import os
 import sys
-
-import pytest
 
 from mq.pipeline import session
 
@@ -20,9 +18,10 @@ def spark_conf() -> dict:
     }
 
 
-@pytest.fixture(scope="session")
-def spark():
-    """The shared session; fails (never skips) with one line when Java is missing."""
+def shared_session():
+    """The session (fails, never skips, with one line when Java is missing); stopped at the end."""
+    import pytest
+
     if session.java_command() is None:
         pytest.fail(session.JAVA_HINT, pytrace=False)
     os.environ["PYSPARK_PYTHON"] = sys.executable

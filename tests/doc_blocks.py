@@ -1,0 +1,102 @@
+"""The fenced code blocks of README.md and docs/*.md, with the marks written just before them.
+
+Every fence names its language: `python`, `console` (a shell session: `$ ` commands and their
+output), `sh` (commands alone), `json`, `toml`, `ini`, `yaml`, or `text` (a diagram, a layout,
+log lines: no code). An HTML comment on the line before a fence says how the block is run:
+
+    <!-- not run: why -->                 it cannot run here (a real cluster, systemd, ...)
+    <!-- run by tests/x/test_y.py -->     that module runs it (it needs a daemon of its own)
+    <!-- setup: name -->                  tests/project/test_doc_examples.py prepares `name` first
+    <!-- output: trimmed -->              the output shows some of the lines, in order
+    <!-- output: numbers vary -->         any number stands for any other (pids, sizes, times)
+
+Several keys share one comment, separated by `;`. tests/project/test_doc_examples.py runs
+every block; the modules named by `run by` read their blocks through `section_blocks`.
+"""
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from repo_support import REPO
+
+#: The documents whose examples are run.
+DOCUMENTS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+FENCE = re.compile(r"^```(\S*)\s*$")
+MARK = re.compile(r"^<!--(.*)-->\s*$")
+
+
+@dataclass
+class Block:
+    """One fenced block: where it is, its language, its text and the marks before it."""
+
+    doc: Path
+    line: int
+    lang: str
+    text: str
+    section: str
+    marks: dict = field(default_factory=dict)
+
+    @property
+    def where(self) -> str:
+        """doc:line, as a failure names it."""
+        return f"{self.doc.relative_to(REPO)}:{self.line}"
+
+
+def parse_marks(line: str) -> dict:
+    """The keys of one `<!-- key: value; key -->` comment (a key with no value maps to "")."""
+    found = MARK.match(line)
+    if not found:
+        return {}
+    marks = {}
+    for part in found.group(1).split(";"):
+        part = part.strip()
+        if part.startswith("run by "):
+            marks["run by"] = part[len("run by "):].strip()
+        elif part:
+            key, _, value = part.partition(":")
+            marks[key.strip()] = value.strip()
+    return marks
+
+
+def blocks(doc: Path) -> list[Block]:
+    """Every fenced block of one document, in order."""
+    lines = doc.read_text().split("\n")
+    found, section, i = [], "", 0
+    while i < len(lines):
+        if lines[i].startswith("## "):
+            section = lines[i][3:].strip()
+        opening = FENCE.match(lines[i])
+        if opening:
+            end = next(j for j in range(i + 1, len(lines)) if lines[j].startswith("```"))
+            marks = parse_marks(lines[i - 1]) if i else {}
+            found.append(Block(doc, i + 1, opening.group(1), "\n".join(lines[i + 1:end]) + "\n",
+                               section, marks))
+            i = end
+        i += 1
+    return found
+
+
+def section_blocks(doc: Path, section: str, lang: str) -> list[Block]:
+    """The blocks of one `## ` section of a document in one language, in order."""
+    return [b for b in blocks(doc) if b.section == section and b.lang == lang]
+
+
+def session(block: Block) -> list[tuple[str, str]]:
+    """(command, expected output) of each `$ ` line of a console block; a command may go on over
+    lines that end in a backslash."""
+    steps: list[tuple[str, list[str]]] = []
+    lines = block.text.split("\n")
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("$ "):
+            command = [line[2:]]
+            while command[-1].endswith("\\") and i + 1 < len(lines):
+                i += 1
+                command.append(lines[i])
+            steps.append(("\n".join(command), []))
+        elif steps:
+            steps[-1][1].append(line)
+        i += 1
+    return [(command, "\n".join(output).strip("\n")) for command, output in steps]

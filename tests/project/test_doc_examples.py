@@ -1,0 +1,429 @@
+"""Every code example of README.md and docs/*.md runs as written, with the install line it gives.
+
+tests/doc_blocks.py finds the fenced blocks and the marks before them. Here each block is run
+in document order against one real daemon of this module (Spark ones in the shared local
+session): a `python` block as a script, a `console` session command by command with its
+output compared, an `sh` block as one script; `toml`, `yaml`, `json` and `ini` blocks are
+parsed, and an sh block of `pip install` lines is checked against pyproject.toml's extras.
+A block marked `not run` has its reason; one marked `run by` is run by the module it
+names. Commands and code reach the test daemon instead of 127.0.0.1:8080 (and localhost:8080)
+through its port put in their place; `$MQ` and `$MQ_URL` name it too, and a session's
+`/tmp/mq` its root.
+
+In a session's expected output, what differs from run to run is matched by kind, as the
+documents say (only `Date` and `Server` trimmed): a message id or a multipart boundary matches
+any of its form and is then that one wherever it comes again (also in later commands), a
+Unix time or a duration any number, `Content-Length` any length, `...` anything, and
+`(N bytes: 00 01 ...)` those raw bytes.
+"""
+
+import ast
+import configparser
+import json
+import os
+import re
+import subprocess
+import sys
+import tomllib
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+import yaml
+from packaging.requirements import Requirement
+
+from access_support import AccessDaemon, entry
+from doc_blocks import DOCUMENTS, Block, blocks, session
+from repo_support import REPO
+from support import Daemon, poll_for
+
+LANGS = {"python", "console", "sh", "json", "toml", "ini", "yaml", "text"}
+MARK_KEYS = {"not run", "run by", "setup", "output"}
+#: Blocks that cannot run here are few, and each says why.
+MOST_NOT_RUN = 12
+BIN = Path(sys.executable).parent
+
+
+def all_blocks() -> list[Block]:
+    """Every block of every document, in order."""
+    return [b for doc in DOCUMENTS for b in blocks(doc)]
+
+
+def is_spark(block: Block) -> bool:
+    """A Python block that starts Spark (run in the shared session, marked spark)."""
+    return block.lang == "python" and ("mq.pipeline" in block.text or "pyspark" in block.text)
+
+
+def to_run(block: Block) -> bool:
+    """A block this module runs (rather than parses, reads past, or leaves to another module)."""
+    return (block.lang in ("python", "console", "sh") and "not run" not in block.marks
+            and "run by" not in block.marks and not installs_only(block))
+
+
+def installs_only(block: Block) -> bool:
+    """An sh block of `pip install` lines alone: checked against pyproject.toml's extras
+    (test_every_install_line_names_extras_that_exist), not run."""
+    commands = [line for line in block.text.split("\n") if line.strip()]
+    return block.lang == "sh" and all(line.startswith("pip install ") for line in commands)
+
+
+# -- the marks ----------------------------------------------------------------------------------
+
+
+def test_every_fence_names_its_language_and_every_mark_is_known():
+    found = all_blocks()
+    assert len(found) > 50
+    unnamed = [b.where for b in found if b.lang not in LANGS]
+    assert unnamed == [], f"fences without a language of {sorted(LANGS)}: {unnamed}"
+    unknown = [(b.where, k) for b in found for k in b.marks if k not in MARK_KEYS]
+    assert unknown == []
+    not_run = [b for b in found if "not run" in b.marks]
+    assert all(b.marks["not run"] for b in not_run), "every `not run` mark says why"
+    assert len(not_run) <= MOST_NOT_RUN, [b.where for b in not_run]
+    for block in found:
+        if "setup" in block.marks:
+            assert block.marks["setup"] in SETUPS, block.where
+        if "run by" in block.marks:
+            # The module named runs the block: it exists, and reads the block's document.
+            module = REPO / block.marks["run by"]
+            assert module.is_file(), block.where
+            assert block.doc.name in module.read_text(), (block.where, block.marks["run by"])
+
+
+def test_config_blocks_parse():
+    parsers = {"toml": tomllib.loads, "yaml": yaml.safe_load, "json": json.loads,
+               "ini": lambda text: configparser.ConfigParser(strict=False).read_string(text)}
+    for block in all_blocks():
+        if block.lang in parsers and "not run" not in block.marks:
+            try:
+                parsers[block.lang](block.text)
+            except Exception as err:  # noqa: BLE001 - any parser's error names the block
+                pytest.fail(f"{block.where}: {block.lang} does not parse: {err}")
+
+
+# -- install lines ------------------------------------------------------------------------------
+
+INSTALL = re.compile(r"pip install ((?:['\"]?[\w.\[\],-]+['\"]?\s*)+)")
+
+
+def install_lines(block: Block) -> list[list[str]]:
+    """What the `pip install` lines of the block's section before it name, nearest last."""
+    text = block.doc.read_text()
+    start = text.rfind("\n## ", 0, text.find(block.text))
+    before = text[max(start, 0):text.find(block.text)]
+    return [packages(found.group(1)) for found in INSTALL.finditer(before)]
+
+
+def packages(words: str) -> list[str]:
+    """The distributions a pip install line names (its options and their values left out)."""
+    return [w.strip("'\"") for w in words.split() if not w.startswith("-") and "=" not in w]
+
+
+def declared(names: list[str]) -> set[str]:
+    """The distributions pyproject.toml and the words of a pip install line declare, with
+    what each of them requires in turn (as installed)."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    wanted = list(project["dependencies"])
+    for word in names:
+        found = re.fullmatch(r"(?:mq|\.)\[([\w,]+)\]", word)
+        if found:
+            for extra in found.group(1).split(","):
+                assert extra in project["optional-dependencies"], f"no extra {extra!r} in pyproject.toml"
+                wanted += project["optional-dependencies"][extra]
+        elif word not in ("mq", "."):
+            wanted.append(word)
+    seen: set[str] = set()
+    while wanted:
+        requirement = Requirement(wanted.pop())
+        name = requirement.name.lower().replace("_", "-")
+        if name in seen or (requirement.marker and not requirement.marker.evaluate({"extra": ""})):
+            continue
+        seen.add(name)
+        try:
+            wanted += metadata.requires(requirement.name) or []
+        except metadata.PackageNotFoundError:
+            pass
+    return seen
+
+
+def distribution_of(module: str) -> str | None:
+    """The installed distribution whose files hold the module (a namespace package's part
+    belongs to the one holding that part), or None for the standard library."""
+    top = module.split(".")[0]
+    if top == "mq" or top in sys.stdlib_module_names:
+        return None
+    candidates = metadata.packages_distributions().get(top, [])
+    path = module.replace(".", "/")
+    for depth in range(module.count(".") + 1, 0, -1):
+        prefix = "/".join(path.split("/")[:depth])
+        owners = [name for name in candidates
+                  if any(str(f).startswith((prefix + "/", prefix + ".py"))
+                         for f in metadata.distribution(name).files or [])]
+        if owners:
+            return owners[0].lower().replace("_", "-")
+    return top
+
+
+def imports(code: str) -> set[str]:
+    """The modules a block of Python imports."""
+    found = set()
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            # The name imported may be a module of a namespace package (opentelemetry.trace).
+            found |= {f"{node.module}.{alias.name}" for alias in node.names}
+    return found
+
+
+def test_each_python_example_imports_only_what_its_install_line_provides():
+    for block in all_blocks():
+        if block.lang != "python" or "not run" in block.marks:
+            continue
+        lines = install_lines(block)
+        provided = declared(lines[-1] if lines else [])
+        for module in sorted(imports(block.text)):
+            dist = distribution_of(module)
+            assert dist is None or dist in provided, (
+                f"{block.where} imports {module} ({dist}), which "
+                f"{'`pip install ' + ' '.join(lines[-1]) + '`' if lines else 'mq alone'} does not install")
+
+
+def test_every_install_line_names_extras_that_exist():
+    for doc in DOCUMENTS:
+        for found in INSTALL.finditer(doc.read_text()):
+            declared(packages(found.group(1)))
+
+
+# -- running ------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def docs_mq(tmp_path_factory):
+    """The daemon every example of this module talks to."""
+    workdir = tmp_path_factory.mktemp("docs")
+    daemon = Daemon(workdir / "root", workdir, workers=2)
+    daemon.start()
+    daemon.wait_ready()
+    yield daemon
+    daemon.cleanup()
+
+
+class Context:
+    """Where a document's examples run: the daemon, the environment, the ids seen so far."""
+
+    def __init__(self, daemon: Daemon, workdir: Path):
+        self.workdir = workdir
+        self.bindings: dict[str, str] = {}
+        self.started: list[Daemon] = []
+        self.use(daemon)
+
+    def use(self, daemon: Daemon) -> None:
+        """Aim the examples from here on at this daemon."""
+        self.daemon = daemon
+        self.url = f"http://127.0.0.1:{daemon.port}"
+        self.env = {**os.environ, "MQ": self.url, "MQ_URL": self.url, "PYTHONUNBUFFERED": "1",
+                    "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "COLUMNS": "80"}
+
+    def own_daemon(self, **options) -> Daemon:
+        """A new daemon for the examples from here on (one whose counters start at zero)."""
+        daemon = Daemon(self.workdir / f"own{len(self.started)}" / "root", self.workdir, **options)
+        self.started.append(daemon)
+        daemon.start()
+        self.use(daemon.wait_ready())
+        return daemon
+
+    def addressed(self, text: str) -> str:
+        """The text with this daemon's address for the documents' default one."""
+        for address in ("http://127.0.0.1:8080", "http://localhost:8080"):
+            text = text.replace(address, self.url)
+        return text
+
+    def substituted(self, text: str) -> str:
+        """The example's text aimed at this daemon, with the ids seen so far put in."""
+        text = self.addressed(text)
+        for seen, actual in self.bindings.items():
+            text = text.replace(seen, actual)
+        return text.replace(".venv/bin/", f"{BIN}/")
+
+
+def setup_fresh(ctx: Context) -> None:
+    """No queue of the examples is there yet."""
+    for queue in ctx.daemon.request("GET", "/_mq/stats").json()["queues"]:
+        ctx.daemon.request("DELETE", f"/{queue}")
+
+
+def setup_orders_stats(ctx: Context) -> None:
+    """A daemon of its own with only the queue orders, four messages added (one delayed) and
+    one of them fetched."""
+    ctx.own_daemon(workers=2)
+    for body in (b"one", b"two", b"three"):
+        ctx.daemon.add("orders", body)
+    assert ctx.daemon.request("POST", "/orders/messages?delay=3600", b"later").status == 201
+    assert ctx.daemon.fetch("orders").status == 200
+    poll_for(lambda: ctx.daemon.request("GET", "/_mq/stats").json()["queues"]["orders"]["in_flight"] == 1,
+             10, what="the mover to count the message in flight")
+
+
+def setup_tokens(ctx: Context) -> None:
+    """A daemon of its own with a token file: an admin token, and a read token "reader" whose
+    secret is in $READ_TOKEN."""
+    workdir = ctx.workdir / f"own{len(ctx.started)}"
+    workdir.mkdir()
+    daemon = AccessDaemon(workdir, entry("admin", "admin-secret", ["admin"])
+                          + entry("reader", "read-secret", ["read"]), ["AKIDDOCS"], "admin-secret")
+    ctx.started.append(daemon)
+    ctx.use(daemon.ready())
+    ctx.env["READ_TOKEN"] = "read-secret"
+
+
+#: What a `setup:` mark asks to be prepared before its block runs.
+SETUPS = {"fresh": setup_fresh, "orders-stats": setup_orders_stats, "tokens": setup_tokens}
+
+
+TOKENS = re.compile(
+    r"(?P<uuid>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"
+    r"|(?P<boundary>mq-[0-9a-f]{24}|\b[0-9a-f]{32}\b)"
+    r"|(?P<time>\b\d{9,10}\.\d+|\b\d{13}\b)"
+    r"|(?P<duration>\b\d+\.\d{4,}\b)"
+    r"|(?P<bytes>\(\d+ bytes: [0-9a-f ]+\))"
+    r"|(?P<ellipsis>\.\.\.)"
+    r"|(?P<length>(?<=Content-Length: )\d+)")
+
+
+#: What a documented id or boundary may be in this run's output.
+FORMS = {"uuid": r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
+         "boundary": r"mq-[0-9a-f]{24}|[0-9a-f]{32}"}
+
+
+def literal(text: str, numbers_vary: bool) -> str:
+    """Text that must come as it is; with numbers_vary, any number for a number and any run of
+    spaces for one of two or more (a table's columns follow the widths of its numbers)."""
+    if not numbers_vary:
+        return re.escape(text)
+    parts = re.split(r"(\d+(?:\.\d+)?| {2,})", text)
+    return "".join(re.escape(p) if i % 2 == 0 else (" +" if p.startswith(" ") else r"\d+(?:\.\d+)?")
+                   for i, p in enumerate(parts))
+
+
+def pattern(expected: str, bindings: dict, mode: str) -> tuple[str, dict]:
+    """A regular expression that the output of a command must match whole, and the names of
+    its groups that bind a documented id to the one this run gave."""
+    groups: dict[str, str] = {}
+    lines = []
+    for line in expected.split("\n"):
+        out, end = [], 0
+        for token in TOKENS.finditer(line):
+            out.append(literal(line[end:token.start()], mode == "numbers vary"))
+            end = token.end()
+            kind, text = token.lastgroup, token.group()
+            if kind in ("uuid", "boundary"):
+                if text in bindings:
+                    out.append(re.escape(bindings[text]))
+                elif text in groups.values():
+                    out.append(f"(?P={next(g for g, t in groups.items() if t == text)})")
+                else:
+                    name = f"g{len(groups)}"
+                    groups[name] = text
+                    out.append(f"(?P<{name}>{FORMS[kind]})")
+            elif kind in ("time", "duration"):
+                out.append(r"\d+(?:\.\d+)?")
+            elif kind == "bytes":
+                out.append(re.escape(bytes.fromhex(text.split(":", 1)[1].rstrip(")")).decode("latin-1")))
+            elif kind == "ellipsis":
+                out.append(r"[\s\S]*?")
+            else:
+                out.append(r"\d+")
+        out.append(literal(line[end:], mode == "numbers vary"))
+        lines.append("".join(out))
+    if mode == "trimmed":
+        return r"(?:.*\n)*?" + r"\n(?:.*\n)*?".join(lines) + r"(?:\n.*)*", groups
+    return r"\n".join(lines), groups
+
+
+def normalized(output: bytes) -> str:
+    """A command's output as the documents show it: LF line ends, no Date or Server header."""
+    text = output.replace(b"\r\n", b"\n").decode("latin-1")
+    text = re.sub(r"^(Date|Server): .*\n", "", text, flags=re.M)
+    return text.strip("\n")
+
+
+#: The default root, as sessions name it: the test daemon's root in its place.
+ROOT = re.compile(r"/tmp/mq(?![\w-])")
+
+
+def run_console(block: Block, ctx: Context) -> None:
+    """Each command of a session, its output matched against the one documented."""
+    steps = session(block)
+    assert steps, f"{block.where}: a console block without a `$ ` command"
+    for command, expected in steps:
+        expected = ctx.addressed(expected)
+        if not command.endswith("--help"):
+            # The daemon's root, /tmp/mq by default, is the test daemon's (a help text's
+            # default is the default).
+            expected = ROOT.sub(str(ctx.daemon.root), expected)
+        command = ROOT.sub(str(ctx.daemon.root), ctx.substituted(command))
+        done = subprocess.run(["bash", "-c", command], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              env=ctx.env, cwd=ctx.workdir, timeout=60)
+        actual = normalized(done.stdout)
+        regex, groups = pattern(expected.encode("utf-8").decode("latin-1"), ctx.bindings,
+                                block.marks.get("output", ""))
+        found = re.fullmatch(regex, actual)
+        assert found, f"{block.where}: $ {command}\n--- documented:\n{expected}\n--- got:\n{actual}"
+        for name, documented in groups.items():
+            ctx.bindings[documented] = found.group(name)
+
+
+def run_python(block: Block, ctx: Context) -> None:
+    """A Python block as a script of its own."""
+    done = subprocess.run([sys.executable, "-c", ctx.substituted(block.text)], capture_output=True,
+                          text=True, env=ctx.env, cwd=ctx.workdir, timeout=60)
+    assert done.returncode == 0, f"{block.where}:\n{block.text}\n{done.stdout}{done.stderr}"
+
+
+def run_sh(block: Block, ctx: Context) -> None:
+    """An sh block as one script, from the repository (it names etc/ and .venv/ from there)."""
+    done = subprocess.run(["bash", "-ec", ctx.substituted(block.text)], capture_output=True, text=True,
+                          env=ctx.env, cwd=REPO, timeout=60)
+    assert done.returncode == 0, f"{block.where}:\n{block.text}\n{done.stdout}{done.stderr}"
+
+
+RUNNERS = {"console": run_console, "python": run_python, "sh": run_sh}
+
+
+@pytest.mark.parametrize("doc", DOCUMENTS, ids=lambda doc: doc.name)
+def test_the_examples_run_as_written(doc, docs_mq, tmp_path):
+    ctx = Context(docs_mq, tmp_path)
+    ran, runnable = [], []
+    try:
+        for block in blocks(doc):
+            if not to_run(block) or is_spark(block):
+                continue
+            runnable.append(block.where)
+            if "setup" in block.marks:
+                SETUPS[block.marks["setup"]](ctx)
+            RUNNERS[block.lang](block, ctx)
+            ran.append(block.where)
+    finally:
+        for daemon in ctx.started:
+            daemon.cleanup()
+    assert ran == runnable
+
+
+@pytest.mark.spark
+def test_the_spark_examples_run_as_written(spark, tmp_path):
+    from mq.local import LocalClient
+
+    root = tmp_path / "root"
+    with LocalClient(str(root), create_root=True) as local:
+        local.put("orders", b"ready now")
+        local.put("orders.eu", b"in an hour", delay=3600)
+    found = [b for b in all_blocks() if to_run(b) and is_spark(b)]
+    assert found
+    for block in found:
+        code = block.text.replace("/srv/mq", str(root))
+        exec(compile(code, block.where, "exec"), {})  # noqa: S102 - the documented code, as written
+    rows = spark.read.format("mq").option("root", str(root)).option("queues", ".*").load().collect()
+    assert sorted((r["queue"], r["body"]) for r in rows if r["queue"] == "replay") == [
+        ("replay", b"in an hour"), ("replay", b"ready now")]
+
