@@ -25,6 +25,8 @@ KEPT = {
     "RedriveAllowPolicy": None,
     "SqsManagedSseEnabled": "bool",
 }
+#: Kept attributes that an empty value removes (SQS no longer shows them).
+REMOVABLE = ("Policy", "RedriveAllowPolicy", "KmsMasterKeyId")
 FIFO_ONLY = {"ContentBasedDeduplication": "bool", "DeduplicationScope": ("queue", "messageGroup"),
              "FifoThroughputLimit": ("perQueue", "perMessageGroupId")}
 MAPPED = {"VisibilityTimeout": (0, 43200), "DelaySeconds": (0, 900),
@@ -65,9 +67,9 @@ def _bool(name: str, value) -> str:
     return text
 
 
-async def redrive_properties(value, fifo: bool, exists) -> tuple[dict, str]:
+async def redrive_properties(value, fifo: bool, exists, caller: Caller) -> tuple[dict, str]:
     """(the properties a RedrivePolicy sets, its maxReceiveCount or ""); `exists(queue)` tells
-    whether its target exists."""
+    whether its target exists (never one of another account or region)."""
     if value in ("", "{}", None):
         return {"retry": UNLIMITED_RETRY, "dead_letter_queue": ""}, ""
     try:
@@ -91,7 +93,7 @@ async def redrive_properties(value, fifo: bool, exists) -> tuple[dict, str]:
                       f"value for maxReceiveCount: {policy['maxReceiveCount']}, valid values "
                       f"are from 1 to {MAX_RECEIVE_COUNT} both inclusive.")
     target = queue_from_arn(policy["deadLetterTargetArn"], "RedrivePolicy")
-    target_fifo = await exists(target)
+    target_fifo = await exists(target) if caller.owns_arn(policy["deadLetterTargetArn"]) else None
     if target_fifo is None:
         raise invalid(f"Value {value} for parameter RedrivePolicy is invalid. Reason: Dead "
                       "letter target does not exist.")
@@ -101,7 +103,8 @@ async def redrive_properties(value, fifo: bool, exists) -> tuple[dict, str]:
     return {"retry": min(count - 1, MAX_RETRY), "dead_letter_queue": target}, str(count)
 
 
-async def to_properties(given: dict, fifo: bool, exists, creating: bool) -> tuple[dict, dict]:
+async def to_properties(given: dict, fifo: bool, exists, creating: bool,
+                        caller: Caller) -> tuple[dict, dict]:
     """(properties, kept attributes) that queue attributes given to CreateQueue or
     SetQueueAttributes set; InvalidAttributeName/Value as SQS answers them."""
     if not isinstance(given, dict):
@@ -119,7 +122,7 @@ async def to_properties(given: dict, fifo: bool, exists, creating: bool) -> tupl
             else:
                 props["max_body_bytes"] = number
         elif name == "RedrivePolicy":
-            redrive, kept[RECEIVE_COUNT] = await redrive_properties(value, fifo, exists)
+            redrive, kept[RECEIVE_COUNT] = await redrive_properties(value, fifo, exists, caller)
             props.update(redrive)
         elif name in KEPT:
             check = KEPT[name]
@@ -146,11 +149,18 @@ async def to_properties(given: dict, fifo: bool, exists, creating: bool) -> tupl
     return props, kept
 
 
+def merged(*layers: dict) -> dict:
+    """The property `attributes` from layers of kept attributes, later ones winning; an empty
+    value of a REMOVABLE attribute removes it."""
+    attributes = {k: v for layer in layers for k, v in layer.items()}
+    return {k: v for k, v in attributes.items() if not (k in REMOVABLE and v == "")}
+
+
 def new_queue_properties(props: dict, kept: dict, fifo: bool, tags: dict) -> dict:
     """The whole set of own properties of a queue CreateQueue makes (SQS's defaults filled in)."""
     now = str(int(time.time()))
-    attributes = {"ReceiveMessageWaitTimeSeconds": DEFAULTS["ReceiveMessageWaitTimeSeconds"],
-                  "CreatedTimestamp": now, "LastModifiedTimestamp": now, **kept}
+    attributes = merged({"ReceiveMessageWaitTimeSeconds": DEFAULTS["ReceiveMessageWaitTimeSeconds"],
+                         "CreatedTimestamp": now, "LastModifiedTimestamp": now}, kept)
     if fifo:
         attributes.setdefault("ContentBasedDeduplication", "false")
     return {"timeout": 30.0, "delay": 0.0, "max_body_bytes": int(DEFAULTS["MaximumMessageSize"]),
@@ -195,7 +205,7 @@ def current(caller: Caller, name: str, info: dict) -> dict:
             "deadLetterTargetArn": caller.arn(props["dead_letter_queue"]),
             "maxReceiveCount": receive_count(props["retry"], kept)}).decode()
     for key in ("Policy", "RedriveAllowPolicy", "KmsMasterKeyId", "KmsDataKeyReusePeriodSeconds"):
-        if key in kept:
+        if kept.get(key):
             values[key] = kept[key]
     if fifo:
         values["FifoQueue"] = "true"

@@ -14,7 +14,7 @@ from mq.http.disk_errors import disk_error
 from mq.http.messages import UNLIMITED_CHUNKED_BODY
 from mq.http.service import QueueService
 from mq.http.sqs import attributes, authorization, permissions, protocol, queues, receiving, sending
-from mq.http.sqs.errors import SqsError, from_mq
+from mq.http.sqs.errors import SqsError, from_mq, queue_missing
 from mq.http.sqs.names import DEFAULT_REGION, Caller
 from mq.http.sqs.service import SqsService
 from mq.http.sqs.signatures import SignatureCheck, signed_region
@@ -124,11 +124,11 @@ class SqsHandler(ApiHandler):
             return self.answer_error(kind, SqsError("InvalidParameterValue", "One or more "
                                      f"parameters are invalid. Reason: the request is longer "
                                      f"than {self.limit} bytes."), str(uuid.uuid4()))
-        await self.serve(queue)
+        await self.serve(queue, account)
 
     async def get(self, account: str | None = None, queue: str | None = None) -> None:
         """A query-protocol call in the query string."""
-        await self.serve(queue)
+        await self.serve(queue, account)
 
     def caller(self) -> Caller:
         """The base of queue URLs, the account and the region this request speaks for."""
@@ -137,7 +137,7 @@ class SqsHandler(ApiHandler):
                       signed_region(self.request.headers) or DEFAULT_REGION, self.request.connection,
                       self.log_fields)
 
-    async def serve(self, queue: str | None) -> None:
+    async def serve(self, queue: str | None, account: str | None = None) -> None:
         """Decode, check the signature, run the operation, answer; every failure as SQS's."""
         request = self.request
         request_id = str(uuid.uuid4())
@@ -163,12 +163,15 @@ class SqsHandler(ApiHandler):
                 raise SqsError("UnknownOperationException" if kind == protocol.JSON else "InvalidAction",
                                f"The action {call.operation} is not valid for this endpoint.")
             if queue is not None and "QueueUrl" not in call.params:
-                call.params["QueueUrl"] = f"/{self.config.sqs_account}/{queue}"
+                call.params["QueueUrl"] = f"/{account}/{queue}"
             caller = self.caller()
             caller.token = authorization.token_of(self.application.tokens, key)
             if caller.token is not None:
                 self.log_fields["token"] = caller.token.name
             authorization.authorize(caller.token, call.operation, call.params)
+            url = call.params.get("QueueUrl")
+            if isinstance(url, str) and not caller.owns_url(url):
+                raise queue_missing()
             result = await operation(self.sqs.acting(caller.token), caller, call.params)
         except SqsError as err:
             return self.answer_error(kind, err, request_id)

@@ -16,6 +16,8 @@ BAD_CHARACTER = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010f
 DATA_TYPE = re.compile(r"(String|Number|Binary)(\.[^\s]{1,256})?")
 #: The system attributes a sender may set.
 SYSTEM_NAMES = ("AWSTraceHeader",)
+#: MessageAttributeNames of a receive that ask for every attribute.
+ALL_NAMES = ("All", "*", ".*")
 
 
 def check_name(name) -> str:
@@ -57,8 +59,8 @@ def check_value(name: str, value) -> dict:
         return {"DataType": data_type, "BinaryValue": bytes(raw)}
     text = value.get("StringValue")
     if text is None or text == "" or not isinstance(text, str):
-        raise invalid(f"The message attribute '{name}' must contain non-empty message attribute "
-                      f"value for message attribute type '{data_type}'.")
+        raise invalid(f"Message (user) attribute '{name}' must contain a non-empty value of type "
+                      f"'{data_type}'.")
     if BAD_CHARACTER.search(text):
         raise invalid(f"Message (user) attribute '{name}' contains an invalid character: only "
                       "#x9 | #xA | #xD | #x20 to #xD7FF | #xE000 to #xFFFD | #x10000 to #x10FFFF "
@@ -110,10 +112,10 @@ def size(attributes: dict) -> int:
 
 
 def selected(attributes: dict, wanted: list[str]) -> dict:
-    """The stored attributes a receive asked for: All, .*, a prefix 'name.*', or names."""
+    """The stored attributes a receive asked for: All (or * or .*), a prefix 'name.*', or names."""
     if not attributes or not wanted:
         return {}
-    if "All" in wanted or ".*" in wanted:
+    if any(name in ALL_NAMES for name in wanted):
         return dict(attributes)
     prefixes = tuple(w[:-1] for w in wanted if w.endswith(".*"))
     return {name: value for name, value in attributes.items()

@@ -18,6 +18,9 @@ FIFO_QUEUE_NAME = re.compile(r"[A-Za-z0-9_-]{1,75}\.fifo")
 ACCOUNT = re.compile(r"\d{12}")
 #: The region an ARN names when the request's signature names none.
 DEFAULT_REGION = "us-east-1"
+#: The host of an AWS endpoint of SQS, which names a region: sqs.{region}.amazonaws.com, or
+#: the older {region}.queue.amazonaws.com.
+AWS_HOST = re.compile(r"(?:sqs\.([a-z0-9-]+)|([a-z0-9-]+)\.queue)\.amazonaws\.com(?:\.cn)?")
 
 
 @dataclass
@@ -41,6 +44,21 @@ class Caller:
     def arn(self, queue: str) -> str:
         """The ARN of a queue."""
         return f"arn:aws:sqs:{self.region}:{self.account}:{queue}"
+
+    def owns_url(self, url: str) -> bool:
+        """Whether a queue URL can name a queue here: not one of another account, nor one on
+        an AWS host of another region (such a queue does not exist here, as in SQS)."""
+        split = urlsplit(url) if "://" in url else None
+        parts = [p for p in (split.path if split else url).split("/") if p]
+        if len(parts) == 2 and ACCOUNT.fullmatch(parts[0]) and parts[0] != self.account:
+            return False
+        host = AWS_HOST.fullmatch((split.hostname or "") if split else "")
+        return host is None or (host.group(1) or host.group(2)) == self.region
+
+    def owns_arn(self, arn) -> bool:
+        """Whether an ARN can name a queue here: not one of another account or region."""
+        parts = arn.split(":") if isinstance(arn, str) else []
+        return len(parts) != 6 or (parts[3], parts[4]) == (self.region, self.account)
 
 
 def check_new_name(name, fifo: bool) -> str:

@@ -45,7 +45,8 @@ async def create_queue(service: SqsService, caller: Caller, params: dict) -> dic
                       "1 to 80 in length")
     authorization.check(caller.token, "CreateQueue", [name])
     authorization.check_attributes(caller.token, "CreateQueue", given)
-    props, kept = await attributes.to_properties(given, fifo, service.fifo_or_none, creating=True)
+    props, kept = await attributes.to_properties(given, fifo, service.fifo_or_none, creating=True,
+                                                  caller=caller)
     authorization.check(caller.token, "CreateQueue", access.named_queues(props))
     tags = check_tags(params.get("tags") or params.get("Tags") or {}, name)
     try:
@@ -87,6 +88,8 @@ def same_value(key: str, value, now: dict) -> bool:
             return False
     if key in ("FifoQueue", "ContentBasedDeduplication", "SqsManagedSseEnabled"):
         return (have or "false") == str(value).lower()
+    if key in attributes.REMOVABLE:
+        return (have or "") == str(value)  # "" is the attribute's absence.
     return have == str(value)
 
 
@@ -172,15 +175,16 @@ async def set_queue_attributes(service: SqsService, caller: Caller, params: dict
     authorization.check_attributes(caller.token, "SetQueueAttributes", given)
     info = await service.queue(name)
     fifo = attributes.is_fifo(name, info["properties"])
-    props, kept = await attributes.to_properties(given, fifo, service.fifo_or_none, creating=False)
+    props, kept = await attributes.to_properties(given, fifo, service.fifo_or_none, creating=False,
+                                                  caller=caller)
     authorization.check(caller.token, "SetQueueAttributes", access.named_queues(props))
     if props.get("dead_letter_queue") == name:
         raise invalid("Value for parameter RedrivePolicy is invalid. Reason: A queue cannot be "
                       "its own dead-letter queue.")
     own = await service.own(name)
-    merged = {**own.get("attributes", {}), **kept,
-              "LastModifiedTimestamp": str(int(time.time()))}
-    await service.patch(name, {**props, "attributes": merged})
+    kept_now = attributes.merged(own.get("attributes", {}), kept,
+                                 {"LastModifiedTimestamp": str(int(time.time()))})
+    await service.patch(name, {**props, "attributes": kept_now})
 
 
 def check_tags(tags, queue: str) -> dict:
@@ -250,6 +254,16 @@ async def list_dead_letter_source_queues(service: SqsService, caller: Caller, pa
     return result
 
 
+async def arn_queue_fifo(service: SqsService, caller: Caller, arn: str, parameter: str) -> bool:
+    """Whether the queue an ARN names is FIFO; ResourceNotFoundException when it does not
+    exist (a queue of another account or region never does here)."""
+    fifo = await service.fifo_or_none(queue_from_arn(arn, parameter)) if caller.owns_arn(arn) else None
+    if fifo is None:
+        raise SqsError("ResourceNotFoundException", f"The resource that you specified for the "
+                       f"{parameter} parameter doesn't exist.")
+    return fifo
+
+
 async def start_message_move_task(service: SqsService, caller: Caller, params: dict) -> dict:
     """StartMessageMoveTask: move a dead-letter queue's messages back (done at once)."""
     source_arn = text(params, "SourceArn", required=True)
@@ -258,18 +272,14 @@ async def start_message_move_task(service: SqsService, caller: Caller, params: d
     # Both queues are checked before either is looked up.
     authorization.check(caller.token, "StartMessageMoveTask", [source] + (
         [queue_from_arn(destination_arn, "DestinationArn")] if destination_arn else []))
-    if await service.fifo_or_none(source) is None:
-        raise SqsError("ResourceNotFoundException", "The resource that you specified for the "
-                       "SourceArn parameter doesn't exist.")
+    await arn_queue_fifo(service, caller, source_arn, "SourceArn")
     rate = integer(params, "MaxNumberOfMessagesPerSecond", None, 1, 500)
     sources = sources_of(service, source)
     if not sources:
         raise invalid("Source queue must be configured as a Dead Letter Queue.")
     if destination_arn:
         target = queue_from_arn(destination_arn, "DestinationArn")
-        if await service.fifo_or_none(target) is None:
-            raise SqsError("ResourceNotFoundException", "The resource that you specified for "
-                           "the DestinationArn parameter doesn't exist.")
+        await arn_queue_fifo(service, caller, destination_arn, "DestinationArn")
     elif len(sources) == 1:
         target = sources[0]
     else:
@@ -294,11 +304,10 @@ async def start_message_move_task(service: SqsService, caller: Caller, params: d
 
 async def list_message_move_tasks(service: SqsService, caller: Caller, params: dict) -> dict:
     """ListMessageMoveTasks: the last task of a dead-letter queue (tasks finish at once)."""
-    source = queue_from_arn(text(params, "SourceArn", required=True), "SourceArn")
+    source_arn = text(params, "SourceArn", required=True)
+    source = queue_from_arn(source_arn, "SourceArn")
     authorization.check(caller.token, "ListMessageMoveTasks", [source])
-    if await service.fifo_or_none(source) is None:
-        raise SqsError("ResourceNotFoundException", "The resource that you specified for the "
-                       "SourceArn parameter doesn't exist.")
+    await arn_queue_fifo(service, caller, source_arn, "SourceArn")
     task = service.tasks.get(source)
     return {"Results": [task] if task else []}
 
@@ -312,7 +321,5 @@ async def cancel_message_move_task(service: SqsService, caller: Caller, params: 
         raise invalid("Value for parameter TaskHandle is invalid.") from None
     source = queue_from_arn(source_arn, "SourceArn")
     authorization.check(caller.token, "CancelMessageMoveTask", [source])
-    if await service.fifo_or_none(source) is None:
-        raise SqsError("ResourceNotFoundException", "The resource that you specified for the "
-                       "SourceArn parameter doesn't exist.")
+    await arn_queue_fifo(service, caller, source_arn, "SourceArn")
     raise SqsError("ResourceNotFoundException", "Task does not exist.")

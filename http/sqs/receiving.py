@@ -160,18 +160,31 @@ def expired(error: Conflict, delivery: int) -> bool:
 
 
 async def delete_one(service: SqsService, queue: str, handle) -> None:
-    """Delete a delivery. An old receipt succeeds and deletes nothing, as in SQS; in a FIFO
-    queue a receipt whose visibility timeout ran out is refused, as in SQS."""
+    """Delete a delivery, as SQS deletes: a receipt whose visibility timeout ran out while
+    nobody received the message since still deletes it in a standard queue and is refused in
+    a FIFO queue; a receipt of an earlier delivery succeeds and deletes nothing."""
     message_id, delivery = receipt_of(handle)
     try:
         await service.queues.ack(service.token, Ack(queue=queue, id=message_id, receipt=handle))
     except Conflict as err:
-        if expired(err, delivery) and is_fifo(queue, (await service.queue(queue))["properties"]):
+        if not expired(err, delivery):
+            return
+        if is_fifo(queue, (await service.queue(queue))["properties"]):
             raise invalid(f"Value {handle} for parameter ReceiptHandle is invalid. Reason: The "
                           "receipt handle has expired.") from None
-        return
+        await delete_ready(service, queue, message_id)
     except NotFound:
         await service.queue(queue)  # QueueDoesNotExist, or the message is already gone: done.
+    except MqError as err:
+        raise from_mq(err) from None
+
+
+async def delete_ready(service: SqsService, queue: str, message_id: str) -> None:
+    """Delete a message whatever its state (mq's delete by id); one already gone is done."""
+    try:
+        await service.queues.ack(service.token, Ack(queue=queue, id=message_id))
+    except NotFound:
+        pass
     except MqError as err:
         raise from_mq(err) from None
 
@@ -186,15 +199,19 @@ async def change_one(service: SqsService, queue: str, handle, params: dict) -> N
         await set_visibility(service, queue, message_id, handle, seconds)
     except NotFound:
         await service.queue(queue)
-        raise invalid(f"Value {handle} for parameter ReceiptHandle is invalid. Reason: Message "
-                      "does not exist or is not available for visibility timeout change.") from None
+        raise not_changeable(handle) from None
     except Conflict as err:
         if expired(err, delivery):
             return  # Visible again and not received since: SQS accepts the change.
-        raise SqsError("MessageNotInflight", "Message does not exist or is not available for "
-                       "visibility timeout change.") from None
+        raise not_changeable(handle) from None
     except MqError as err:
         raise from_mq(err) from None
+
+
+def not_changeable(handle) -> SqsError:
+    """SQS's answer to a visibility change of a deleted message or of an earlier delivery."""
+    return invalid(f"Value {handle} for parameter ReceiptHandle is invalid. Reason: Message "
+                   "does not exist or is not available for visibility timeout change.")
 
 
 async def delete_message(service: SqsService, caller: Caller, params: dict) -> None:

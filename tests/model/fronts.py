@@ -73,6 +73,7 @@ class Front:
     delete_by_id = True  # a message can be removed by id, without a receipt
     accumulates = True  # adds to an accumulating queue become parts
     purge_forgets_keys = False
+    deletes_expired = False  # an ack whose timer ran out, not handed out since, still deletes
     groups = False  # the front can add messages with a group
     delay_unit = 0.0  # 1 for fronts that take whole seconds only
 

@@ -20,7 +20,7 @@ def boto_client(endpoint: str):
 
 #: What SQS calls a stale or unknown receipt handle (docs/SQS.md, "Operations").
 EXPIRED_FIFO = "InvalidParameterValue"
-NOT_IN_FLIGHT = "AWS.SimpleQueueService.MessageNotInflight"
+NOT_CHANGEABLE = "InvalidParameterValue"
 
 
 def sqs_code(err: BotoError) -> str:
@@ -38,6 +38,7 @@ class Sqs(Front):
     batch = 10
     delete_by_id = False
     purge_forgets_keys = True
+    deletes_expired = True
     groups = True
     delay_unit = 1.0
 
@@ -115,8 +116,9 @@ class Sqs(Front):
 
     def expected(self, op: str, outcome: str, m=None, delivery=None) -> str:
         """DeleteMessage of a stale handle succeeds (a fifo queue refuses one whose timeout
-        ran out); a visibility change of one fails unless the message is still visible from
-        that very delivery (then it is accepted and changes nothing)."""
+        ran out, a standard queue deletes with it: Machine.answer); a visibility change of one
+        fails unless the message is still visible from that very delivery (then it is accepted
+        and changes nothing)."""
         expired = m is not None and m[0] == READY and m[1] == delivery
         if op == "ack":
             if outcome == CONFLICT and expired and m[2]:
@@ -124,9 +126,9 @@ class Sqs(Front):
             return OK
         if outcome in (OK, DEAD):
             return OK
-        if outcome == CONFLICT:
-            return OK if expired else NOT_IN_FLIGHT
-        return "InvalidParameterValue"
+        if outcome == CONFLICT and expired:
+            return OK
+        return NOT_CHANGEABLE
 
     def reply(self, queue, message_id, receipt, op, seconds=None) -> str:
         """DeleteMessage, ChangeMessageVisibility (0 for a nack)."""

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 import root_view
-from queue_model import DELAYED, IN_FLIGHT, PART, READY, Model
+from queue_model import CONFLICT, DELAYED, IN_FLIGHT, PART, READY, Model
 from support import poll_for
 
 #: Seconds a delivery stays hidden and a delayed add waits unless a rule shortens them.
@@ -263,6 +263,9 @@ class FrontMachine(RuleBasedStateMachine):
         expected = self.front.expected(op, outcome, before, delivery)
         seen = self.front.reply(queue, message_id, receipt, op, seconds)
         assert seen == expected, (op, queue, receipt, before, outcome, seen)
+        if (self.front.deletes_expired and op == "ack" and outcome == CONFLICT and before
+                and before[0] == READY and before[1] == delivery and not before[2]):
+            self.model.reply(queue, message_id, None, "delete")  # As SQS, standard queues.
 
     @rule(pick=st.integers(0, 1 << 16), op=st.sampled_from(["ack", "nack", "extend"]),
           with_receipt=st.booleans())

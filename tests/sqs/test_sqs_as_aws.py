@@ -188,5 +188,4 @@ def test_errors_use_aws_s_wording(sqs, sqs_daemon, queue_url):
         "MessageAttribute.1.Name": "a", "MessageAttribute.1.Value.DataType": "Number",
         "MessageAttribute.1.Value.StringValue": ""})
     assert status == 400 and root.find("sqs:Error/sqs:Message", NS).text == (
-        "The message attribute 'a' must contain non-empty message attribute value for message "
-        "attribute type 'Number'.")
+        "Message (user) attribute 'a' must contain a non-empty value of type 'Number'.")

@@ -147,13 +147,13 @@ def test_visibility_can_be_changed_and_a_delete_is_final(sqs, queue_url):
     # The first receipt is stale now: SQS refuses a visibility change, and accepts a delete
     # that deletes nothing.
     assert code_of(sqs.change_message_visibility, QueueUrl=queue_url, ReceiptHandle=handle,
-                   VisibilityTimeout=5) == "AWS.SimpleQueueService.MessageNotInflight"
+                   VisibilityTimeout=5) == "InvalidParameterValue"
     sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=handle)
     changed = sqs.change_message_visibility_batch(QueueUrl=queue_url, Entries=[
         {"Id": "now", "ReceiptHandle": again["ReceiptHandle"], "VisibilityTimeout": 60},
         {"Id": "old", "ReceiptHandle": handle, "VisibilityTimeout": 60}])
     assert [e["Id"] for e in changed["Successful"]] == ["now"]
-    assert [e["Code"] for e in changed["Failed"]] == ["AWS.SimpleQueueService.MessageNotInflight"]
+    assert [e["Code"] for e in changed["Failed"]] == ["InvalidParameterValue"]
     sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=again["ReceiptHandle"])
     sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=again["ReceiptHandle"])  # Twice is fine.
     with pytest.raises(ClientError) as caught:
