@@ -9,7 +9,7 @@ import orjson
 
 from mq.http import access
 from mq.http.sqs import attributes, authorization
-from mq.http.sqs.errors import SqsError, invalid, missing
+from mq.http.sqs.errors import SqsError, invalid, missing, queue_missing
 from mq.http.sqs.names import (
     Caller,
     check_new_name,
@@ -97,6 +97,8 @@ async def get_queue_url(service: SqsService, caller: Caller, params: dict) -> di
     """GetQueueUrl: the URL of an existing queue."""
     name = existing_name(text(params, "QueueName", required=True))
     authorization.check(caller.token, "GetQueueUrl", [name])
+    if text(params, "QueueOwnerAWSAccountId") not in (None, caller.account):
+        raise queue_missing()  # Another account's queue: none is here.
     await service.queue(name)
     return {"QueueUrl": caller.queue_url(name)}
 
@@ -254,14 +256,12 @@ async def list_dead_letter_source_queues(service: SqsService, caller: Caller, pa
     return result
 
 
-async def arn_queue_fifo(service: SqsService, caller: Caller, arn: str, parameter: str) -> bool:
-    """Whether the queue an ARN names is FIFO; ResourceNotFoundException when it does not
-    exist (a queue of another account or region never does here)."""
-    fifo = await service.fifo_or_none(queue_from_arn(arn, parameter)) if caller.owns_arn(arn) else None
-    if fifo is None:
+async def check_arn_exists(service: SqsService, caller: Caller, arn: str, parameter: str) -> None:
+    """ResourceNotFoundException when the queue an ARN names does not exist (a queue of another
+    account or region never does here)."""
+    if not caller.owns_arn(arn) or await service.fifo_or_none(queue_from_arn(arn, parameter)) is None:
         raise SqsError("ResourceNotFoundException", f"The resource that you specified for the "
                        f"{parameter} parameter doesn't exist.")
-    return fifo
 
 
 async def start_message_move_task(service: SqsService, caller: Caller, params: dict) -> dict:
@@ -272,14 +272,14 @@ async def start_message_move_task(service: SqsService, caller: Caller, params: d
     # Both queues are checked before either is looked up.
     authorization.check(caller.token, "StartMessageMoveTask", [source] + (
         [queue_from_arn(destination_arn, "DestinationArn")] if destination_arn else []))
-    await arn_queue_fifo(service, caller, source_arn, "SourceArn")
+    await check_arn_exists(service, caller, source_arn, "SourceArn")
     rate = integer(params, "MaxNumberOfMessagesPerSecond", None, 1, 500)
     sources = sources_of(service, source)
     if not sources:
         raise invalid("Source queue must be configured as a Dead Letter Queue.")
     if destination_arn:
         target = queue_from_arn(destination_arn, "DestinationArn")
-        await arn_queue_fifo(service, caller, destination_arn, "DestinationArn")
+        await check_arn_exists(service, caller, destination_arn, "DestinationArn")
     elif len(sources) == 1:
         target = sources[0]
     else:
@@ -307,7 +307,7 @@ async def list_message_move_tasks(service: SqsService, caller: Caller, params: d
     source_arn = text(params, "SourceArn", required=True)
     source = queue_from_arn(source_arn, "SourceArn")
     authorization.check(caller.token, "ListMessageMoveTasks", [source])
-    await arn_queue_fifo(service, caller, source_arn, "SourceArn")
+    await check_arn_exists(service, caller, source_arn, "SourceArn")
     task = service.tasks.get(source)
     return {"Results": [task] if task else []}
 
@@ -321,5 +321,5 @@ async def cancel_message_move_task(service: SqsService, caller: Caller, params: 
         raise invalid("Value for parameter TaskHandle is invalid.") from None
     source = queue_from_arn(source_arn, "SourceArn")
     authorization.check(caller.token, "CancelMessageMoveTask", [source])
-    await arn_queue_fifo(service, caller, source_arn, "SourceArn")
+    await check_arn_exists(service, caller, source_arn, "SourceArn")
     raise SqsError("ResourceNotFoundException", "Task does not exist.")

@@ -118,7 +118,8 @@ def test_an_empty_attribute_value_is_refused_with_sqs_s_words(sqs, queue_url, da
 
 
 @pytest.mark.parametrize("where", ["aws host of another region", "older aws host of another region",
-                                   "another account", "query post to another account's path"])
+                                   "another account", "query post to another account's path",
+                                   "GetQueueUrl of another account"])
 def test_a_queue_url_of_another_region_or_account_names_no_queue(sqs, sqs_daemon, queue_url, where):
     name = queue_url.rsplit("/", 1)[1]
     sqs.send_message(QueueUrl=queue_url, MessageBody="kept")
@@ -127,7 +128,11 @@ def test_a_queue_url_of_another_region_or_account_names_no_queue(sqs, sqs_daemon
     url = {"aws host of another region": f"https://sqs.eu-west-1.amazonaws.com/000000000000/{name}",
            "older aws host of another region": f"https://eu-west-1.queue.amazonaws.com/000000000000/{name}",
            "another account": queue_url.replace("/000000000000/", "/111122223333/")}.get(where)
-    if url is None:
+    if where == "GetQueueUrl of another account":
+        error = error_of(sqs.get_queue_url, QueueName=name, QueueOwnerAWSAccountId="111122223333")
+        assert (error["Code"], error["Status"]) == ("AWS.SimpleQueueService.NonExistentQueue", 400)
+        assert sqs.get_queue_url(QueueName=name, QueueOwnerAWSAccountId="000000000000")["QueueUrl"] == queue_url
+    elif url is None:
         status, root = query(sqs_daemon, {"Action": "GetQueueAttributes", "AttributeName.1": "All"},
                              path=f"/111122223333/{name}")
         assert (status, root.find("sqs:Error/sqs:Code", NS).text) == (
