@@ -135,7 +135,7 @@ def scenario(mq, queue: str, plan: list, adds: list) -> tuple[list, dict]:
 
 @settings(max_examples=8, deadline=None, database=None,
           phases=[Phase.explicit, Phase.generate],  # Shrinking replays runs for minutes.
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+          suppress_health_check=[HealthCheck.too_slow])
 @given(plan=st.lists(polls(), min_size=2, max_size=5),
        adds=st.lists(st.sampled_from(ADDS), max_size=2))
 @example(plan=[("rest", 0, 4, None), ("sqs", 0.25, 1, None), ("rest_batch", 0.25, 0.5, 0.7),
