@@ -96,8 +96,9 @@ def polls(draw):
 
 
 def scenario(mq, queue: str, plan: list, adds: list) -> tuple[list, dict]:
-    """Run the polls and adds of a plan at their times; (per poll: (its plan, its Poll, its
-    Answer or None when it went away first)), and the ids added by body."""
+    """Run the polls and adds of a plan at their times (the draw's timing, not a wait for a
+    condition); per poll (its Poll, its Answer or None when its client went away first), and
+    the ids added (id -> the add's number)."""
     t0 = time.monotonic() + 0.1
     outcomes: list = [None] * len(plan)
     ids: dict = {}
