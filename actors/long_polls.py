@@ -5,7 +5,7 @@ methods: the fetch commands park a waiter, a front's cancel drops one, a drainin
 `end_waits` ends its own, and between batches (or inside one, before its flush:
 actors/fetch.py) `feed` answers those that can have a message or whose time is up. Each is
 answered by its own deadline, wherever it stands in its queue: a short poll behind a longer
-one does not wait for it (docs/DELIVERY.md, "Long polls"). `FetchBatch` carries the waiters a
+one does not wait for it (docs/DELIVERY.md, "Long polling"). `FetchBatch` carries the waiters a
 batch answered to the reply that follows its flush.
 """
 
