@@ -107,6 +107,13 @@ class FetchActor(Actor[FetchBatch]):
         self.watches.cancel(sender.peer, request.request)
         return {}
 
+    def end_waits(self, batch: Batch, request: ops.EndWaits, sender: Request) -> dict:
+        """Notification: the front of this link drains; answer its long polls and watches now,
+        as if their time were up, so that it answers their clients and exits without waiting."""
+        polls, watches = self.waiters.end(sender.peer), self.watches.end(sender.peer)
+        self.log.info("fetch.waits_ended", polls=polls, watches=watches)
+        return {}
+
     def stats(self, batch: Batch, request: ops.Stats, sender: Request) -> dict:
         """Per queue it owns: ready messages, the oldest one's age, and the event counters."""
         self.indexes.index_owned(lambda queue: fetch_actor_for(queue, self.options.workers) == self.index)
@@ -127,7 +134,8 @@ class FetchActor(Actor[FetchBatch]):
         "fetch": (ops.Fetch, fetch), "fetch_batch": (ops.FetchBatch, fetch_batch.fetch_batch),
         "ack_batch": (ops.AckBatch, fetch_batch.ack_batch),
         "ready": (ops.Ready, ready), "relist": (ops.Relist, relist_all),
-        "cancel": (ops.Cancel, cancel), "stats": (ops.Stats, stats),
+        "cancel": (ops.Cancel, cancel), "end_waits": (ops.EndWaits, end_waits),
+        "stats": (ops.Stats, stats),
         "ack": (ops.Ack, replies.ack), "nack": (ops.Nack, replies.nack),
         "extend": (ops.Extend, replies.extend), "delete": (ops.Delete, replies.delete),
         "queue_get": (ops.QueueGet, queue_admin.queue_get),

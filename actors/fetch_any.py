@@ -123,6 +123,14 @@ class Watches:
                                queues=len(watcher.queues))
         self._parked = [w for w in self._parked if (w.peer, w.rid) != (peer, rid)]
 
+    def end(self, peer: bytes) -> int:
+        """Let every watch of this peer end at the next serve, as if its time were up (its
+        front drains); how many."""
+        ended = [w for w in self._parked if w.peer == peer]
+        for watcher in ended:
+            watcher.deadline = 0.0
+        return len(ended)
+
     def nearest_deadline(self) -> float | None:
         """The monotonic time of the first watch to expire, None when none waits."""
         return min((w.deadline for w in self._parked), default=None)

@@ -10,7 +10,7 @@ from zmq.utils.monitor import parse_monitor_message
 
 from mq import logs, protocol
 from mq.errors import MqError, Unavailable
-from mq.operations import Cancel, Operation
+from mq.operations import Cancel, EndWaits, Operation
 from mq.store.root import actor_endpoint, mover_endpoint
 from mq.supervisor import heartbeat
 
@@ -97,6 +97,11 @@ class ActorLink:
         future = self.pending.get(rid)
         if future is not None and not future.done():
             future.set_result({"empty": True, "cancelled": True})
+
+    def end_waits(self) -> None:
+        """Have the actor answer every long poll and watch of this link now, as if its time
+        were up (the front drains): each caller's await ends with the actor's empty answer."""
+        self._post(b"", EndWaits())  # After the requests still waiting to go.
 
     def _post(self, rid: bytes, request: Operation) -> None:
         """Send a request at the end of this turn of the event loop, with the others of the

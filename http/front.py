@@ -207,6 +207,8 @@ async def serve(options, run_dir: str, drain_seconds: float = 10.0, index: int =
         server.stop()
     if rpc is not None:
         rpc.stop_accepting()
+    # Waiting long polls are answered now (empty), not cut at the end of the drain.
+    service.drain()
 
     def in_flight() -> int:
         return sum(a.in_flight for a in apps) + (rpc.in_flight if rpc is not None else 0)

@@ -9,6 +9,7 @@ import-linter contract keeps the front ends off http/actor_links.py (tests/proje
 """
 
 import asyncio
+import dataclasses
 import functools
 import time
 from collections.abc import Awaitable, Callable
@@ -95,6 +96,15 @@ class QueueService:
         self._pool = pool
         self.root = options.root
         self.actor_timeout = options.actor_timeout
+        #: The front drains: no request waits any longer (a long poll is answered as empty).
+        self.draining = False
+
+    def drain(self) -> None:
+        """Answer every long poll and pull-any now, as their time being up would, and let no
+        later one wait (the front drains before it exits: docs/OPERATIONS.md, "Signals")."""
+        self.draining = True
+        for link in self._pool.fetchers:
+            link.end_waits()
 
     # Adds: to the save actor with room (ActorPool.saver), which refuses when overloaded.
 
@@ -151,6 +161,8 @@ class QueueService:
         client went away), and the await ends with {"empty": True, "cancelled": True}.
         """
         check(token, request)
+        if self.draining and request.wait:
+            request = dataclasses.replace(request, wait=0.0)
         link = self._pool.fetcher(request.queue)
         sent = None if on_sent is None else (
             lambda rid: on_sent(functools.partial(link.cancel, rid)))
@@ -190,7 +202,15 @@ class QueueService:
         with "queue" added; NotFound when no queue matches (docs/DELIVERY.md, "Pull-any")."""
         check_wait(wait)
         queues = self.reached(token, pattern)
-        return await routing.pull_any(routing.grouped(queues, self._pool.fetcher), wait, gone)
+        groups = routing.grouped(queues, self._pool.fetcher)
+        if self.draining:
+            wait = 0.0
+
+        def ended() -> bool:
+            # A drain that begins meanwhile ends the wait, as the client going away would.
+            return gone() or (wait > 0 and self.draining)
+
+        return await routing.pull_any(groups, wait, ended)
 
     # Statistics: every actor at once.
 

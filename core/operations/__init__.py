@@ -40,7 +40,18 @@ from mq.operations.fetch import (
                                  check_wait,
 )
 from mq.operations.fields import OPS, OnQueue, Operation
-from mq.operations.notes import Cancel, Delayed, Ready, Relay, Relist, Rescan, Settled, Stats, Window
+from mq.operations.notes import (
+                                 Cancel,
+                                 Delayed,
+                                 EndWaits,
+                                 Ready,
+                                 Relay,
+                                 Relist,
+                                 Rescan,
+                                 Settled,
+                                 Stats,
+                                 Window,
+)
 from mq.operations.save import (
     MAX_BATCH_MESSAGES,
     MAX_FANOUT_QUEUES,
@@ -59,5 +70,5 @@ __all__ = [
     "Extend", "Delete",
     "QueueGet", "QueuePut", "QueueDelete", "Redrive", "Peek", "Purge", "PropsGet", "PropsPut",
     "PropsPatch", "PropsDelete", "RulesGet", "RulesPut", "RulesDelete",
-    "Stats", "Ready", "Relist", "Cancel", "Delayed", "Rescan", "Relay", "Settled", "Window",
+    "Stats", "Ready", "Relist", "Cancel", "EndWaits", "Delayed", "Rescan", "Relay", "Settled", "Window",
 ]

@@ -36,6 +36,13 @@ class Cancel(Operation):
     request: bytes
 
 
+@operation("end_waits")
+@dataclass(slots=True, frozen=True, kw_only=True)
+class EndWaits(Operation):
+    """To a fetch actor: answer every long poll and watch of the same link now, as if its time
+    were up (the front drains)."""
+
+
 @operation("delayed")
 @dataclass(slots=True, frozen=True, kw_only=True)
 class Delayed(Operation):

@@ -260,11 +260,12 @@ def test_each_long_poll_a_batch_answers_gets_its_own_result_and_the_batch_keeps_
     fetcher.waiters.park("q", b"p3", b"r3", 0)  # Time up, nothing left for it: empty.
     batch = fetcher.handle([request("queue_get", queue="q")])
     assert [r["queue"] for r in batch.results] == ["q"]  # Its request's own result alone.
-    assert [(peer, rid) for peer, rid, _ in answers] == [(b"p1", b"r1"), (b"p2", b"r2"),
-                                                          (b"p3", b"r3")]
-    assert answers[0][2]["id"] == first
-    assert [m["id"] for m in answers[1][2]["messages"]] == [second]
-    assert answers[2][2] == {"empty": True}
+    # Those whose time is up first, whatever their place; then the messages, oldest poll first.
+    assert [(peer, rid) for peer, rid, _ in answers] == [(b"p3", b"r3"), (b"p1", b"r1"),
+                                                          (b"p2", b"r2")]
+    assert answers[1][2]["id"] == first
+    assert [m["id"] for m in answers[2][2]["messages"]] == [second]
+    assert answers[0][2] == {"empty": True}
     # Between batches, and while the root is away, a long poll is answered the same way.
     answers.clear()
     fetcher.waiters.park("q", b"p4", b"r4", 0)

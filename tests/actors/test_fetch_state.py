@@ -2,8 +2,10 @@
 changes only through its own methods, and those keep what the actor relies on."""
 
 import os
+import time
 
 from actor_support import Actors
+
 from mq.actors.batch import DEFERRED, Request
 from mq.actors.deliveries import Deliveries
 from mq.ids import new_id
@@ -81,3 +83,44 @@ def test_indexing_every_owned_queue_beats_once_a_queue(tmp_path):
     finally:
         heartbeat.attach(None)
     assert len(beats) == 3 and 0.0 < beats[0] < beats[1] < beats[2]
+
+
+def answered_by(fetcher) -> list:
+    """Serve the fetcher's long polls between batches, as its loop does; (rid, result) of each
+    poll answered."""
+    answers: list = []
+    fetcher.sock = object()  # Served as over a socket: its long polls are answered.
+    fetcher.reply_all = lambda sent: answers.extend((rid[-1], result) for _, rid, result in sent)
+    fetcher.reply = lambda peer, rid, result: answers.append((rid[-1], result))  # a watch's
+    fetcher.serve_waiters()
+    return answers
+
+
+def test_a_short_poll_behind_a_longer_one_is_answered_at_its_own_deadline(tmp_path):
+    actors = Actors(tmp_path)
+    actors.store.create_queue("q")
+    fetcher = actors.fetcher
+    fetcher.handle([asked("fetch", 1, queue="q", wait=20), asked("fetch_batch", 2, queue="q", max=2,
+                                                                  wait=0.05)])
+    deadline = fetcher.waiters.nearest_deadline()
+    assert deadline is not None and deadline - time.monotonic() < 1  # Woken for the short one.
+    while time.monotonic() < deadline:
+        time.sleep(deadline - time.monotonic())
+    assert answered_by(fetcher) == [(2, {"messages": []})]
+    assert [w.rid[-1] for w in fetcher.waiters.waiting("q")] == [1]  # The long one waits on.
+    assert fetcher.waiters.nearest_deadline() - time.monotonic() > 10
+
+
+def test_end_waits_answers_only_the_long_polls_and_watches_of_its_link(tmp_path):
+    actors = Actors(tmp_path)
+    actors.store.create_queue("q")
+    fetcher = actors.fetcher
+    other = Request(b"other front", bytes([0] * 7 + [9]), {"op": "fetch", "queue": "q", "wait": 20})
+    fetcher.handle([asked("fetch", 1, queue="q", wait=20), other,
+                    asked("fetch_batch", 2, queue="q", max=3, wait=20),
+                    asked("watch", 3, queues=["q"], wait=20)])
+    fetcher.handle([Request(b"front", b"", {"op": "end_waits"})])
+    assert sorted(answered_by(fetcher), key=lambda a: a[0]) == [
+        (1, {"empty": True}), (2, {"messages": []}), (3, {"empty": True})]
+    assert not fetcher.watches
+    assert [w.peer for w in fetcher.waiters.waiting("q")] == [b"other front"]
