@@ -9,6 +9,7 @@ import functools
 import itertools
 import json
 import socket
+import time
 import xml.etree.ElementTree as ElementTree
 from urllib.parse import urlencode
 
@@ -17,7 +18,11 @@ import pytest
 from support import Daemon, free_port, poll_for
 
 from mq.client import Client, InvalidError, Message
+from mq.errors import Invalid
+from mq.ids import new_id
 from mq.local import LocalClient
+from mq.operations import Add
+from mq.store import encode_message
 
 TRACE, PARENT = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 V00 = f"00-{TRACE}-{PARENT}-01"
@@ -512,3 +517,34 @@ def test_sqs_message_attributes_are_refused_or_always_received_intact(values_mq,
             "body": b"payload", "content_type": "text/plain; charset=utf-8",
             "traceparent": traceparent, "tracestate": None, "aws_trace_header": trace_header,
             "attributes": attributes})
+
+
+def test_a_trace_context_stored_unchecked_is_left_out_not_sent(values_mq):
+    """A message file an older mq wrote with a traceparent no header may carry is served
+    without it on every way out (and the save actor's check of an add refuses such a map)."""
+    queue = endless_queue(values_mq)
+    message_id = new_id()
+    stored = {"tp": LATER + "-x\ry", "ts": "a=b"}
+    path = values_mq.root / "queues" / queue / message_id
+    path.write_bytes(encode_message(b"payload", "text/plain", int(time.time() * 1000),
+                                    message_id, attributes=stored))
+    with LocalClient(values_mq.root) as local:
+        local.store.notices.post(queue)
+    walk_out(values_mq, queue, {"body": b"payload", "content_type": "text/plain"})
+    with pytest.raises(Invalid, match="trace context"):
+        Add.from_payload({"queue": queue, "body": b"payload", "attributes": stored})
+
+
+def test_mq_local_refuses_a_group_or_content_type_no_way_out_carries(values_mq):
+    """A group goes back as the SQS API's MessageGroupId (XML), a content type as a header:
+    mq.local, whose caller may pass any str, refuses a control character or a lone surrogate
+    as the daemon does, and stores nothing."""
+    queue = endless_queue(values_mq)
+    with LocalClient(values_mq.root) as local:
+        for options in ({"group": "g\x00"}, {"group": "g\r\nh"}, {"group": "g\ud800"},
+                        {"content_type": "text/plain; n=\ud800"}):
+            with pytest.raises(InvalidError):
+                local.put(queue, b"payload", **options)
+        assert local.peek(queue) == []
+        local.put(queue, b"payload", group="gr\u00fcn \u20ac")
+    walk_out(values_mq, queue, {"body": b"payload", "content_type": "application/octet-stream"})
