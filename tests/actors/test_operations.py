@@ -18,7 +18,7 @@ MESSAGE_ID = "01a2075f-397e-7000-b672-315b943bf3ee"
 
 @pytest.mark.parametrize("sent", [
     ops.Add(queue="orders", body=b"hello", content_type="text/plain", due=12.5,
-            dedup_id="k", group="g", attributes={"tp": "x"}),
+            dedup_id="k", group="g", attributes={"tp": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}),
     ops.AddBatch(queue="orders", messages=[{"body": b"a"}, {"body": b"b", "due": 3.0}]),
     ops.AddFanout(queues=["a", "b"], body=b"x"),
     ops.Fetch(queue="q", wait=2.5, holder="h"),
