@@ -10,7 +10,7 @@ rule of retries and dead letters is mq.properties.exhausted, which all of them c
 
 from mq import properties
 from mq import store as fmt
-from mq.errors import Conflict, Invalid, MqError, NotFound
+from mq.errors import Conflict, Invalid, MqError, NotFound, Unavailable
 from mq.ids import id_time_ms
 from mq.store.listing import read_unclaimed
 
@@ -122,10 +122,15 @@ def current_delivery(store, queue: str, message_id: str) -> int:
 
 def stale(store, queue: str, message_id: str, delivery: int) -> MqError:
     """Why delivery `delivery` cannot be answered: the message is gone (NotFound) or lives on
-    as another delivery or state (Conflict)."""
+    as another delivery or state (Conflict). Found in flight as that very delivery, nothing
+    moved it: the file system failed the reply's rename or open (ENOENT, ESTALE while a
+    replica or metadata server comes back), and the receipt is still good (Unavailable)."""
     try:
         state, attempts = located(store, queue, message_id)
     except NotFound as err:
         return err
+    if state == "in_flight" and attempts == delivery:
+        return Unavailable(f"cannot answer delivery {message_id}.{delivery}: the file system "
+                           "did not find its file, which is still there; retry")
     return Conflict(f"stale receipt {message_id}.{delivery}: the message is now {state}"
                     + (f" (delivery {attempts})" if attempts else ""))
