@@ -8,8 +8,7 @@ import time
 
 from mq import properties
 from mq.delivery import MAX_DELIVERIES as MAX_ATTEMPTS
-from mq.delivery import current_delivery, parse_receipt, stale
-from mq.errors import NotFound
+from mq.delivery import current_delivery, gone, parse_receipt, stale
 from mq.operations import Ack, Acked, Delete, Extend, Nack, Relay
 
 
@@ -25,7 +24,7 @@ def delete(actor, batch, request: Delete | Ack, sender=None) -> Acked:
         ("in_flight", handed) if handed is not None else None
     found = actor.store.remove_entry(queue, message_id, MAX_ATTEMPTS, guess, batch.changes)
     if found is None:
-        raise NotFound(f"message {message_id} not found in queue {queue!r}")
+        raise gone(actor.store, queue, message_id)
     if index:
         index.discard(message_id)
     state, attempts = found

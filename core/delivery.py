@@ -120,6 +120,16 @@ def current_delivery(store, queue: str, message_id: str) -> int:
     return attempts
 
 
+def gone(store, queue: str, message_id: str) -> MqError:
+    """Why a delete whose every rename failed as a lost race removed nothing: the message is
+    gone (NotFound), or is still there, so the file system failed the rename (ENOENT, ESTALE
+    while a replica or metadata server comes back: Unavailable)."""
+    if store.locate(queue, message_id, MAX_DELIVERIES) is None:
+        return NotFound(f"message {message_id} not found in queue {queue!r}")
+    return Unavailable(f"cannot delete message {message_id}: the file system did not find its "
+                       "file, which is still there; retry")
+
+
 def stale(store, queue: str, message_id: str, delivery: int) -> MqError:
     """Why delivery `delivery` cannot be answered: the message is gone (NotFound) or lives on
     as another delivery or state (Conflict). Found in flight as that very delivery, nothing

@@ -8,8 +8,8 @@ a receipt names, and why one is stale, are the daemon's own rules (mq.delivery).
 import time
 
 from mq import properties
-from mq.delivery import MAX_DELIVERIES, current_delivery, parse_receipt, stale
-from mq.errors import Invalid, NotFound
+from mq.delivery import MAX_DELIVERIES, current_delivery, gone, parse_receipt, stale
+from mq.errors import Invalid
 from mq.store import Changes, validate_id, validate_queue
 
 
@@ -67,10 +67,11 @@ def extend(store, props, message, seconds=None) -> float:
 
 
 def revoke(store, queue: str, message_id: str) -> None:
-    """Remove a message from whatever state it is in; NotFound when there is none."""
+    """Remove a message from whatever state it is in; NotFound when there is none
+    (mq.delivery.gone)."""
     validate_queue(queue)
     validate_id(message_id)
     changes = Changes()
     if store.remove(queue, message_id, MAX_DELIVERIES, changes=changes) is None:
-        raise NotFound(f"message {message_id} not found in queue {queue!r}")
+        raise gone(store, queue, message_id)
     store.flush(changes)

@@ -141,6 +141,25 @@ def test_an_ack_whose_rename_fails_is_503_and_the_delivery_can_be_acked_again(mo
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.parametrize("state", ["ready", "in_flight"])
+def test_a_delete_whose_rename_fails_is_503_not_404(mounted, state):
+    daemon, faults = mounted
+    for code in FAULTS:
+        queue = f"delete-{state.replace('_', '-')}-{NAMES[code].lower()}"
+        message_id = daemon.add(queue, b"deleted")
+        path = f"/root/queues/{queue}/{message_id}"
+        if state == "in_flight":
+            assert daemon.fetch(queue).status == 200
+            path = f"/root/delay/{queue}:{message_id}.1"
+        with Faults(faults, f"rename {path} {code}"):
+            refused = daemon.delete(queue, message_id)
+            assert refused_for_now(refused), (NAMES[code], refused.status, refused.body)
+        assert daemon.delete(queue, message_id).status == 204
+        assert daemon.delete(queue, message_id).status == 404
+        assert daemon.fetch(queue).status == 204
+
+
+@pytest.mark.timeout(120)
 def test_a_flush_that_fails_is_503_for_adds_and_fetches(mounted):
     # fsyncdir of the folders a batch changed (sync=file, which --sync=auto picks on FUSE).
     # The claim whose flush failed stays in delay/ until its due time, as one whose answer was
