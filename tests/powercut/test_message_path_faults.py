@@ -11,6 +11,7 @@ and once the fault is cleared every acknowledged message is fetched (nothing los
 
 import errno
 import json
+import threading
 
 import pytest
 
@@ -40,9 +41,9 @@ def mounted(tmp_path_factory):
     lazy = LazyMount(backing, mountpoint, tmp / "lazyfs.log", faults=faults).mount()
     try:
         # One worker: every request of a queue meets the same actors. A long timeout: a
-        # message claimed by a test stays in flight until it is acked.
+        # message claimed by a test stays in flight until it is acked. Debug: "fetch.wait".
         daemon = Daemon(mountpoint / "root", tmp, workers=1,
-                        args=(f"--run-dir={run}", "--timeout=60"),
+                        args=(f"--run-dir={run}", "--timeout=60", "--log-level=debug"),
                         log_file=tmp / "mq.log").start()
         try:
             daemon.wait_ready()
@@ -121,6 +122,25 @@ def test_a_claim_whose_due_time_cannot_be_set_is_503_and_the_message_stays(mount
         with Faults(faults, f"{op} /root/delay/{queue}:{message_id}.1 {code}"):
             resp = daemon.fetch(queue)
             assert refused_for_now(resp), (NAMES[code], resp.status, resp.body)
+        fetch_all(daemon, queue, {message_id})
+
+
+@pytest.mark.timeout(120)
+def test_a_long_poll_whose_claim_fails_is_503_and_the_message_stays(mounted):
+    # The claim made for a waiting long poll, when the add it waited for arrives.
+    daemon, faults = mounted
+    for code in FAULTS:
+        queue = f"poll-{NAMES[code].lower()}"
+        assert daemon.request("PUT", f"/{queue}").status == 201
+        with Faults(faults, f"utimens /root/delay/{queue}:* {code}"):
+            answers: list = []
+            poll = threading.Thread(target=lambda path=f"/{queue}/messages?wait=10", out=answers:
+                                    out.append(daemon.request("GET", path, timeout=30)))
+            poll.start()
+            daemon.wait_for_events("fetch.wait", queue=queue)
+            message_id = daemon.add(queue, b"waited for")
+            poll.join(30)
+            assert answers and refused_for_now(answers[0]), (NAMES[code], answers)
         fetch_all(daemon, queue, {message_id})
 
 
