@@ -282,7 +282,10 @@ class FetchActor(Actor[FetchBatch]):
             return {"messages": messages} if (messages := fetch_batch.take_many(
                 self, batch, queue, limit)) else None
         except OSError as err:
-            return from_os_error(err, "cannot fetch")
+            error = from_os_error(err, "cannot fetch")
+            self.log.error("actor.disk_error", op="fetch", queue=queue, id=None,
+                           error=error.message, kind=error.kind)
+            return error
         except Exception:
             self.log.exception("actor.error", op="fetch", queue=queue)
             return MqError("internal error in fetch actor")

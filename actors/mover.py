@@ -15,6 +15,7 @@ from mq.actors import accumulation
 from mq.actors.base import Actor
 from mq.actors.batch import Batch
 from mq.actors.counters import Counters
+from mq.errors import errno_kind
 from mq.store import Changes, Disk
 from mq.store.notices import RETIME
 from mq.store.root import mover_endpoint
@@ -276,7 +277,8 @@ def move_due(store, timers: DueHeap, now: float, props=None, counters=None) -> d
             outcome, due = store.release(queue, message_id, now, attempts, dead,
                                          dead_count=dead_count, changes=changes)
         except OSError as err:
-            logs.get().error("mover.error", queue=queue, id=message_id, error=str(err))
+            logs.get().error("mover.error", queue=queue, id=message_id, error=str(err),
+                             kind=errno_kind(err))
             timers.add(now + 1, queue, message_id, attempts)
             continue
         if outcome == "not_due":
@@ -294,7 +296,7 @@ def move_due(store, timers: DueHeap, now: float, props=None, counters=None) -> d
         try:
             store.flush(changes)
         except OSError as err:
-            logs.get().error("mover.flush_failed", error=str(err))
+            logs.get().error("mover.flush_failed", error=str(err), kind=errno_kind(err))
     return dict(moved)
 
 

@@ -17,6 +17,7 @@ import time
 
 from mq import logs
 from mq.actors.retention import SWEEP_SECONDS, RetentionSweep
+from mq.errors import errno_kind
 from mq.liveness import writer_is_dead
 from mq.properties import PropertyFiles
 from mq.store import Disk, Store, reap_folder
@@ -58,7 +59,7 @@ def reap_forever(reap, interval: float, stopping: list, chores=()) -> None:
                     last[i] = time.monotonic()
                     heartbeat.beat()  # Each chore has a deadline of its own.
         except OSError as err:
-            log.error("reaper.error", error=str(err))
+            log.error("reaper.error", error=str(err), kind=errno_kind(err))
         time.sleep(interval)
 
 

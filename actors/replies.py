@@ -8,8 +8,7 @@ import time
 
 from mq import properties
 from mq.delivery import MAX_DELIVERIES as MAX_ATTEMPTS
-from mq.delivery import current_delivery, parse_receipt, stale
-from mq.errors import NotFound
+from mq.delivery import current_delivery, gone, parse_receipt, stale
 from mq.operations import Ack, Acked, Delete, Extend, Nack, Relay
 
 
@@ -27,7 +26,7 @@ def delete(actor, batch, request: Delete | Ack, sender=None) -> Acked:
     if found is None and (near := far_count(actor, queue, message_id, handed)) is not None:
         found = actor.store.remove_entry(queue, message_id, MAX_ATTEMPTS, None, batch.changes, near)
     if found is None:
-        raise NotFound(f"message {message_id} not found in queue {queue!r}")
+        raise gone(actor.store, queue, message_id)
     if index:
         index.discard(message_id)
     state, attempts = found

@@ -4,7 +4,8 @@ them; then everything is drained and the total-queue check prints its table.
 
     python bench/chaos.py --minutes 30
 
-Exit status 0 when nothing was lost, unexpected, corrupted or duplicated without a cause.
+Exit status 0 when nothing was lost, unexpected, corrupted or duplicated without a cause, and
+no request was answered 500.
 tests/chaos/ runs the same `run` for well under a minute.
 """
 
@@ -21,6 +22,7 @@ if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
 from cluster import Nemesis, Node, become_subreaper, create_root, reap_zombies  # noqa: E402
+from cluster_run import server_errors  # noqa: E402
 from harness import code_under_test, loadavg, machine_line  # noqa: E402
 from total_queue import History, passed, table  # noqa: E402
 from workload import Traffic, stop_and_check  # noqa: E402
@@ -30,7 +32,8 @@ def run(seconds: float, workdir: str, daemons: int = 3, timeout: float = 3.0,
         fault_interval: float = 2.0, queues: int = 3, producers: int = 2, consumers: int = 3,
         adds_per_second: float = 50.0, rng_state: int | None = None, say=print) -> dict:
     """Run the cluster under traffic and faults for `seconds`, drain it, return the counts
-    (total_queue.check) with the nemesis' counts under "faults"."""
+    (total_queue.check) with the nemesis' counts under "faults" and how many answers of each
+    HTTP status under "statuses" (Traffic.statuses: 0 for no answer, -1 refused)."""
     rng = random.Random(rng_state)
     become_subreaper()
     root = os.path.join(workdir, "root")
@@ -52,6 +55,7 @@ def run(seconds: float, workdir: str, daemons: int = 3, timeout: float = 3.0,
         nemesis.stop()
         counts = stop_and_check(traffic, history, timeout, say)
         counts["faults"] = dict(nemesis.counts)
+        counts["statuses"] = dict(traffic.statuses)
         return counts
     finally:
         if traffic:
@@ -93,13 +97,14 @@ def main() -> int:
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
     faults, errors = counts.pop("faults"), counts.pop("client errors")
-    drained = counts.pop("drained")
+    drained, statuses = counts.pop("drained"), counts.pop("statuses")
     print(f"\n  {time.monotonic() - started:.0f} s in all; load after: {loadavg()}")
     print(f"  faults: {', '.join(f'{k} x{v}' for k, v in sorted(faults.items())) or 'none'}")
     print(f"  client errors while faults went on: {errors}")
+    print(f"  answers: {dict(sorted(statuses.items()))}")
     print(f"  drained: {drained}\n")
     print(table(counts))
-    ok = passed(counts) and drained
+    ok = passed(counts) and drained and not server_errors(statuses)
     print(f"\n{'PASS' if ok else 'FAIL'}")
     return 0 if ok else 1
 

@@ -10,7 +10,7 @@ rule of retries and dead letters is mq.properties.exhausted, which all of them c
 
 from mq import properties
 from mq import store as fmt
-from mq.errors import Conflict, Invalid, MqError, NotFound
+from mq.errors import Conflict, Invalid, MqError, NotFound, Unavailable
 from mq.ids import id_time_ms
 from mq.store.listing import read_unclaimed
 
@@ -121,12 +121,28 @@ def current_delivery(store, queue: str, message_id: str, near: int | None = None
     return attempts
 
 
+def gone(store, queue: str, message_id: str) -> MqError:
+    """Why a delete whose every rename failed as a lost race removed nothing: the message is
+    gone (NotFound), or is still there, so the file system failed the rename (ENOENT, ESTALE
+    while a replica or metadata server comes back: Unavailable)."""
+    if store.locate(queue, message_id, MAX_DELIVERIES) is None:
+        return NotFound(f"message {message_id} not found in queue {queue!r}")
+    return Unavailable(f"cannot delete message {message_id}: the file system did not find its "
+                       "file, which is still there; retry")
+
+
 def stale(store, queue: str, message_id: str, delivery: int, near: int | None = None) -> MqError:
     """Why delivery `delivery` cannot be answered: the message is gone (NotFound) or lives on
-    as another delivery or state (Conflict); it had that delivery, so probed from it on."""
+    as another delivery or state (Conflict); it had that delivery, so probed from it on.
+    Found in flight as that very delivery, nothing moved it: the file system failed the
+    reply's rename or open (ENOENT, ESTALE while a replica or metadata server comes back),
+    and the receipt is still good (Unavailable)."""
     try:
         state, attempts = located(store, queue, message_id, delivery if near is None else near)
     except NotFound as err:
         return err
+    if state == "in_flight" and attempts == delivery:
+        return Unavailable(f"cannot answer delivery {message_id}.{delivery}: the file system "
+                           "did not find its file, which is still there; retry")
     return Conflict(f"stale receipt {message_id}.{delivery}: the message is now {state}"
                     + (f" (delivery {attempts})" if attempts else ""))

@@ -148,7 +148,7 @@ class TooLong(MqError):
 
 class StorageFailure(MqError):
     """Raised when the disk refuses a change for a reason waiting will not cure (EACCES,
-    EPERM, ENOTDIR, ENAMETOOLONG, ...): an operator must look (it is logged)."""
+    EPERM, ENOTDIR, ENAMETOOLONG: ERRNO_KINDS): an operator must look (it is logged)."""
 
     kind = "storage"
 
@@ -157,11 +157,17 @@ bind(KINDS, MqError)
 if KINDS.keys() != BY_NAME.keys():
     raise TypeError(f"kinds without an MqError class: {sorted(BY_NAME.keys() - KINDS.keys())}")
 
-#: errno -> kind of a failed disk operation outside a race (docs/CLUSTER.md, "Errors"):
-#: "unavailable" (503 with Retry-After: waiting may cure it: a full or failing disk, a network
-#: file system whose server, brick, quorum or metadata engine is away), else "storage" (500,
-#: logged: EACCES, EPERM, ENOTDIR, ENAMETOOLONG... need an operator).
+#: errno -> kind of a failed disk operation outside a race (docs/PROTOCOL.md, the table of
+#: kinds; docs/CLUSTER.md, "Errors and outages"). "storage" (500, logged) is kept for what an
+#: operator must mend and no wait cures: the root's permissions, a name that is not a folder or
+#: is too long, a link loop, another file system under the root. Every other errno, listed
+#: here or not (DEFAULT_ERRNO_KIND), is a fault of the disk or of a network file system, and a
+#: fault is "unavailable": 503 with Retry-After, never a 500.
 ERRNO_KINDS = {
+    # The operator's: the root's set-up, which mq cannot change and a retry would meet again.
+    errno.EACCES: "storage", errno.EPERM: "storage", errno.ENOTDIR: "storage",
+    errno.EISDIR: "storage", errno.ENAMETOOLONG: "storage", errno.ELOOP: "storage",
+    errno.EXDEV: "storage", errno.EFBIG: "storage",
     # Local disks: full, quota, remounted read-only after errors, failing, out of resources.
     errno.ENOSPC: "unavailable", errno.EDQUOT: "unavailable", errno.EROFS: "unavailable",
     errno.EIO: "unavailable", errno.EAGAIN: "unavailable", errno.EMFILE: "unavailable",
@@ -178,7 +184,14 @@ ERRNO_KINDS = {
     errno.ENETRESET: "unavailable", errno.ENOLINK: "unavailable", errno.ECOMM: "unavailable",
     errno.EREMOTEIO: "unavailable",
     errno.ENODEV: "unavailable", errno.ENXIO: "unavailable", errno.EKEYEXPIRED: "unavailable",
+    # A name mq made, missing outside the places where a peer may have taken it: a replicated
+    # file system answering from a copy that missed it (a GlusterFS brick back from a kill),
+    # or a metadata engine restarting (JuiceFS's Redis). The root itself gone is told apart
+    # before the answer (Actor.recheck_root, http/disk_errors.py).
+    errno.ENOENT: "unavailable",
 }
+#: The kind of an errno ERRNO_KINDS does not list: a fault nobody foresaw is still a fault.
+DEFAULT_ERRNO_KIND = "unavailable"
 #: errnos of a file system that is away (its server, quorum or FUSE daemon), rather than of a
 #: disk that is full or broken: a daemon started meanwhile waits for it (supervisor/main.py).
 OUTAGE_ERRNOS = frozenset({errno.ENOTCONN, errno.EIO, errno.ESTALE, errno.ETIMEDOUT,
@@ -190,7 +203,7 @@ OUTAGE_ERRNOS = frozenset({errno.ENOTCONN, errno.EIO, errno.ESTALE, errno.ETIMED
 #: removed a moment before: the race is lost, the caller takes the next message. ENOENT: the
 #: name is gone; ESTALE: a network file system's handle of a file unlinked meanwhile; EEXIST:
 #: a rename that never replaces found the peer's new name (core/store/renames.py). Only where
-#: the code expects a race; anywhere else ESTALE is an outage (503) and ENOENT a 500.
+#: the code expects a race; anywhere else each is what ERRNO_KINDS says (503).
 LOST_RACE_ERRNOS = frozenset({errno.ENOENT, errno.ESTALE, errno.EEXIST})
 
 
@@ -199,10 +212,16 @@ def lost_race(err: OSError) -> bool:
     return err.errno in LOST_RACE_ERRNOS
 
 
+def errno_kind(err: OSError) -> str:
+    """The kind of a failed disk operation outside a race (ERRNO_KINDS); an OSError without
+    an errno is a fault too."""
+    return ERRNO_KINDS.get(err.errno, DEFAULT_ERRNO_KIND) if err.errno else DEFAULT_ERRNO_KIND
+
+
 def from_os_error(err: OSError, what: str) -> MqError:
     """The one translation of a failed disk operation into the error a client sees."""
     reason = os.strerror(err.errno) if err.errno else str(err)
-    if err.errno is not None and ERRNO_KINDS.get(err.errno) == "unavailable":
+    if errno_kind(err) == "unavailable":
         return Unavailable(f"{what}: {reason}", retry_after=1)
     return StorageFailure(f"{what}: {reason}")
 

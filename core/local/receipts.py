@@ -8,7 +8,7 @@ a receipt names, and why one is stale, are the daemon's own rules (mq.delivery).
 import time
 
 from mq import properties
-from mq.delivery import MAX_DELIVERIES, current_delivery, parse_receipt, stale
+from mq.delivery import MAX_DELIVERIES, current_delivery, gone, parse_receipt, stale
 from mq.errors import Invalid, MqError, NotFound
 from mq.store import Changes, validate_id, validate_queue
 
@@ -91,7 +91,8 @@ def extend(store, props, message, seconds=None) -> float:
 
 
 def revoke(store, props, queue: str, message_id: str) -> None:
-    """Remove a message from whatever state it is in; NotFound when there is none."""
+    """Remove a message from whatever state it is in; NotFound when there is none
+    (mq.delivery.gone)."""
     validate_queue(queue)
     validate_id(message_id)
     changes = Changes()
@@ -99,5 +100,5 @@ def revoke(store, props, queue: str, message_id: str) -> None:
     if found is None and (near := far_count(store, props, queue, message_id)) is not None:
         found = store.remove(queue, message_id, MAX_DELIVERIES, changes=changes, near=near)
     if found is None:
-        raise NotFound(f"message {message_id} not found in queue {queue!r}")
+        raise gone(store, queue, message_id)
     store.flush(changes)

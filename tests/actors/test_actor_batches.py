@@ -44,7 +44,8 @@ def test_a_disk_that_may_recover_is_503_with_retry_after(code):
     assert isinstance(error, Unavailable) and error.retry_after == 1
 
 
-@pytest.mark.parametrize("code", [errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.ENAMETOOLONG])
+@pytest.mark.parametrize("code", [errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.ENAMETOOLONG,
+                                  errno.EISDIR, errno.ELOOP, errno.EXDEV])
 def test_a_disk_that_refuses_is_a_storage_error_that_says_why(code):
     error = from_os_error(OSError(code, os.strerror(code)), "cannot add")
     assert isinstance(error, StorageFailure) and error.kind == "storage"

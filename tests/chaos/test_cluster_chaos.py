@@ -1,7 +1,8 @@
 """Three daemons on one root under producers and consumers while actors and daemons are
 killed with kill -9, paused with SIGSTOP and restarted: after a drain through every daemon,
-nothing acknowledged is lost, nothing unexpected or corrupted arrives, and every duplicate
-delivery follows a timer (bench/total_queue.py; bench/chaos.py runs the same for longer)."""
+nothing acknowledged is lost, nothing unexpected or corrupted arrives, every duplicate
+delivery follows a timer, and no request is answered 500 (bench/total_queue.py; bench/chaos.py
+runs the same for longer; tests/cluster/ on GlusterFS and JuiceFS, their servers killed too)."""
 
 
 import pytest
@@ -11,6 +12,7 @@ from repo_support import bench_importable
 bench_importable()
 
 from chaos import run  # noqa: E402
+from cluster_run import server_errors  # noqa: E402
 from total_queue import MUST_BE_ZERO, table  # noqa: E402
 
 
@@ -21,9 +23,11 @@ def test_a_cluster_under_kills_and_pauses_loses_nothing_acknowledged(tmp_path):
                  adds_per_second=30, say=lambda line: None)
     faults = counts.pop("faults")
     counts.pop("client errors")
-    shown = f"faults {faults}\n{table(counts)}"
+    statuses = counts.pop("statuses")
+    shown = f"faults {faults}\nanswers {statuses}\n{table(counts)}"
     assert counts.pop("drained"), f"the cluster did not drain\n{shown}"
     assert counts["acknowledged adds"] > 100, shown
     assert sum(faults.values()) >= 5, shown
     for name in MUST_BE_ZERO:
         assert counts[name] == 0, f"{name}\n{shown}"
+    assert server_errors(statuses) == 0, f"answered 500\n{shown}"

@@ -224,7 +224,8 @@ class FaultyLazyFS(LazyFS):
     """LazyFS that fails chosen operations on chosen paths with a chosen errno, as a network
     file system does while its server or metadata engine is away (EIO, ENOTCONN...).
 
-    The faults file holds lines "OP PATH ERRNO" (e.g. "readdir /root/queues 5"); it is read
+    The faults file holds lines "OP PATH ERRNO" (e.g. "readdir /root/queues 5"; a PATH ending
+    in "*" names every path it begins, for files whose names a test cannot know); it is read
     again whenever it changed, so a test arms and clears faults by writing it."""
 
     def __init__(self, backing: str, faults: str):
@@ -232,6 +233,7 @@ class FaultyLazyFS(LazyFS):
         self.faults_path = faults
         self.faults_seen: tuple = ()
         self.faults: dict[tuple[str, str], int] = {}
+        self.prefixes: list[tuple[str, str, int]] = []  # (op, path prefix, errno)
 
     def fault(self, op: str, path: str) -> None:
         """Raise the errno armed for op on path, if any."""
@@ -241,14 +243,19 @@ class FaultyLazyFS(LazyFS):
         except FileNotFoundError:
             seen = ()
         if seen != self.faults_seen:
-            self.faults_seen, self.faults = seen, {}
+            self.faults_seen, self.faults, self.prefixes = seen, {}, []
             if seen:
                 with open(self.faults_path) as f:
                     for line in f:
                         if line.split():
                             name, where, code = line.split()
-                            self.faults[(name, where)] = int(code)
-        code = self.faults.get((op, path))
+                            if where.endswith("*"):
+                                self.prefixes.append((name, where[:-1], int(code)))
+                            else:
+                                self.faults[(name, where)] = int(code)
+        code = self.faults.get((op, path)) or next(
+            (code for name, prefix, code in self.prefixes
+             if name == op and path.startswith(prefix)), 0)
         if code:
             raise mfusepy.FuseOSError(code)
 
