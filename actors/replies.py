@@ -9,6 +9,7 @@ import time
 from mq import properties
 from mq.delivery import MAX_DELIVERIES as MAX_ATTEMPTS
 from mq.delivery import current_delivery, gone, parse_receipt, stale
+from mq.errors import NotFound
 from mq.operations import Ack, Acked, Delete, Extend, Nack, Relay
 
 
