@@ -19,6 +19,7 @@ Unix time or a duration any number, `Content-Length` any length, `...` anything,
 
 import ast
 import configparser
+import functools
 import json
 import os
 import re
@@ -146,19 +147,31 @@ def declared(names: list[str]) -> set[str]:
     return seen
 
 
+@functools.cache
+def top_level() -> dict:
+    """Top-level import name -> the installed distributions that provide it."""
+    return metadata.packages_distributions()
+
+
+@functools.cache
+def files_of(name: str) -> tuple[str, ...]:
+    """The paths an installed distribution holds."""
+    return tuple(str(f) for f in metadata.distribution(name).files or [])
+
+
+@functools.cache
 def distribution_of(module: str) -> str | None:
     """The installed distribution whose files hold the module (a namespace package's part
     belongs to the one holding that part), or None for the standard library."""
     top = module.split(".")[0]
     if top == "mq" or top in sys.stdlib_module_names:
         return None
-    candidates = metadata.packages_distributions().get(top, [])
+    candidates = top_level().get(top, [])
     path = module.replace(".", "/")
     for depth in range(module.count(".") + 1, 0, -1):
         prefix = "/".join(path.split("/")[:depth])
         owners = [name for name in candidates
-                  if any(str(f).startswith((prefix + "/", prefix + ".py"))
-                         for f in metadata.distribution(name).files or [])]
+                  if any(f.startswith((prefix + "/", prefix + ".py")) for f in files_of(name))]
         if owners:
             return owners[0].lower().replace("_", "-")
     return top
