@@ -164,6 +164,8 @@ def distribution_of(module: str) -> str | None:
     """The installed distribution whose files hold the module (a namespace package's part
     belongs to the one holding that part), or None for the standard library."""
     top = module.split(".")[0]
+    if module == "mq.pipeline" or module.startswith("mq.pipeline."):
+        return "pyspark"  # The Spark data source: mq's part that needs an extra.
     if top == "mq" or top in sys.stdlib_module_names:
         return None
     candidates = top_level().get(top, [])
