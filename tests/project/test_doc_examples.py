@@ -38,6 +38,10 @@ from doc_blocks import DOCUMENTS, Block, blocks, session
 from repo_support import REPO
 from support import Daemon, poll_for
 
+#: One worker runs the module, so that its examples share one daemon (the Spark one goes with
+#: the other Spark tests: tests/conftest.py).
+pytestmark = pytest.mark.xdist_group("doc_examples")
+
 LANGS = {"python", "console", "sh", "json", "toml", "ini", "yaml", "text"}
 MARK_KEYS = {"not run", "run by", "setup", "output"}
 #: Blocks that cannot run here are few, and each says why.
