@@ -80,6 +80,10 @@ def test_every_fence_names_its_language_and_every_mark_is_known():
     assert len(found) > 50
     unnamed = [b.where for b in found if b.lang not in LANGS]
     assert unnamed == [], f"fences without a language of {sorted(LANGS)}: {unnamed}"
+    # A `text` block is no example: no shell prompt, no Python import.
+    hidden = [b.where for b in found if b.lang == "text"
+              and re.search(r"^(\$ |import |from \S+ import )", b.text, re.M)]
+    assert hidden == [], f"code in `text` blocks: {hidden}"
     unknown = [(b.where, k) for b in found for k in b.marks if k not in MARK_KEYS]
     assert unknown == []
     not_run = [b for b in found if "not run" in b.marks]
