@@ -23,6 +23,7 @@ import functools
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tomllib
@@ -36,7 +37,7 @@ from packaging.requirements import Requirement
 from access_support import AccessDaemon, entry
 from doc_blocks import DOCUMENTS, Block, blocks, session
 from repo_support import REPO
-from support import Daemon, poll_for
+from support import Daemon, poll_for, unreachable
 
 #: One worker runs the module, so that its examples share one daemon (the Spark one goes with
 #: the other Spark tests: tests/conftest.py).
@@ -45,7 +46,7 @@ pytestmark = pytest.mark.xdist_group("doc_examples")
 LANGS = {"python", "console", "sh", "json", "toml", "ini", "yaml", "text"}
 MARK_KEYS = {"not run", "run by", "setup", "output"}
 #: Blocks that cannot run here are few, and each says why.
-MOST_NOT_RUN = 12
+MOST_NOT_RUN = 11
 BIN = Path(sys.executable).parent
 
 
@@ -239,6 +240,8 @@ class Context:
         self.workdir = workdir
         self.bindings: dict[str, str] = {}
         self.started: list[Daemon] = []
+        #: What to do once the block that a setup prepared has run.
+        self.after: list = []
         self.use(daemon)
 
     def use(self, daemon: Daemon) -> None:
@@ -300,8 +303,31 @@ def setup_tokens(ctx: Context) -> None:
     ctx.env["READ_TOKEN"] = "read-secret"
 
 
+def setup_save_actor_killed(ctx: Context) -> None:
+    """A daemon of its own whose only save actor was killed with kill -9, its supervisor held
+    (SIGSTOP) until the block has run, so that the restart cannot come first; then the
+    examples go back to the module's daemon."""
+    shared = ctx.daemon
+    daemon = ctx.own_daemon(workers=1)
+    os.kill(daemon.pid, signal.SIGSTOP)
+    try:
+        daemon.kill_child("save-0")
+        poll_for(lambda: unreachable(daemon.request("POST", "/probe/messages", b"x")), 10,
+                 what="the front to see the save actor gone")
+    except BaseException:
+        os.kill(daemon.pid, signal.SIGCONT)
+        raise
+
+    def resume() -> None:
+        os.kill(daemon.pid, signal.SIGCONT)
+        ctx.use(shared)
+
+    ctx.after.append(resume)
+
+
 #: What a `setup:` mark asks to be prepared before its block runs.
-SETUPS = {"fresh": setup_fresh, "orders-stats": setup_orders_stats, "tokens": setup_tokens}
+SETUPS = {"fresh": setup_fresh, "orders-stats": setup_orders_stats, "tokens": setup_tokens,
+          "save-actor-killed": setup_save_actor_killed}
 
 
 TOKENS = re.compile(
@@ -425,7 +451,11 @@ def test_the_examples_run_as_written(doc, docs_mq, tmp_path):
             runnable.append(block.where)
             if "setup" in block.marks:
                 SETUPS[block.marks["setup"]](ctx)
-            RUNNERS[block.lang](block, ctx)
+            try:
+                RUNNERS[block.lang](block, ctx)
+            finally:
+                while ctx.after:
+                    ctx.after.pop()()
             ran.append(block.where)
     finally:
         for daemon in ctx.started:
