@@ -11,7 +11,8 @@ log lines: no code). An HTML comment on the line before a fence says how the blo
     <!-- output: numbers vary -->         any number stands for any other (pids, sizes, times)
 
 Several keys share one comment, separated by `;`. tests/project/test_doc_examples.py runs
-every block; the modules named by `run by` read their blocks through `section_blocks`.
+every block but those marked `run by`, which the module named runs against a daemon set up its
+own way (and compares what the block says it prints).
 """
 
 import re
@@ -75,11 +76,6 @@ def blocks(doc: Path) -> list[Block]:
             i = end
         i += 1
     return found
-
-
-def section_blocks(doc: Path, section: str, lang: str) -> list[Block]:
-    """The blocks of one `## ` section of a document in one language, in order."""
-    return [b for b in blocks(doc) if b.section == section and b.lang == lang]
 
 
 def session(block: Block) -> list[tuple[str, str]]:

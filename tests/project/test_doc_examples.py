@@ -8,7 +8,8 @@ parsed, and an sh block of `pip install` lines is checked against pyproject.toml
 A block marked `not run` has its reason; one marked `run by` is run by the module it
 names. Commands and code reach the test daemon instead of 127.0.0.1:8080 (and localhost:8080)
 through its port put in their place; `$MQ` and `$MQ_URL` name it too, and a session's
-`/tmp/mq` its root.
+`/tmp/mq` its root. A `setup:` mark names a function of SETUPS below that prepares what the
+block shows (a fresh state, a daemon of its own with tokens or a killed save actor).
 
 In a session's expected output, what differs from run to run is matched by kind, as the
 documents say (only `Date` and `Server` trimmed): a message id or a multipart boundary matches
@@ -19,9 +20,11 @@ Unix time or a duration any number, `Content-Length` any length, `...` anything,
 
 import ast
 import configparser
+import functools
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tomllib
@@ -35,12 +38,16 @@ from packaging.requirements import Requirement
 from access_support import AccessDaemon, entry
 from doc_blocks import DOCUMENTS, Block, blocks, session
 from repo_support import REPO
-from support import Daemon, poll_for
+from support import Daemon, poll_for, unreachable
+
+#: One worker runs the module, so that its examples share one daemon (the Spark one goes with
+#: the other Spark tests: tests/conftest.py).
+pytestmark = pytest.mark.xdist_group("doc_examples")
 
 LANGS = {"python", "console", "sh", "json", "toml", "ini", "yaml", "text"}
 MARK_KEYS = {"not run", "run by", "setup", "output"}
 #: Blocks that cannot run here are few, and each says why.
-MOST_NOT_RUN = 12
+MOST_NOT_RUN = 11
 BIN = Path(sys.executable).parent
 
 
@@ -75,6 +82,10 @@ def test_every_fence_names_its_language_and_every_mark_is_known():
     assert len(found) > 50
     unnamed = [b.where for b in found if b.lang not in LANGS]
     assert unnamed == [], f"fences without a language of {sorted(LANGS)}: {unnamed}"
+    # A `text` block is no example: no shell prompt, no Python import.
+    hidden = [b.where for b in found if b.lang == "text"
+              and re.search(r"^(\$ |import |from \S+ import )", b.text, re.M)]
+    assert hidden == [], f"code in `text` blocks: {hidden}"
     unknown = [(b.where, k) for b in found for k in b.marks if k not in MARK_KEYS]
     assert unknown == []
     not_run = [b for b in found if "not run" in b.marks]
@@ -146,19 +157,33 @@ def declared(names: list[str]) -> set[str]:
     return seen
 
 
+@functools.cache
+def top_level() -> dict:
+    """Top-level import name -> the installed distributions that provide it."""
+    return metadata.packages_distributions()
+
+
+@functools.cache
+def files_of(name: str) -> tuple[str, ...]:
+    """The paths an installed distribution holds."""
+    return tuple(str(f) for f in metadata.distribution(name).files or [])
+
+
+@functools.cache
 def distribution_of(module: str) -> str | None:
     """The installed distribution whose files hold the module (a namespace package's part
     belongs to the one holding that part), or None for the standard library."""
     top = module.split(".")[0]
+    if module == "mq.pipeline" or module.startswith("mq.pipeline."):
+        return "pyspark"  # The Spark data source: mq's part that needs an extra.
     if top == "mq" or top in sys.stdlib_module_names:
         return None
-    candidates = metadata.packages_distributions().get(top, [])
+    candidates = top_level().get(top, [])
     path = module.replace(".", "/")
     for depth in range(module.count(".") + 1, 0, -1):
         prefix = "/".join(path.split("/")[:depth])
         owners = [name for name in candidates
-                  if any(str(f).startswith((prefix + "/", prefix + ".py"))
-                         for f in metadata.distribution(name).files or [])]
+                  if any(f.startswith((prefix + "/", prefix + ".py")) for f in files_of(name))]
         if owners:
             return owners[0].lower().replace("_", "-")
     return top
@@ -216,6 +241,8 @@ class Context:
         self.workdir = workdir
         self.bindings: dict[str, str] = {}
         self.started: list[Daemon] = []
+        #: What to do once the block that a setup prepared has run.
+        self.after: list = []
         self.use(daemon)
 
     def use(self, daemon: Daemon) -> None:
@@ -277,8 +304,31 @@ def setup_tokens(ctx: Context) -> None:
     ctx.env["READ_TOKEN"] = "read-secret"
 
 
+def setup_save_actor_killed(ctx: Context) -> None:
+    """A daemon of its own whose only save actor was killed with kill -9, its supervisor held
+    (SIGSTOP) until the block has run, so that the restart cannot come first; then the
+    examples go back to the module's daemon."""
+    shared = ctx.daemon
+    daemon = ctx.own_daemon(workers=1)
+    os.kill(daemon.pid, signal.SIGSTOP)
+    try:
+        daemon.kill_child("save-0")
+        poll_for(lambda: unreachable(daemon.request("POST", "/probe/messages", b"x")), 10,
+                 what="the front to see the save actor gone")
+    except BaseException:
+        os.kill(daemon.pid, signal.SIGCONT)
+        raise
+
+    def resume() -> None:
+        os.kill(daemon.pid, signal.SIGCONT)
+        ctx.use(shared)
+
+    ctx.after.append(resume)
+
+
 #: What a `setup:` mark asks to be prepared before its block runs.
-SETUPS = {"fresh": setup_fresh, "orders-stats": setup_orders_stats, "tokens": setup_tokens}
+SETUPS = {"fresh": setup_fresh, "orders-stats": setup_orders_stats, "tokens": setup_tokens,
+          "save-actor-killed": setup_save_actor_killed}
 
 
 TOKENS = re.compile(
@@ -402,7 +452,11 @@ def test_the_examples_run_as_written(doc, docs_mq, tmp_path):
             runnable.append(block.where)
             if "setup" in block.marks:
                 SETUPS[block.marks["setup"]](ctx)
-            RUNNERS[block.lang](block, ctx)
+            try:
+                RUNNERS[block.lang](block, ctx)
+            finally:
+                while ctx.after:
+                    ctx.after.pop()()
             ran.append(block.where)
     finally:
         for daemon in ctx.started:
