@@ -166,8 +166,9 @@ def _type_check(label: str, kind):
 @dataclasses.dataclass(frozen=True)
 class Limit:
     """A field's declared limit, which checks it: a number from low to high, or (counts) a list
-    of low to high items, both ends included. Each op lists its own in `limits`, so that the
-    limits can be documented and walked (tests) without reading the checks."""
+    of low to high items (a string: characters), both ends included. Each op lists its own in
+    `limits`, so that the limits can be documented and walked (tests) without reading the
+    checks."""
 
     low: float
     high: float

@@ -48,6 +48,8 @@ REQUIRED = {"queue": "q", "id": MESSAGE_ID, "body": b"x", "max": 1, "messages": 
 
 def items(field: str, n: int) -> list:
     """n distinct valid items of a list field."""
+    if field in ("dedup_id", "group"):
+        return "k" * n
     return {"messages": [{"body": b"x"}] * n, "receipts": [f"{MESSAGE_ID}.{k + 1}" for k in range(n)],
             "queues": [f"q{k}" for k in range(n)]}[field]
 
@@ -260,6 +262,19 @@ def sqs_queue(f: Fronts, receive: bool = True) -> tuple[str, str]:
 #: (op, field) -> front end -> walk(fronts, value) -> accepted?, or a string: why that front
 #: end cannot reach the limit (checked against the declaration where it has its own).
 WALKS = {
+    ("add", "dedup_id"): {
+        "rest": lambda f, n: rest(f.daemon.request("POST", f"/{f.queue_with(0)}/messages", b"x",
+                                                   {"X-Dedup-Id": "k" * n})),
+        "rpc": lambda f, n: rpc(f.call("push", f.queue_with(0), "x", {"dedup_id": "k" * n})),
+        "client": lambda f, n: raised(lambda: f.client.put(f.queue_with(0), b"x", dedup_id="k" * n)),
+        "local": lambda f, n: raised(lambda: f.local.put(f.queue_with(0), b"x", dedup_id="k" * n)),
+        "sqs": "MessageDeduplicationId is 1 to 128 characters (SQS's own limit)",
+    },
+    ("add", "group"): {
+        "local": lambda f, n: raised(lambda: f.local.put(f.queue_with(0), b"x", group="k" * n)),
+        "sqs": "MessageGroupId is 1 to 128 characters (SQS's own limit)",
+        "rest": "no message groups", "rpc": "no message groups", "client": "no message groups",
+    },
     ("add_batch", "messages"): {
         "rest": lambda f, n: rest(f.daemon.request("POST", f"/{f.queue_with(0)}/messages",
                                                    *multipart(n))),
