@@ -26,6 +26,7 @@ def delete(actor, batch, request: Delete | Ack, sender=None) -> Acked:
     found = actor.store.remove_entry(queue, message_id, MAX_ATTEMPTS, guess, batch.changes)
     if found is None and (near := far_count(actor, queue, message_id, handed)) is not None:
         found = actor.store.remove_entry(queue, message_id, MAX_ATTEMPTS, None, batch.changes, near)
+        actor.deliveries.settled(queue, message_id)  # What the listing found of it is over.
     if found is None:
         raise gone(actor.store, queue, message_id)
     if index:

@@ -20,10 +20,11 @@ from mq.client.calls import (
 from mq.client.errors import InvalidError
 from mq.client.message import Message
 from mq.ids import id_time_ms
+from mq.operations import MAX_BATCH_MESSAGES, MAX_FETCH
 
-#: Most messages one batch may carry (adds and acks); a batch fetch hands out at most 100.
-MAX_BATCH = 1000
-MAX_FETCH = 100
+#: Most messages one batch may carry (adds and acks), and one batch fetch hands out: the
+#: operations' own limits (mq.operations), checked here before a request is sent.
+MAX_BATCH = MAX_BATCH_MESSAGES
 
 
 def add_many(queue: str, messages, *, delay=None, at=None) -> Call:

@@ -9,13 +9,12 @@ from mq.client.message import Message
 from mq.errors import Invalid, NotFound
 from mq.local import consume, produce, receipts
 from mq.local.errors import translated
-from mq.store import CorruptMessage, Root, Store, validate_id, validate_queue
+from mq.operations import Peek
+from mq.store import CorruptMessage, Root, Store, validate_queue
 from mq.store.listing import Entry, read_entry
 
 #: Seconds between looks at an empty queue while get(wait=...) waits.
 POLL_SECONDS = 0.02
-#: Most messages one peek returns, as over HTTP.
-MAX_PEEK = 1000
 #: How a user of LocalClient makes a root, in the error for a folder that is none.
 CREATE_HINT = "mq --create-root, or LocalClient(root, create_root=True) alone on it"
 
@@ -99,10 +98,7 @@ class LocalClient:
         """Up to `max` of the oldest ready messages (ids after `after`, none past the queue's
         retention), their bodies within the daemon's byte cap of one answer (8 MiB together,
         the first whatever its size: mq.delivery.joins_answer), none claimed."""
-        if isinstance(max, bool) or not isinstance(max, int) or not 1 <= max <= MAX_PEEK:
-            raise Invalid(f"max must be a whole number from 1 to {MAX_PEEK}")
-        if after is not None:
-            validate_id(after)
+        Peek.from_payload({"queue": queue, "max": max, "after": after})  # As the daemon checks.
         self.must_exist(queue)
         out: list[Message] = []
         size = 0

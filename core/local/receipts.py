@@ -9,8 +9,12 @@ import time
 
 from mq import properties
 from mq.delivery import MAX_DELIVERIES, current_delivery, gone, parse_receipt, stale
-from mq.errors import Invalid, MqError, NotFound
+from mq.errors import MqError, NotFound
+from mq.operations import Extend
 from mq.store import Changes, validate_id, validate_queue
+
+#: The one field of Extend an extend without a daemon checks.
+EXTEND_SECONDS = [field for field in Extend.spec if field[0] == "seconds"]
 
 
 def far_count(store, props, queue: str, message_id: str) -> int | None:
@@ -73,12 +77,11 @@ def nack(store, props, message) -> None:
 
 def extend(store, props, message, seconds=None) -> float:
     """Hide the delivery `seconds` (default: the queue's timeout) from now; return the due time."""
+    # Checked as the daemon's extend is (0 or None: the queue's timeout).
+    seconds = Extend.checked({"seconds": seconds}, EXTEND_SECONDS)["seconds"]
     number = delivery(store, props, message)
-    if seconds is None:
+    if not seconds:
         seconds = props.effective(message.queue)["timeout"]
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or \
-            not 0 < seconds <= properties.MAX_TIMEOUT:
-        raise Invalid(f"seconds must be more than 0 and at most {properties.MAX_TIMEOUT:g}")
     due, changes = time.time() + seconds, Changes()
     if not store.extend(message.queue, message.id, number, due, changes):
         raise refused(store, props, message, number)

@@ -6,7 +6,17 @@ from typing import Annotated, TypedDict
 
 from mq.adds import MAX_BATCH_MESSAGES
 from mq.errors import Invalid
-from mq.operations.fields import MessageId, OnQueue, Operation, Queue, between, count, each, operation
+from mq.operations.fields import (
+    Limit,
+    MessageId,
+    OnQueue,
+    Operation,
+    Queue,
+    between,
+    count,
+    each,
+    operation,
+)
 from mq.properties import MAX_TIMEOUT
 from mq.store import validate_queue
 
@@ -27,7 +37,7 @@ def check_wait(wait):
 
 
 #: Seconds a long poll may wait (nil: 0, answer at once).
-Wait = Annotated[float, check_wait]
+Wait = Annotated[float, Limit(0, MAX_WAIT_SECONDS, "wait", check=check_wait)]
 #: The queues of a pull-any's fetch_any or watch.
 Queues = Annotated[list, count(MAX_QUEUES, "queues"), each(validate_queue)]
 

@@ -13,6 +13,7 @@ import operator
 import types
 import typing
 from collections import abc
+from collections.abc import Callable
 from typing import Annotated, Any, ClassVar
 
 from mq.errors import Invalid
@@ -34,6 +35,8 @@ class Operation:
     spec: ClassVar[tuple] = ()
     #: The field names, in declaration order.
     names: ClassVar[tuple] = ()
+    #: field -> its declared Limit (a field with one), compiled by operation().
+    limits: ClassVar[dict] = {}
 
     @classmethod
     def from_payload(cls, payload: dict):
@@ -93,6 +96,7 @@ def operation(name: str):
             spec.append((field.name, checker(f"{name}: {field.name}", hints[field.name]), default))
         cls.op, cls.spec = name, tuple(spec)
         cls.names = tuple(field[0] for field in spec)
+        cls.limits = {name: limit for name in cls.names for limit in declared_limits(hints[name])}
         if len(cls.names) > 1:
             cls.values = staticmethod(operator.attrgetter(*cls.names))
         elif cls.names:
@@ -159,22 +163,55 @@ def _type_check(label: str, kind):
     return check
 
 
-def between(low: float, high: float, what: str):
+@dataclasses.dataclass(frozen=True)
+class Limit:
+    """A field's declared limit, which checks it: a number from low to high, or (counts) a list
+    of low to high items (a string: characters), both ends included. Each op lists its own in
+    `limits`, so that the limits can be documented and walked (tests) without reading the
+    checks."""
+
+    low: float
+    high: float
+    #: What the field is, in errors.
+    what: str
+    counts: bool = False
+    #: The check, when it is not the plain one (its error in its own words).
+    check: Callable[[Any], Any] | None = None
+
+    def __call__(self, value):
+        """The value, checked; Invalid when it is out of the limit."""
+        if self.check is not None:
+            return self.check(value)
+        if self.counts:
+            if not self.low <= len(value) <= self.high:
+                raise Invalid(f"{self.what} must be a list of {self.low:g} to {self.high:g}, "
+                              f"not {len(value)}")
+        elif not self.low <= value <= self.high:
+            raise Invalid(f"{self.what} must be from {self.low:g} to {self.high:g}, not {value!r}")
+        return value
+
+
+def between(low: float, high: float, what: str) -> Limit:
     """A check that a number is from low to high (both included); what names it in errors."""
-    def check(value):
-        if not low <= value <= high:
-            raise Invalid(f"{what} must be from {low:g} to {high:g}, not {value!r}")
-        return value
-    return check
+    return Limit(low, high, what)
 
 
-def count(high: int, what: str):
+def count(high: int, what: str) -> Limit:
     """A check that a list holds 1 to high items; what names them in errors."""
-    def check(value):
-        if not 1 <= len(value) <= high:
-            raise Invalid(f"{what} must be a list of 1 to {high}, not {len(value)}")
-        return value
-    return check
+    return Limit(1, high, what, counts=True)
+
+
+def declared_limits(hint) -> list[Limit]:
+    """The Limits among a field type's checks (Annotated, also inside T | None)."""
+    found: list[Limit] = []
+    while True:
+        if typing.get_origin(hint) is Annotated:
+            hint, *more = typing.get_args(hint)
+            found += [check for check in more if isinstance(check, Limit)]
+        elif isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+            hint, = [arg for arg in typing.get_args(hint) if arg is not type(None)]
+        else:
+            return found
 
 
 def each(item_check):

@@ -12,6 +12,8 @@ from typing import Annotated, Any, TypedDict
 
 from mq.adds import (
     MAX_BATCH_MESSAGES,
+    MAX_DEDUP_ID,
+    MAX_GROUP,
     check_attributes,
     check_content_type,
     check_dedup_id,
@@ -19,7 +21,7 @@ from mq.adds import (
     check_group,
 )
 from mq.errors import Invalid
-from mq.operations.fields import OnQueue, Operation, Queue, count, each, operation
+from mq.operations.fields import Limit, OnQueue, Operation, Queue, count, each, operation
 from mq.store import validate_queue
 
 #: Most queues one fan-out may add to (each copy is a file written and flushed).
@@ -51,10 +53,11 @@ class Add(OnQueue):
     body: bytes
     content_type: ContentType = ""
     due: Due | None = None
-    dedup_id: Annotated[str, check_dedup_id] | None = None
+    dedup_id: Annotated[str, Limit(1, MAX_DEDUP_ID, "dedup_id", counts=True,
+                                   check=check_dedup_id)] | None = None
     #: not_found rather than creating a missing queue (each copy of a fan-out).
     must_exist: bool = False
-    group: Annotated[str, check_group] | None = None
+    group: Annotated[str, Limit(1, MAX_GROUP, "group", counts=True, check=check_group)] | None = None
     attributes: Attributes | None = None
 
 
