@@ -30,3 +30,12 @@ class Deliveries:
         """Forget a message that was acked or deleted; the delivery handed out last, if known."""
         return self._handed.pop((queue, message_id), None)
 
+
+    def queues(self) -> set[str]:
+        """The queues a delivery is remembered of."""
+        return {queue for queue, _ in self._handed}
+
+    def forget(self, gone: set[str]) -> None:
+        """Drop the deliveries of queues that are gone."""
+        for key in [key for key in self._handed if key[0] in gone]:
+            del self._handed[key]

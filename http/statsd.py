@@ -81,6 +81,7 @@ class StatsdSender:
         self.sock.setblocking(False)
         self.previous: dict = {}
         self.log = logs.get()
+        service.keep(self)
         self.task = asyncio.ensure_future(self.run())
 
     async def run(self) -> None:
@@ -97,6 +98,14 @@ class StatsdSender:
             except OSError as err:  # Nobody listening (ICMP refused), a full buffer: next time.
                 self.log.debug("statsd.unsent", error=str(err))
             await asyncio.sleep(self.interval)
+
+    def queue_tables(self) -> dict:
+        """The queues whose totals were sent."""
+        return {"statsd": {queue for queue, _ in self.previous}}
+
+    def forget_queues(self, gone: set[str]) -> None:
+        """Drop the totals sent of queues that are gone."""
+        self.previous = {key: total for key, total in self.previous.items() if key[0] not in gone}
 
     def stop(self) -> None:
         """Stop sending."""
