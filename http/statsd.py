@@ -20,7 +20,8 @@ def metric_name(queue: str) -> str:
 
 def statsd_lines(figures: dict, prefix: str, previous: dict) -> list[str]:
     """The StatsD lines of one set of statistics; `previous` holds the totals last sent, and is
-    updated (a total lower than before means the actor restarted: all of it is new)."""
+    updated (a total lower than before means the queue was deleted and made again: all of it
+    is new)."""
     lines = []
     for queue, entry in figures["queues"].items():
         path = f"{prefix}.{metric_name(queue)}"
