@@ -101,7 +101,8 @@ class QueueService:
         #: The front ends that keep per-queue tables (keep), and the sweep that forgets the
         #: queues gone from them (the front calls it: mq.store.gone_queues).
         self._keepers: list = []
-        self.gone = GoneQueues(Store(options.root, "file").list_queues, self.queue_tables,
+        store = Store(options.root, "file")
+        self.gone = GoneQueues(store.list_queues, store.queue_exists, self.queue_tables,
                                self.forget_queues, logs.get())
 
     def keep(self, keeper) -> None:

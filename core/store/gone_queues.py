@@ -17,10 +17,12 @@ SWEEP_SECONDS = 5.0
 class GoneQueues:
     """Callable chore: forget the queues a process keeps state about that queues/ no longer has."""
 
-    def __init__(self, list_queues: Callable[[], list[str]], tables: Callable[[], dict[str, Collection[str]]],
+    def __init__(self, list_queues: Callable[[], list[str]], queue_exists: Callable[[str], bool],
+                 tables: Callable[[], dict[str, Collection[str]]],
                  forget: Callable[[set[str]], None], log,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.list_queues = list_queues
+        self.queue_exists = queue_exists
         self.tables = tables
         self.forget = forget
         self.log = log
@@ -41,9 +43,11 @@ class GoneQueues:
             return
         try:
             existing = self.list_queues()
+            # Each one checked again: a listing that came back short (a network file system's
+            # hiccup) must not take a live queue's counters.
+            gone = {queue for queue in known.difference(existing) if not self.queue_exists(queue)}
         except OSError:
             return  # The root is away or failing: nothing is known to be gone.
-        gone = known.difference(existing)
         if gone:
             self.forget(gone)
             self.log.debug("queues.forgotten", count=len(gone))
