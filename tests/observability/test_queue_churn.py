@@ -1,9 +1,9 @@
 """Queues come and go without leaving anything behind: 5,000 queues are created by an add, one
 in ten used in every way that leaves per-queue state in a process (own properties; adds, one
 delayed; fetches; an ack; a nack into the dead-letter queue; a delivery the mover's timer
-dead-letters), and deleted; and then every process's per-queue tables (GET /_mq/stats?tables=1) hold only the
-queues that remain, and no process's resident memory kept growing from one half of the queues
-to the other. The work goes over MessagePack-RPC, pipelined on one connection."""
+dead-letters), and deleted; then every process's per-queue tables (GET /_mq/stats?tables=1)
+hold only the queues that remain, and no process's resident memory kept growing from one half
+of the queues to the other. The work goes over MessagePack-RPC, pipelined on one connection."""
 
 import itertools
 import os
