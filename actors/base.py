@@ -9,7 +9,7 @@ already made is always flushed and reported, whatever later requests of the batc
 
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Generic, TypeVar
 
 import zmq
@@ -20,6 +20,7 @@ from mq.actors.mover_notes import MoverNotes
 from mq.errors import Invalid, MqError, Unavailable, from_os_error
 from mq.operations import Cancel, Operation, Ready, Relist, Rescan, Stats
 from mq.store import Store
+from mq.store.gone_queues import GoneQueues
 from mq.store.group_flush import GroupFlush, flush_file
 from mq.store.root import RootWatch, actor_endpoint, mover_endpoint, socket_path
 from mq.supervisor import heartbeat
@@ -72,6 +73,9 @@ class Actor(Generic[B]):
         self.stopping = False
         self.root_watch = RootWatch(options.root, options.root_id)
         self.root_was_lost = False
+        #: Forgets the queues that went without this actor hearing (actors/gone_queues.py).
+        self.gone = GoneQueues(self.store.list_queues, self.store.queue_exists,
+                               self.queue_tables, self.forget_queues, self.log)
 
     # -- sockets --------------------------------------------------------------------------
 
@@ -156,6 +160,13 @@ class Actor(Generic[B]):
     def poll_timeout_ms(self) -> int:
         """How long to wait for requests before calling tick again."""
         return 500
+
+    def queue_tables(self) -> dict[str, Collection[str]]:
+        """Each table of per-queue state this actor keeps, by name: the queues it holds."""
+        return {}
+
+    def forget_queues(self, gone: set[str]) -> None:
+        """Drop everything kept about queues that are gone."""
 
     def before_flush(self, batch: B) -> None:
         """Work joined to a batch after its requests, covered by its one flush (the fetch
@@ -249,6 +260,7 @@ class Actor(Generic[B]):
                 self.serve()
             if not self.root_lost():
                 self.tick()
+                self.gone()
             else:  # Its chores would meet an empty folder meanwhile.
                 self.root_away()
             self.mover_notes.send_due()

@@ -56,3 +56,14 @@ class Deliveries:
             self._far_listed_at = time.monotonic()
             self._far.update(store.list_delivered_past(MAX_DELIVERIES))
         return self._far.get(key)
+
+    def queues(self) -> set[str]:
+        """The queues a delivery is remembered of."""
+        return {queue for queue, _ in self._handed} | {queue for queue, _ in self._far}
+
+    def forget(self, gone: set[str]) -> None:
+        """Drop the deliveries of queues that are gone."""
+        for key in [key for key in self._handed if key[0] in gone]:
+            del self._handed[key]
+        for key in [key for key in self._far if key[0] in gone]:
+            del self._far[key]

@@ -17,7 +17,7 @@ from mq import store as fmt
 from mq.actors import fetch_any, fetch_batch, queue_admin, replies
 from mq.actors.base import Actor
 from mq.actors.batch import DEFERRED, Batch, Request
-from mq.actors.counters import Counters
+from mq.actors.counters import Counters, counters_file
 from mq.actors.deliveries import Deliveries
 from mq.actors.long_polls import FetchBatch, Waiters
 from mq.actors.message_groups import MessageGroups
@@ -41,7 +41,7 @@ class FetchActor(Actor[FetchBatch]):
         self.deliveries = Deliveries()  # the delivery handed out last, per message
         self.props = properties.PropertyFiles(
             self.store, {"timeout": options.timeout, "max_body_bytes": options.max_body_bytes})
-        self.counters = Counters()
+        self.counters = Counters(path=counters_file(run_dir, f"{self.kind}-{index}"))
         self.groups = MessageGroups(self.store)
 
     def start(self) -> None:
@@ -63,6 +63,22 @@ class FetchActor(Actor[FetchBatch]):
         """Drop what this actor keeps about a queue (deleted, or asked for but missing)."""
         self.indexes.forget(queue)
         self.groups.forget(queue)
+
+    def queue_tables(self) -> dict:
+        """The queues indexed, with message groups, counted, with cached properties, with a
+        delivery remembered."""
+        return {"indexes": self.indexes.remembered(), "groups": self.groups.queues(),
+                "counters": self.counters.queues(), "properties": self.props.queues(),
+                "deliveries": self.deliveries.queues()}
+
+    def forget_queues(self, gone: set[str]) -> None:
+        """Drop everything kept about queues that are gone (deleted by another daemon, ...)."""
+        for queue in gone:
+            self.indexes.forget(queue)
+            self.counters.forget(queue)
+            self.props.forget(queue)
+        self.groups.forget_all(gone)
+        self.deliveries.forget(gone)
 
     # -- commands ---------------------------------------------------------------------------
 
@@ -117,7 +133,7 @@ class FetchActor(Actor[FetchBatch]):
     def stats(self, batch: Batch, request: ops.Stats, sender: Request) -> dict:
         """Per queue it owns: ready messages, the oldest one's age, and the event counters."""
         self.indexes.index_owned(lambda queue: fetch_actor_for(queue, self.options.workers) == self.index)
-        counted = self.counters.snapshot()
+        counted = self.counters.report()
         now_ms = time.time() * 1000
         queues = {}
         for queue, index in self.indexes:
@@ -128,7 +144,7 @@ class FetchActor(Actor[FetchBatch]):
                          if oldest else None)
             queues[queue] = entry
         return {"actor": f"{self.kind}-{self.index}", "queues": queues,
-                "flush": self.store.flush_times.snapshot()}
+                "flush": self.store.flush_times.snapshot(), "tables": self.gone.sizes()}
 
     COMMANDS = {
         "fetch": (ops.Fetch, fetch), "fetch_batch": (ops.FetchBatch, fetch_batch.fetch_batch),

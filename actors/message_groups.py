@@ -163,3 +163,13 @@ class MessageGroups:
         self.loaded.discard(queue)
         for key in [k for k in self.held if k[0] == queue]:
             del self.held[key]
+
+    def queues(self) -> set[str]:
+        """The queues anything is kept about (held groups, the groups of messages seen)."""
+        return self.loaded | {queue for queue, _ in self.held} | {queue for queue, _ in self.known}
+
+    def forget_all(self, gone: set[str]) -> None:
+        """Drop everything kept about queues that are gone, the groups of their messages too."""
+        self.loaded -= gone
+        self.held = {key: held for key, held in self.held.items() if key[0] not in gone}
+        self.known = {key: group for key, group in self.known.items() if key[0] not in gone}

@@ -14,7 +14,7 @@ from mq import operations as ops
 from mq.actors import accumulation
 from mq.actors.base import Actor
 from mq.actors.batch import Batch
-from mq.actors.counters import Counters
+from mq.actors.counters import Counters, counters_file
 from mq.errors import errno_kind
 from mq.store import Changes, Disk
 from mq.store.notices import RETIME
@@ -71,6 +71,10 @@ class DueHeap:
             self._tally(key, 1)
         self.due[key] = due
         heapq.heappush(self.heap, (due, queue, message_id, attempts))
+        self._compact()
+
+    def _compact(self) -> None:
+        """Rebuild the heap once its replaced and dropped entries outnumber the live ones."""
         if len(self.heap) > 2 * len(self.due) + 64:
             self.heap = [(d, *k) for k, d in self.due.items()]
             heapq.heapify(self.heap)
@@ -93,7 +97,6 @@ class DueHeap:
                 self._tally((queue, message_id, attempts), -1)
             out.append((queue, message_id, attempts))
         return out
-
 
     def settle(self, queue: str, message_id: str | None, attempts: int | None) -> None:
         """Entries that left delay/ (acked, nacked, deleted; None: any delivery, or any id).
@@ -125,6 +128,26 @@ class DueHeap:
                     self._tally(key, -1)
             elif attempts is not None:
                 self._settled_before_timed(key)
+
+    def queues(self) -> set[str]:
+        """The queues with timers: counted ones, and those of purged or deleted queues."""
+        return set(self.counts) | {key[0] for key in self.settled}
+
+    def forget(self, gone: set[str], in_delay) -> None:
+        """Drop the timers of gone queues (whose file in_delay(queue, id, deliveries) does not
+        find: a delayed add racing the deletion keeps its own), and what is older than
+        EARLY_SETTLED_SECONDS of the purges and early settlements."""
+        for key in [key for key in self.due if key[0] in gone and not in_delay(*key)]:
+            del self.due[key]
+            if key in self.settled:
+                self.settled.discard(key)
+            else:
+                self._tally(key, -1)
+        self._compact()
+        since = time.monotonic() - EARLY_SETTLED_SECONDS
+        self.purged = {q: at for q, at in self.purged.items() if at >= since}
+        while self.settled_early and next(iter(self.settled_early.values())) < since:
+            self.settled_early.popitem(last=False)
 
     def purged_lately(self, queue: str) -> bool:
         """Whether the queue was purged or deleted in the last EARLY_SETTLED_SECONDS: a timer
@@ -160,7 +183,7 @@ class MoverActor(Actor[Batch]):
         self.timers = DueHeap()
         self.windows = DueHeap()  # accumulation windows: (due, queue, window name, 0)
         self.props = properties.PropertyFiles(self.store, {"timeout": options.timeout})
-        self.counters = Counters()
+        self.counters = Counters(path=counters_file(run_dir, f"{self.kind}-{index}"))
 
     def endpoint(self) -> str:
         """The mover binds one address, whatever its index."""
@@ -226,14 +249,26 @@ class MoverActor(Actor[Batch]):
 
     def stats(self, batch, request: ops.Stats, sender) -> dict:
         """Per queue: messages delayed and in flight in delay/, and dead letters it made."""
-        counted = self.counters.snapshot()
+        counted = self.counters.report()
         queues = {queue: {**(counted.get(queue) or {"totals": {}, "rates": {}}),
                           "delayed": counts[0], "in_flight": counts[1]}
                   for queue, counts in self.timers.counts.items()}
         for queue, entry in counted.items():
             queues.setdefault(queue, {**entry, "delayed": 0, "in_flight": 0})
         return {"actor": f"{self.kind}-{self.index}", "queues": queues,
-                "flush": self.store.flush_times.snapshot()}
+                "flush": self.store.flush_times.snapshot(), "tables": self.gone.sizes()}
+
+    def queue_tables(self) -> dict:
+        """The queues counted, with cached properties, with timers (purges are kept 10 s)."""
+        return {"counters": self.counters.queues(), "properties": self.props.queues(),
+                "timers": self.timers.queues()}
+
+    def forget_queues(self, gone: set[str]) -> None:
+        """Drop the dead-letter counters, properties and timers of queues that are gone."""
+        for queue in gone:
+            self.counters.forget(queue)
+            self.props.forget(queue)
+        self.timers.forget(gone, self.store.is_delayed)
 
     COMMANDS = {"delayed": (ops.Delayed, delayed), "relay": (ops.Relay, relay),
                 "rescan": (ops.Rescan, rescan_all), "settled": (ops.Settled, settled),
@@ -277,8 +312,7 @@ def move_due(store, timers: DueHeap, now: float, props=None, counters=None) -> d
             outcome, due = store.release(queue, message_id, now, attempts, dead,
                                          dead_count=dead_count, changes=changes)
         except OSError as err:
-            logs.get().error("mover.error", queue=queue, id=message_id, error=str(err),
-                             kind=errno_kind(err))
+            logs.get().error("mover.error", queue=queue, id=message_id, error=str(err), kind=errno_kind(err))
             timers.add(now + 1, queue, message_id, attempts)
             continue
         if outcome == "not_due":

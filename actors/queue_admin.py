@@ -82,6 +82,7 @@ def queue_delete(actor, batch, request: ops.QueueDelete, sender) -> dict:
     actor.forget_queue(queue)
     in_flight = actor.store.delete_queue(queue)
     actor.counters.forget(queue)
+    actor.props.forget(queue)
     batch.settled.append((queue, None, None))
     return {"queue": queue, "in_flight": in_flight}
 

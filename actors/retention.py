@@ -30,6 +30,8 @@ class RetentionSweep:
         cutoffs = {}
         queues = self.store.list_queues()
         self.oldest = {q: self.oldest[q] for q in queues if q in self.oldest}  # drop deleted ones
+        for gone in self.props.queues().difference(queues):
+            self.props.forget(gone)
         for queue in queues:
             retention = self.props.effective(queue)["retention"]
             if not retention:

@@ -15,7 +15,7 @@ from mq.actors import accumulation, fanout, save_batch
 from mq.actors.add_batch import AddBatch, Written
 from mq.actors.base import Actor
 from mq.actors.batch import DEFERRED, Request
-from mq.actors.counters import Counters
+from mq.actors.counters import Counters, counters_file
 from mq.adds import checked_add, with_properties
 from mq.errors import MqError, NotFound, Unavailable, from_os_error
 from mq.ids import new_id
@@ -39,7 +39,7 @@ class SaveActor(Actor[AddBatch]):
         self.pending_keys: list = []  # (request, deadline) of adds waiting for their key's add
         self.deadlines: dict = {}
         self.fanouts: list = []  # the fan-outs of the batch being handled (actors/fanout.py)
-        self.counters = Counters()
+        self.counters = Counters(path=counters_file(run_dir, f"{self.kind}-{index}"))
         self.writer_name = f"{os.path.basename(self.run_dir)}/save-{self.index}"
 
     def start(self) -> None:
@@ -111,8 +111,20 @@ class SaveActor(Actor[AddBatch]):
 
     def stats(self, batch: AddBatch, request: ops.Stats, sender: Request) -> dict:
         """The adds this actor stored, per queue: totals and rates over the last minute."""
-        return {"actor": f"{self.kind}-{self.index}", "queues": self.counters.snapshot(),
-                "flush": self.store.flush_times.snapshot()}
+        return {"actor": f"{self.kind}-{self.index}", "queues": self.counters.report(),
+                "flush": self.store.flush_times.snapshot(), "tables": self.gone.sizes()}
+
+    def queue_tables(self) -> dict:
+        """The queues counted, those whose properties are cached, those delivered into lately."""
+        return {"counters": self.counters.queues(), "properties": self.props.queues(),
+                "admitted": self.store.states.admitted}
+
+    def forget_queues(self, gone: set[str]) -> None:
+        """Drop the counters and cached properties of queues that are gone."""
+        for queue in gone:
+            self.counters.forget(queue)
+            self.props.forget(queue)
+        self.store.states.admitted.difference_update(gone)
 
     COMMANDS = {"add": (ops.Add, add), "add_batch": (ops.AddBatch, save_batch.add_batch),
                 "add_fanout": (ops.AddFanout, fanout.add_fanout), "stats": (ops.Stats, stats)}

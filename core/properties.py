@@ -160,17 +160,18 @@ class PropertyFiles:
     def __init__(self, store, system: dict | None = None):
         self.store = store
         self.system = {**SYSTEM, **(system or {})}
-        self._cache: dict[str, tuple[tuple, object]] = {}
+        #: queue (None: the rules) -> (its file's stamp, its value)
+        self._cache: dict[str | None, tuple[tuple, object]] = {}
 
-    def _load(self, path: str, empty):
+    def _load(self, key: str | None, path: str, empty):
         try:
             info = os.stat(path)
             # A replace makes a new inode: two within one clock tick keep their mtime.
             stamp = (info.st_ino, info.st_mtime_ns, info.st_size)
         except FileNotFoundError:
-            self._cache.pop(path, None)
+            self._cache.pop(key, None)
             return empty
-        cached = self._cache.get(path)
+        cached = self._cache.get(key)
         if cached and cached[0] == stamp:
             return cached[1]
         try:
@@ -178,16 +179,24 @@ class PropertyFiles:
                 value = orjson.loads(f.read())
         except (FileNotFoundError, orjson.JSONDecodeError):
             return empty
-        self._cache[path] = (stamp, value)
+        self._cache[key] = (stamp, value)
         return value
 
     def own(self, queue: str) -> dict:
         """The properties set on the queue itself."""
-        return self._load(self.store.props_path(queue), {})
+        return self._load(queue, self.store.props_path(queue), {})
 
     def rules(self) -> list:
         """The default rules, in order."""
-        return self._load(self.store.default_props_path(), [])
+        return self._load(None, self.store.default_props_path(), [])
+
+    def queues(self) -> set[str]:
+        """The queues whose own properties are cached."""
+        return {key for key in self._cache if key is not None}
+
+    def forget(self, queue: str) -> None:
+        """Drop a gone queue's cached properties."""
+        self._cache.pop(queue, None)
 
     def effective(self, queue: str) -> dict:
         """Every property of the queue: its own, then the first matching rule, then the system's."""

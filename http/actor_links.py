@@ -198,6 +198,7 @@ class ActorPool:
 
     def __init__(self, options, run_dir: str, front: int = 0):
         self.context = zmq.asyncio.Context()
+        self.front = front  # This front's number.
         self.workers = options.workers
         self.save_batch = min(options.save_batch, options.max_waiting_adds)
         self.max_waiting = options.max_waiting_adds

@@ -4,7 +4,8 @@ returns to the front ends that show them (http/stats.py's route, /metrics, the S
 Nothing here lists a folder: the save actors count adds, the fetch actors hold the ready
 indexes and count fetches, acks, nacks, redeliveries and dead letters, and the mover knows
 which entries of delay/ are delayed and which are in flight (docs/OPERATIONS.md, "Watching mq").
-Each of them also times its own flushes (mq.flush_times), served per actor.
+Each of them also times its own flushes (mq.flush_times), served per actor, and tells how
+many queues each of its per-queue tables holds ("tables", mq.store.gone_queues).
 """
 
 from mq.errors import MqError
@@ -28,6 +29,7 @@ def merge(names: list[str], answers: list, now: float) -> dict:
     actors: dict[str, str] = {}
     existing: set[str] = set()
     flush: dict[str, dict] = {}
+    tables: dict[str, dict] = {}
     all_fetchers = True
     for name, answer in zip(names, answers):
         if isinstance(answer, BaseException):
@@ -37,6 +39,8 @@ def merge(names: list[str], answers: list, now: float) -> dict:
         actors[name] = "ok"
         if "flush" in answer:
             flush[name] = answer["flush"]
+        if "tables" in answer:
+            tables[name] = answer["tables"]
         for queue, entry in answer["queues"].items():
             merged = queues.setdefault(queue, blank_queue())
             for event, n in entry.get("totals", {}).items():
@@ -56,4 +60,5 @@ def merge(names: list[str], answers: list, now: float) -> dict:
         dead = queues.get(entry["dead_letter_queue"] or "")
         entry["dead"] = dead["ready"] if dead is not None else 0
     return {"time": round(now, 3), "complete": all(state == "ok" for state in actors.values()),
-            "actors": actors, "queues": dict(sorted(queues.items())), "flush": flush}
+            "actors": actors, "queues": dict(sorted(queues.items())), "flush": flush,
+            "tables": tables}

@@ -8,6 +8,7 @@ import signal
 import time
 
 import tornado.httpserver
+import tornado.ioloop
 import tornado.web
 
 from mq import event_loops, logs
@@ -200,7 +201,11 @@ async def serve(options, run_dir: str, drain_seconds: float = 10.0, index: int =
         logs.get().warning("front.open_access", host=options.host)
     # One front sends StatsD lines for the daemon: the statistics come from the shared actors.
     statsd = StatsdSender.start(service, options) if index == 0 else None
+    # The per-queue tables of the front ends forget gone queues (at most every SWEEP_SECONDS).
+    sweep = tornado.ioloop.PeriodicCallback(service.gone, 1000)
+    sweep.start()
     await stop.wait()
+    sweep.stop()
     if statsd is not None:
         statsd.stop()
     for server in servers:

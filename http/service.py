@@ -15,6 +15,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import cast, overload
 
+from mq import logs
 from mq.errors import Invalid
 from mq.http import access, routing
 from mq.http.actor_links import ActorLink, ActorPool
@@ -49,6 +50,8 @@ from mq.operations import (
     Watch,
     check_wait,
 )
+from mq.store import Store
+from mq.store.gone_queues import GoneQueues
 from mq.tokens import Token
 
 READ, WRITE, ADMIN = "read", "write", "admin"
@@ -98,6 +101,12 @@ class QueueService:
         self.actor_timeout = options.actor_timeout
         #: The front drains: no request waits any longer (a long poll is answered as empty).
         self.draining = False
+        #: The front ends that keep per-queue tables (keep), and the sweep that forgets the
+        #: queues gone from them (the front calls it: mq.store.gone_queues).
+        self._keepers: list = []
+        store = Store(options.root, "file")
+        self.gone = GoneQueues(store.list_queues, store.queue_exists, self.queue_tables,
+                               self.forget_queues, logs.get())
 
     def drain(self) -> None:
         """Answer every long poll and pull-any now, as their time being up would, and let no
@@ -105,6 +114,21 @@ class QueueService:
         self.draining = True
         for link in self._pool.fetchers:
             link.end_waits()
+
+    def keep(self, keeper) -> None:
+        """Have a front end's per-queue tables (its queue_tables(), name -> queues) released
+        by its forget_queues(gone) once their queues are gone, and shown in the statistics."""
+        self._keepers.append(keeper)
+
+    def queue_tables(self) -> dict:
+        """Every per-queue table of this front's front ends, by name."""
+        return {name: queues for keeper in self._keepers
+                for name, queues in keeper.queue_tables().items()}
+
+    def forget_queues(self, gone: set[str]) -> None:
+        """Drop from every front end what it keeps about queues that are gone."""
+        for keeper in self._keepers:
+            keeper.forget_queues(gone)
 
     # Adds: to the save actor with room (ActorPool.saver), which refuses when overloaded.
 
@@ -226,7 +250,9 @@ class QueueService:
         links = self._links()
         answers = await asyncio.gather(*(link.call(Stats()) for _, link in links),
                                        return_exceptions=True)
-        return merge([name for name, _ in links], answers, time.time())
+        figures = merge([name for name, _ in links], answers, time.time())
+        figures["tables"][f"front-{self._pool.front}"] = self.gone.sizes()
+        return figures
 
     def unreachable(self) -> list[str]:
         """The actors (process names) the front has no connection to right now."""

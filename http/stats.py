@@ -7,11 +7,13 @@ from mq.http.api import ApiHandler
 class StatsHandler(ApiHandler):
     """GET /_mq/stats: depths, counters and rates per queue, from the actors' memory."""
 
-
     async def get(self) -> None:
-        """200 with the statistics; "complete" is false when an actor did not answer."""
+        """200 with the statistics; "complete" is false when an actor did not answer. With
+        ?tables=1, also how many queues each process's per-queue tables hold."""
         self.set_header("Cache-Control", "no-store")
         figures = await self.service.stats(self.token)
         # Flush times are for /metrics' histogram; the JSON keeps to the queues' figures.
         figures.pop("flush")
+        if self.get_query_argument("tables", None) != "1":
+            figures.pop("tables")
         self.write_json(200, figures)

@@ -20,7 +20,8 @@ def metric_name(queue: str) -> str:
 
 def statsd_lines(figures: dict, prefix: str, previous: dict) -> list[str]:
     """The StatsD lines of one set of statistics; `previous` holds the totals last sent, and is
-    updated (a total lower than before means the actor restarted: all of it is new)."""
+    updated (a total lower than before means the queue was deleted and made again: all of it
+    is new)."""
     lines = []
     for queue, entry in figures["queues"].items():
         path = f"{prefix}.{metric_name(queue)}"
@@ -81,6 +82,7 @@ class StatsdSender:
         self.sock.setblocking(False)
         self.previous: dict = {}
         self.log = logs.get()
+        service.keep(self)
         self.task = asyncio.ensure_future(self.run())
 
     async def run(self) -> None:
@@ -97,6 +99,14 @@ class StatsdSender:
             except OSError as err:  # Nobody listening (ICMP refused), a full buffer: next time.
                 self.log.debug("statsd.unsent", error=str(err))
             await asyncio.sleep(self.interval)
+
+    def queue_tables(self) -> dict:
+        """The queues whose totals were sent."""
+        return {"statsd": {queue for queue, _ in self.previous}}
+
+    def forget_queues(self, gone: set[str]) -> None:
+        """Drop the totals sent of queues that are gone."""
+        self.previous = {key: total for key, total in self.previous.items() if key[0] not in gone}
 
     def stop(self) -> None:
         """Stop sending."""

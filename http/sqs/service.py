@@ -29,6 +29,20 @@ class SqsService:
         self.tasks: dict[str, dict] = {}  # dead-letter queue -> its last message move task
         self.purges: dict[str, float] = {}  # queue -> monotonic time of its last purge
         self.deleted: dict[str, float] = {}  # queue -> monotonic time of its DeleteQueue
+        queues.keep(self)  # Kept for a minute by design, `deleted` is not forgotten with its queue.
+
+    def queue_tables(self) -> dict:
+        """The queues whose properties are cached, that have a move task, purged lately."""
+        return {"sqs_properties": self.props.queues(), "sqs_move_tasks": set(self.tasks),
+                "sqs_purges": set(self.purges)}
+
+    def forget_queues(self, gone: set[str]) -> None:
+        """Drop what is kept about queues that are gone (in place: every request's copy of
+        this service shares the tables)."""
+        for queue in gone:
+            self.props.forget(queue)
+            self.tasks.pop(queue, None)
+            self.purges.pop(queue, None)
 
     def acting(self, token: Token | None) -> "SqsService":
         """This service for one request, whose every call is checked against its token; the
