@@ -37,6 +37,20 @@ def http_date(now: float) -> str:
     return _date_header(int(now))
 
 
+def accepts(*names: str):
+    """Declare the query parameters a handler method reads: ApiHandler refuses any other with
+    400, so that a misspelled option is never silently ignored."""
+    def declare(method):
+        method.query_parameters = frozenset(names)
+        return method
+    return declare
+
+
+def query_parameters(handler_class: type, method: str) -> frozenset[str]:
+    """The query parameters the handler's method for an HTTP method declares (`accepts`)."""
+    return getattr(getattr(handler_class, method.lower(), None), "query_parameters", frozenset())
+
+
 class FrontApplication(tornado.web.Application):
     """A front's Tornado application, with what its handlers share."""
 
@@ -64,6 +78,9 @@ class ApiHandler(tornado.web.RequestHandler):
     token: Token | None = None
     #: Every route of mq is served by a FrontApplication.
     application: FrontApplication
+    #: Whether the query string holds only the parameters the method declares (`accepts`);
+    #: off where another protocol owns it (the SQS API speaks AWS's query protocol as AWS does).
+    checks_query = True
 
     def initialize(self, service: QueueService, options) -> None:
         """Take the queue service (http/service.py) and the daemon's options."""
@@ -91,6 +108,17 @@ class ApiHandler(tornado.web.RequestHandler):
             raise TooLong(f"URL of {len(self.request.uri)} bytes is over the limit of "
                           f"{self.config.max_url_bytes} bytes")
         self.authorize()
+        if self.request.query and self.checks_query and self.serves(self.request.method):
+            self.check_query()
+
+    def check_query(self) -> None:
+        """Invalid naming each query parameter the route's method does not declare."""
+        accepted = query_parameters(type(self), self.request.method)
+        unknown = sorted(set(self.request.query_arguments) - accepted)
+        if unknown:
+            raise Invalid(f"unknown query parameter {', '.join(map(repr, unknown))}: "
+                          f"{self.request.method} {self.request.path} takes "
+                          f"{', '.join(sorted(accepted)) or 'none'}")
 
     def authorize(self) -> None:
         """Authenticate the request's bearer token (401), unless its method is open. A method

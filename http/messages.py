@@ -13,7 +13,7 @@ from mq import store as fmt
 from mq import trace_context
 from mq.errors import Invalid, TooLarge
 from mq.http import batches, compound
-from mq.http.api import ApiHandler
+from mq.http.api import ApiHandler, accepts
 from mq.numbers import parse_number
 from mq.operations import (
     Ack,
@@ -140,6 +140,7 @@ class StreamedBodyHandler(ApiHandler):
 class MessagesHandler(StreamedBodyHandler):
     """GET and POST /{queue}/messages."""
 
+    @accepts("delay", "at", "dedup_id")
     async def post(self, name: str) -> None:
         """Add a message: 201 with X-Message-Id once durable; 200 for a duplicate's first id."""
         queue = self.queue_name(name)
@@ -176,6 +177,7 @@ class MessagesHandler(StreamedBodyHandler):
             reply["duplicate"] = True
         self.write_json(200 if result.get("duplicate") else 201, reply)
 
+    @accepts("wait", "cf", "max")
     async def get(self, name: str) -> None:
         """Fetch the oldest ready message, waiting up to ?wait=N seconds; 204 when there is none."""
         queue = self.queue_name(name)
@@ -234,6 +236,7 @@ class MessageHandler(ApiHandler):
 
     REPLIES = {"ack": Ack, "nack": Nack, "ext": Extend, "extend": Extend}
 
+    @accepts("receipt")
     async def delete(self, name: str, message_id: str) -> None:
         """Remove the message from whatever state it is in: 204; 404 unknown; 409 stale receipt."""
         queue = self.queue_name(name)
@@ -246,6 +249,7 @@ class MessageHandler(ApiHandler):
         self.set_status(204)
         self.finish()
 
+    @accepts("reply", "seconds", "receipt")
     async def post(self, name: str, message_id: str) -> None:
         """Reply to a delivery: ack deletes, nack makes it ready now, ext extends its timer."""
         queue = self.queue_name(name)

@@ -4,7 +4,7 @@ default property rules."""
 import base64
 
 from mq import trace_context
-from mq.http.api import ApiHandler
+from mq.http.api import ApiHandler, accepts
 from mq.numbers import parse_number
 from mq.operations import (
     Peek,
@@ -60,6 +60,7 @@ class PeekHandler(ApiHandler):
     """GET /{queue}/peek?max=N&after=ID: the oldest ready messages, none claimed."""
 
 
+    @accepts("max", "after")
     async def get(self, name: str) -> None:
         """Up to max (default 10) messages, bodies in base64, oldest first."""
         queue = self.queue_name(name)

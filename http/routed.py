@@ -9,6 +9,7 @@ import tornado.web
 from mq import trace_context
 from mq.errors import Invalid
 from mq.http import batches, compound
+from mq.http.api import accepts
 from mq.http.messages import StreamedBodyHandler, connection_closed
 from mq.numbers import parse_number
 from mq.schedule import due_time
@@ -28,6 +29,7 @@ class RoutedMessagesHandler(StreamedBodyHandler):
             raise Invalid("give the queues as a regular expression: ?qre=REGEX")
         return pattern
 
+    @accepts("qre", "delay", "at")
     async def post(self) -> None:
         """Fan-out: 201 with each queue and the id of its copy, once every copy is durable;
         404 when no queue matches."""
@@ -45,6 +47,7 @@ class RoutedMessagesHandler(StreamedBodyHandler):
         self.write_json(201, {"messages": [
             {"queue": m["queue"], **batches.added_record(m)} for m in messages]})
 
+    @accepts("qre", "wait", "cf")
     async def get(self) -> None:
         """Pull-any: the oldest ready message of the matching queues, its queue in X-Queue;
         204 when none came within ?wait=N seconds; 404 when no queue matches."""

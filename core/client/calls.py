@@ -20,6 +20,7 @@ from mq.client.errors import ClientError, InvalidError, UnavailableError, error_
 from mq.client.message import Message
 from mq.errors import Invalid
 from mq.ids import id_time_ms
+from mq.queue_names import validate_queue
 
 #: The Content-Type of a str body when none is given: the text is sent as UTF-8.
 TEXT_CONTENT_TYPE = "text/plain; charset=utf-8"
@@ -182,13 +183,18 @@ def purge(queue: str) -> Call:
 
 
 def queue_path(queue: str, *rest: str) -> str:
-    """The path of a queue (and a route under it); the daemon judges the name."""
+    """The path of a queue (and a route under it); InvalidError, before any request, for a
+    name the daemon would refuse (the daemon's own rule, mq.queue_names)."""
     if not isinstance(queue, str):
         raise TypeError(f"queue must be a str, not {type(queue).__name__}")
     if not queue:
         raise InvalidError("queue name must not be empty")
-    # Quoted whole, so that a '/' or '?' in a bad name reaches the daemon's check (400)
-    # instead of routing the request elsewhere.
+    try:
+        # Checked here: '.' and '..' would be resolved away by the URL, and '_mq' reach the
+        # daemon's own endpoints, so the daemon would answer another route's error.
+        validate_queue(queue)
+    except Invalid as err:
+        raise InvalidError(err.message) from None
     return "/".join(["", quote(queue, safe=""), *rest])
 
 

@@ -7,6 +7,8 @@ import time
 import httpx
 import orjson
 
+from mq.client.api import verifier
+from mq.client.calls import error_from
 from mq.ctl.errors import OK, UNAVAILABLE, CtlError
 
 #: The queue table's columns: (heading, how a queue's statistics give the cell).
@@ -59,7 +61,8 @@ def fetch_json(http: httpx.Client, url: str) -> dict:
     except orjson.JSONDecodeError:
         raise CtlError(f"{url}: answered {response.status_code} without JSON", UNAVAILABLE) from None
     if response.status_code != 200 and "children" not in body and "queues" not in body:
-        raise CtlError(f"{url}: {response.status_code} {body.get('message', '')}", UNAVAILABLE)
+        # The kind's own exit status: a refused token is 6, a daemon that cannot answer 4.
+        raise error_from(response)
     return body
 
 
@@ -94,7 +97,13 @@ def status(client, args) -> int:
     if args.url is None:
         raise CtlError("status asks a running daemon: give --url (or $MQ_URL), not --root")
     base = args.url.rstrip("/")
-    with httpx.Client(timeout=args.timeout) as http:
+    # The token and the authorities of every other command (--token, $MQ_TOKEN, --ca, $MQ_CA).
+    headers = {"Authorization": f"Bearer {args.token.strip()}"} if args.token else {}
+    try:
+        trust = verifier(args.ca)
+    except ValueError as err:
+        raise CtlError(str(err)) from None
+    with httpx.Client(timeout=args.timeout, headers=headers, verify=trust) as http:
         health = fetch_json(http, base + "/_mq/health")
         stats = fetch_json(http, base + "/_mq/stats")
     if args.json:

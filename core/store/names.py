@@ -1,33 +1,11 @@
 """The grammar of names under a root: queue names, message ids and the entries built from them."""
 
-import re
-
 from mq.errors import Invalid
 from mq.ids import is_id
+from mq.queue_names import MAX_QUEUE_NAME, QUEUE_PATTERN, RESERVED_NAMES, is_queue, validate_queue
 
-#: Longest queue name, in characters.
-MAX_QUEUE_NAME = 128
-QUEUE_PATTERN = re.compile(rf"^[A-Za-z0-9_.-]{{1,{MAX_QUEUE_NAME}}}$")
-#: Names no queue may have: '.' and '..' are folders, '_mq' holds the admin endpoints, and
-#: '_defaults' would share props/_defaults.json with the default property rules.
-RESERVED_NAMES = (".", "..", "_mq", "_defaults")
-
-
-def validate_queue(name: str) -> str:
-    """Return name if it is a safe queue name, else raise Invalid saying why."""
-    if not isinstance(name, str) or not QUEUE_PATTERN.fullmatch(name):
-        raise Invalid(
-            f"invalid queue name {name!r}: use 1 to {MAX_QUEUE_NAME} characters "
-            "from A-Z a-z 0-9 _ . -"
-        )
-    if name in RESERVED_NAMES:
-        raise Invalid(f"invalid queue name {name!r}: {', '.join(RESERVED_NAMES)} are reserved")
-    return name
-
-
-def is_queue(name: str) -> bool:
-    """True when name is a valid queue name."""
-    return bool(QUEUE_PATTERN.fullmatch(name)) and name not in RESERVED_NAMES
+__all__ = ["MAX_QUEUE_NAME", "QUEUE_PATTERN", "RESERVED_NAMES", "is_queue", "validate_queue",
+           "validate_id", "entry_name", "parse_entry", "queued_name", "split_name"]
 
 
 def validate_id(message_id: str) -> str:

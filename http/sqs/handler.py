@@ -88,6 +88,8 @@ class SqsHandler(ApiHandler):
     # the signature is the check, and with --token-file too the signing key's token decides
     # (http/sqs/authorization.py); with --token-file alone, serve() refuses every call.
     open_methods = frozenset({"GET", "POST"})
+    # The query string is AWS's query protocol (Action=...), checked as SQS checks it.
+    checks_query = False
 
     def initialize(self, service: QueueService, options, sqs: SqsService | None = None,
                    signatures: SignatureCheck | None = None) -> None:

@@ -213,6 +213,18 @@ def test_mqctl_takes_a_token_from_the_option_or_mq_token(daemon, monkeypatch, ca
     assert "write scope" in capsys.readouterr().err
 
 
+def test_mqctl_status_sends_the_token_and_a_refused_one_is_status_6(daemon, monkeypatch, capsys):
+    monkeypatch.setenv("MQ_URL", f"http://127.0.0.1:{daemon.port}")
+    monkeypatch.setenv("MQ_TOKEN", TOKENS["root"][0])
+    assert ctl.main(["status", "--json"]) == 0
+    assert "health" in json.loads(capsys.readouterr().out)
+    assert ctl.main(["status", "--token", WRONG]) == 6
+    assert "not valid" in capsys.readouterr().err
+    monkeypatch.delenv("MQ_TOKEN")
+    assert ctl.main(["status"]) == 6
+    assert "Bearer token" in capsys.readouterr().err
+
+
 def test_no_token_reaches_the_log_but_the_access_log_names_the_token(daemon):
     call(daemon, "GET", "/orders", "reader")
     request(daemon.port, "GET", "/orders", headers={"Authorization": f"Bearer {WRONG}"})

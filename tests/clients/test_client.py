@@ -228,6 +228,15 @@ def test_bad_arguments_fail_before_any_request(client):
         client.put(queue, b"x", delay="soon")
     with pytest.raises(InvalidError, match="must not be empty"):
         client.get("")
+    # A reserved name is refused by the daemon's own rule, before any request: this client's
+    # daemon is nowhere (a request would be UnavailableError), and '.' or '..' would otherwise
+    # reach another route, '_mq' the fan-out endpoint.
+    with Client(f"http://127.0.0.1:{free_port()}", retries=0) as nowhere:
+        for name in (".", "..", "_mq", "_defaults", "a/b"):
+            for call in (lambda: nowhere.put(name, b"x"), lambda: nowhere.get(name),
+                         lambda: nowhere.add_many(name, [b"x"]), lambda: nowhere.stat(name)):
+                with pytest.raises(InvalidError, match=f"invalid queue name {re.escape(repr(name))}"):
+                    call()
     client.put(queue, b"x")
     with pytest.raises(InvalidError, match="has no receipt"):
         client.ack(client.peek(queue)[0])

@@ -311,6 +311,8 @@ def test_exit_statuses(ctl, q, tmp_path):
     for command in ("stat", "peek", "get", "tail", "export", "purge"):
         assert "does not exist" in ctl.fails(3, command, "no-such-queue")
     ctl.fails(2, "put", "bad:name", "x")
+    for reserved in (".", "..", "_mq"):
+        assert "reserved" in ctl.fails(2, "put", reserved, "x")
     ctl.fails(2, "put", q, "x", "--delay", "soon")
     ctl.fails(2, "put", q, "x", "--delay", "1", "--at", "1800000000")
     ctl.fails(2, "peek", q, "-n", "0")

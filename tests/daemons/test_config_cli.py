@@ -71,12 +71,22 @@ def test_help_shows_each_options_default_as_the_dataclass_has_it():
     assert "--config" in result.stdout and "--print-config" in result.stdout
     assert "MQ_" in result.stdout
     entries = help_entries(result.stdout)
-    assert set(entries) == {"-h", "--config", "--print-config", "--create-root"} | {
+    assert set(entries) == {"-h", "--version", "--config", "--print-config", "--create-root"} | {
         flag(f.name) for f in fields(Options)}
     for field in fields(Options):
         value = shown_default(field, entries[flag(field.name)])
         assert value == field.default and type(value) is type(field.default), (
             f"{flag(field.name)}: --help says {value!r}, Options has {field.default!r}")
+
+
+@pytest.mark.parametrize("name", ["mq", "mqctl"])
+def test_version_prints_the_installed_version_and_the_readme_shows_the_flag(name):
+    import importlib.metadata
+
+    result = subprocess.run([command(name), "--version"], capture_output=True, text=True,
+                            timeout=30, stdin=subprocess.DEVNULL)
+    assert (result.returncode, result.stdout) == (0, f"{name} {importlib.metadata.version('mq')}\n")
+    assert f"{name} --version" in (REPO / "README.md").read_text()
 
 
 def test_help_gives_a_unit_for_every_time_and_size():

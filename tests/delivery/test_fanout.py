@@ -81,7 +81,7 @@ def test_the_pattern_must_match_the_whole_name(fan_mq):
     ("fo-(", "", "bad regular expression"),
     ("x" * 1001, "", "over 1000 characters"),
     ("", "", "qre"),
-    ("fo-.*", "&dedup_id=k", "dedup_id is not supported"),
+    ("fo-.*", "&dedup_id=k", "'dedup_id'"),  # Not a parameter of a fan-out.
     ("fo-.*", "&delay=-1", "delay"),
 ])
 def test_a_bad_fan_out_is_400_and_adds_nothing(fan_mq, pattern, query, why):

@@ -118,6 +118,11 @@ def test_mq_s_client_and_mqctl_take_a_ca(tls_mq, pki):
     refused = subprocess.run([command("mqctl"), "--url", url, "get", "tls-c"],
                              capture_output=True, text=True, timeout=60)
     assert refused.returncode != 0 and "certificate verify failed" in refused.stderr
+    for where in (["--ca", str(pki["ca"])], []):
+        status = subprocess.run([command("mqctl"), "--url", url, *where, "status"],
+                                capture_output=True, text=True, timeout=60,
+                                env={**os.environ, "MQ_CA": str(pki["ca"])})
+        assert status.returncode == 0 and f"mq at {url}: ok" in status.stdout, status.stderr
 
 
 def test_the_sqs_port_serves_boto3_verifying_the_authority(tls_mq, pki):
