@@ -1,12 +1,13 @@
 """GET /_mq/stats: the statistics every actor keeps, merged per queue by the queue service
 (QueueService.stats, http/figures.py)."""
 
-from mq.http.api import ApiHandler
+from mq.http.api import ApiHandler, accepts
 
 
 class StatsHandler(ApiHandler):
     """GET /_mq/stats: depths, counters and rates per queue, from the actors' memory."""
 
+    @accepts("tables")
     async def get(self) -> None:
         """200 with the statistics; "complete" is false when an actor did not answer. With
         ?tables=1, also how many queues each process's per-queue tables hold."""
