@@ -14,7 +14,6 @@ import sys
 import uuid
 
 import pytest
-
 from support import Daemon, free_port, poll_for, request
 
 from mq.store import Store
@@ -122,8 +121,7 @@ class Ctl:
                 (json.loads(line) for line in self.ok("ls", "--json", *args).splitlines())}
 
 
-@pytest.fixture(params=["url", "tls-token", "root"])
-def ctl(request, tmp_path) -> Ctl:
+def make_ctl(request, tmp_path) -> Ctl:
     """mqctl on the plain daemon, on the HTTPS daemon with a token, or on a fresh root."""
     if request.param == "url":
         return Ctl(["--url", f"http://127.0.0.1:{request.getfixturevalue('plain').port}"])
@@ -136,13 +134,26 @@ def ctl(request, tmp_path) -> Ctl:
     return Ctl(["--root", str(root)], daemon=False)
 
 
+@pytest.fixture(params=["url", "root"])
+def ctl(request, tmp_path) -> Ctl:
+    """mqctl on the plain daemon or on a fresh root."""
+    return make_ctl(request, tmp_path)
+
+
+@pytest.fixture(params=["url", "tls-token", "root"])
+def every_ctl(request, tmp_path) -> Ctl:
+    """mqctl on the plain daemon, the HTTPS daemon with a token (--ca, MQ_TOKEN), or a root."""
+    return make_ctl(request, tmp_path)
+
+
 @pytest.fixture
 def q() -> str:
     """A queue name no other test uses (the daemons are shared)."""
     return f"adm-{uuid.uuid4().hex[:10]}"
 
 
-def test_create_set_list_and_delete(ctl, q):
+def test_create_set_list_and_delete(every_ctl, q):
+    ctl = every_ctl
     made = ctl.json("create", q, "--set", "retry=0", "--set", 'tags={"team": "ops"}',
                     "--set", f"dead_letter_queue={q}.dlq")
     assert made["created"] is True
@@ -232,7 +243,8 @@ def test_delete_on_a_terminal_asks_for_the_name(ctl, q):
     ctl.fails(3, "stat", q)
 
 
-def test_redrive_all_some_or_into_another_queue(ctl, q):
+def test_redrive_all_some_or_into_another_queue(every_ctl, q):
+    ctl = every_ctl
     ctl.ok("create", q)
     for n in range(4):
         ctl.ok("put", f"{q}.dead", f"dead {n}")
