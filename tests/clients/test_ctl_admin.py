@@ -161,17 +161,20 @@ def test_create_set_list_and_delete(every_ctl, q):
     assert made["properties"]["dead_letter_queue"] == f"{q}.dlq"
     assert ctl.json("create", q)["created"] is False
     ctl.ok("put", q, "one")
+    ctl.ok("put", q, "later", "--delay", "600")
+    ctl.ok("put", q, "two")
+    ctl.ok("get", q)
     ctl.ok("put", f"{q}.dlq", "dead one")
 
     def counted():
-        return ctl.listed(q).get(q) == {"ready": 1, "delayed": 0, "in_flight": 0, "dead": 1}
-    poll_for(counted, what="ls to count the ready message and the dead letter")
+        return ctl.listed(q).get(q) == {"ready": 1, "delayed": 1, "in_flight": 1, "dead": 1}
+    poll_for(counted, what="ls to count each state and the dead letter")
     assert set(ctl.listed(f"{q}*")) == {q, f"{q}.dlq"}
     assert set(ctl.listed(f"{q}?dlq")) == {f"{q}.dlq"}
     assert ctl.listed("no-such-queue-at-all") == {}
     table = ctl.ok("ls", q).decode().splitlines()
     assert table[0].split() == ["QUEUE", "READY", "DELAYED", "IN", "FLIGHT", "DEAD"]
-    assert table[1].split() == [q, "1", "0", "0", "1"]
+    assert table[1].split() == [q, "1", "1", "1", "1"]
 
     after = ctl.json("set", q, "timeout=5", "fifo=true", "retention=3600")["properties"]
     assert (after["timeout"], after["fifo"], after["retention"], after["retry"]) == (5, True, 3600, 0)
