@@ -111,6 +111,15 @@ class Operations(ABC):
         """Remove every message of the queue, in every state; return how many went."""
         return self._perform(calls.purge(queue))
 
+    def redrive(self, queue: str) -> dict:
+        """Move the dead letters of the queue (its dead-letter queue's messages) back into it;
+        {"queue", "dead_letter_queue", "moved"}."""
+        return self._perform(calls.redrive(queue))
+
+    def stats(self) -> dict:
+        """The daemon's statistics: {"complete", "actors", "queues": {name: depths, ...}, ...}."""
+        return self._perform(calls.stats())
+
     def add_many(self, queue: str, messages, *, delay: float | None = None, at=None) -> list[str]:
         """Add many messages in one request, all or none (bytes, str, or dicts with "body",
         "content_type", "delay", "at", "dedup_id"); return their ids in order."""

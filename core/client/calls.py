@@ -179,6 +179,16 @@ def purge(queue: str) -> Call:
     return Call("POST", queue_path(queue, "purge"), lambda r: int(r.json()["purged"]))
 
 
+def redrive(queue: str) -> Call:
+    """POST /{queue}/redrive: {"queue", "dead_letter_queue", "moved"}."""
+    return Call("POST", queue_path(queue, "redrive"), _json)
+
+
+def stats() -> Call:
+    """GET /_mq/stats: every queue's depths, totals and rates (docs/OPERATIONS.md)."""
+    return Call("GET", "/_mq/stats", _json)
+
+
 # -- arguments ----------------------------------------------------------------------------
 
 

@@ -13,7 +13,7 @@ INTERRUPTED = 130
 EPILOG = """\
 exit status:
   0  done
-  1  nothing: get or peek found no message
+  1  nothing: get or peek found no message, or delete was not confirmed
   2  usage or invalid input (an option, a queue name, a record, a body or a URL over the limit)
   3  not found: no such queue, message or root folder
   4  unavailable: the daemon or the root could not take the request (after retries), or no FORMAT in --root

@@ -1,5 +1,6 @@
-"""mqctl: put, get, ack, peek, stat, tail, purge, export and load the messages of mq queues,
-through a daemon's URL or straight on a root folder; status of a running daemon."""
+"""mqctl: put, get, ack, peek, stat, tail, purge, export and load the messages of mq queues;
+list, create, delete, set and redrive the queues; through a daemon's URL or straight on a root
+folder; status of a running daemon."""
 
 import argparse
 import os
@@ -7,7 +8,7 @@ import sys
 
 from mq import installed_version
 from mq.client import Client
-from mq.ctl import messages
+from mq.ctl import admin, messages
 from mq.ctl.errors import (
     EPILOG,
     INTERRUPTED,
@@ -188,6 +189,7 @@ def build_parser() -> Parser:
     into.add_argument("--dedup", action="store_true",
                       help="use each record's id (a file's name) as de-duplication key, so that a "
                            "load run again adds nothing twice within the dedup window")
+    admin.add_commands(sub, where, number)
     state = sub.add_parser("status", parents=[where], epilog=EPILOG,
                            formatter_class=argparse.RawDescriptionHelpFormatter,
                            help="print the daemon's processes, root and queues (exit 4 when one is down)",

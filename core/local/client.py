@@ -10,7 +10,7 @@ from mq.errors import Invalid, NotFound
 from mq.local import consume, produce, receipts
 from mq.local.errors import translated
 from mq.operations import Peek
-from mq.store import CorruptMessage, Root, Store, validate_queue
+from mq.store import Changes, CorruptMessage, Root, Store, validate_queue
 from mq.store.listing import Entry, read_entry
 
 #: Seconds between looks at an empty queue while get(wait=...) waits.
@@ -129,6 +129,20 @@ class LocalClient:
         purged = self.store.purge_queue(validate_queue(queue))
         self.taker.forget(queue)
         return purged
+
+    @translated
+    def redrive(self, queue: str) -> dict:
+        """Move the ready messages of the queue's dead-letter queue back into it, as new;
+        {"queue", "dead_letter_queue", "moved"}."""
+        dead = self.props.effective(validate_queue(queue))["dead_letter_queue"]
+        moved: list[str] = []
+        if self.store.queue_exists(dead):
+            changes = Changes()
+            moved = self.store.redrive(dead, queue, changes)
+            self.store.flush(changes)
+            self.store.notices.post(queue)  # Daemons' fetch actors list the queue again.
+            self.taker.forget(dead)
+        return {"queue": queue, "dead_letter_queue": dead, "moved": len(moved)}
 
     def must_exist(self, queue: str) -> None:
         """Raise NotFound unless the queue exists (the name checked first)."""

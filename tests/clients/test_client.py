@@ -108,6 +108,20 @@ def test_queues_are_created_inspected_configured_and_deleted(client):
         client.stat(queue)
 
 
+def test_redrive_moves_the_dead_letters_back_and_stats_count_them(client):
+    queue = fresh_queue("rd")
+    client.create_queue(queue)
+    client.put(f"{queue}.dead", b"dead one")
+
+    def counted():
+        entry = client.stats()["queues"].get(queue)
+        return entry is not None and entry["dead"] == 1
+    poll_for(counted, what="the statistics to count the dead letter")
+    assert client.redrive(queue) == {"queue": queue, "dead_letter_queue": f"{queue}.dead",
+                                     "moved": 1}
+    assert client.get(queue).body == b"dead one"
+
+
 def test_put_get_ack_carry_body_content_type_receipt_and_attempts(client):
     queue = fresh_queue("cm")
     before = int(time.time() * 1000)
