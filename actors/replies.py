@@ -30,6 +30,7 @@ def delete(actor, batch, request: Delete | Ack, sender=None) -> Acked:
         raise NotFound(f"message {message_id} not found in queue {queue!r}")
     if index:
         index.discard(message_id)
+    actor.indexes.sizes.removed(queue, message_id)
     state, attempts = found
     if state in ("delayed", "in_flight"):
         # The delivery it left delay/ as: the mover drops that one timer (with None it would
@@ -78,6 +79,7 @@ def ack_delivery(actor, batch, queue: str, message_id: str, delivery: int) -> No
     """Remove one in-flight delivery (NotFound or Conflict when it is over); flushed with batch."""
     if not actor.store.ack(queue, message_id, delivery, batch.changes):
         refuse_stale(actor, queue, message_id, delivery)
+    actor.indexes.sizes.removed(queue, message_id)
     batch.settled.append((queue, message_id, delivery))
     actor.counters.count(queue, "acks")
     actor.deliveries.settled(queue, message_id)

@@ -1,6 +1,7 @@
 """GET /metrics, GET /health and the StatsD output of a real daemon, read with
 prometheus_client's own parser and a real UDP socket on 127.0.0.1."""
 
+import json
 import os
 import re
 import signal
@@ -200,3 +201,46 @@ def test_a_bad_statsd_address_stops_mq_with_status_2(tmp_path):
                          capture_output=True, text=True, timeout=30)
     assert run.returncode == 2
     assert run.stderr.strip() == "mq: --statsd must be HOST:PORT, with a port from 1 to 65535"
+
+
+def queue_bytes(daemon, queue: str) -> float | None:
+    """mq_queue_bytes of a queue in one scrape (None when it is not shown)."""
+    return scrape(daemon).get(("mq_queue_bytes", (("queue", queue),)))
+
+
+def stored_size(daemon, queue: str, message_id: str) -> int:
+    """The size of a ready message's file in the daemon's root."""
+    return (daemon.root / "queues" / queue / message_id).stat().st_size
+
+
+def test_queue_bytes_follow_adds_acks_deletes_and_purges(daemon):
+    assert daemon.request("PUT", "/qb").status in (200, 201)
+    poll_for(lambda: queue_bytes(daemon, "qb") == 0, 10, what="qb shown empty")
+    ids = [json.loads(daemon.request("POST", "/qb/messages", b"y" * n).body)["id"]
+           for n in (10, 2000, 300)]
+    sizes = [stored_size(daemon, "qb", message_id) for message_id in ids]
+    assert sizes[1] > 2000  # The header counts too.
+    poll_for(lambda: queue_bytes(daemon, "qb") == sum(sizes), 10, what="three adds counted")
+    fetched = daemon.request("GET", "/qb/messages")
+    assert fetched.status == 200 and fetched.header("X-Message-Id") == ids[0]
+    # In flight, its file still takes its room.
+    assert queue_bytes(daemon, "qb") == sum(sizes)
+    acked = daemon.request("POST", "/qb/messages/ack", json.dumps(
+        {"receipts": [fetched.header("X-Receipt")]}).encode(), {"Content-Type": "application/json"})
+    assert json.loads(acked.body)["acked"] == 1
+    poll_for(lambda: queue_bytes(daemon, "qb") == sum(sizes[1:]), 10, what="the ack subtracted")
+    assert daemon.request("DELETE", f"/qb/messages/{ids[1]}").status == 204
+    poll_for(lambda: queue_bytes(daemon, "qb") == sizes[2], 10, what="the delete subtracted")
+    assert daemon.request("POST", "/qb/messages", b"z" * 500).status == 201
+    assert queue_bytes(daemon, "qb") > sizes[2]
+    assert json.loads(daemon.request("POST", "/qb/purge").body)["purged"] == 2
+    poll_for(lambda: queue_bytes(daemon, "qb") == 0, 10, what="the purge emptied it")
+
+
+def test_root_free_space_matches_statvfs(daemon):
+    samples = scrape(daemon)
+    st = os.statvfs(daemon.root)
+    # Other tests write on the same file system meanwhile: close, not equal.
+    assert abs(samples[("mq_root_free_bytes", ())] - st.f_bavail * st.f_frsize) < 64 * 2**20
+    assert abs(samples[("mq_root_free_inodes", ())] - st.f_favail) < 10_000
+    assert samples[("mq_root_free_bytes", ())] > 0
