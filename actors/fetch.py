@@ -85,7 +85,9 @@ class FetchActor(Actor[FetchBatch]):
 
     def relist_all(self, batch: Batch, request: ops.Relist, sender: Request) -> dict:
         """Notification from a restarted save actor or mover: a "ready" may have been lost."""
-        self.log.info("fetch.relist", found=self.indexes.relist_all())
+        found = self.indexes.relist_all()
+        # At start every actor asks every fetch actor: most re-listings find nothing to say.
+        (self.log.info if found else self.log.debug)("fetch.relist", found=found)
         return {}
 
     def fetch(self, batch: Batch, request: ops.Fetch, sender: Request) -> ops.Fetched | object:
