@@ -117,6 +117,7 @@ class FetchActor(Actor[FetchBatch]):
         counted = self.counters.snapshot()
         now_ms = time.time() * 1000
         queues = {}
+        self.indexes.sizes.heal([queue for queue, index in self.indexes if not index])
         for queue, index in self.indexes:
             oldest = index.oldest()
             entry = counted.get(queue) or {"totals": {}, "rates": {}}

@@ -113,6 +113,7 @@ def nack(actor, batch, request: Nack, sender) -> dict:
     if dead is None:
         actor.indexes.of(queue).add(message_id, delivery)
     else:
+        actor.indexes.sizes.moved_out(queue, actor.store.ready_path(dead, message_id, dead_count))
         actor.log.info("fetch.dead_letter", queue=queue, id=message_id, dead_letter_queue=dead)
         actor.counters.count(queue, "dead_letters")
         actor.send(actor.mover, Relay(queue=dead, ids=[[message_id, dead_count]]))

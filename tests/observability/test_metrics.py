@@ -244,3 +244,31 @@ def test_root_free_space_matches_statvfs(daemon):
     assert abs(samples[("mq_root_free_bytes", ())] - st.f_bavail * st.f_frsize) < 64 * 2**20
     assert abs(samples[("mq_root_free_inodes", ())] - st.f_favail) < 10_000
     assert samples[("mq_root_free_bytes", ())] > 0
+
+
+def test_a_nacked_dead_letter_moves_its_bytes_to_the_dead_letter_queue(daemon):
+    assert daemon.request("PUT", "/qbd").status in (200, 201)
+    assert daemon.request("PATCH", "/qbd/properties", b'{"retry": 0}').status == 200
+    message_id = json.loads(daemon.request("POST", "/qbd/messages", b"d" * 700).body)["id"]
+    size = stored_size(daemon, "qbd", message_id)
+    poll_for(lambda: queue_bytes(daemon, "qbd") == size, 10, what="the add counted")
+    receipt = daemon.request("GET", "/qbd/messages").header("X-Receipt")
+    nacked = daemon.request("POST", f"/qbd/messages/{message_id}?reply=nack&receipt={receipt}")
+    assert nacked.status in (200, 204)
+    # At once (not HEAL_SECONDS later, when the emptied queue's figure would be corrected).
+    poll_for(lambda: queue_bytes(daemon, "qbd") == 0 and queue_bytes(daemon, "qbd.dead") == size,
+             2, what="the bytes to follow the dead letter")
+
+
+def test_a_queue_emptied_unseen_has_its_bytes_corrected(daemon):
+    # The mover dead-letters a delivery whose time ran out: the queue's fetch actor is not
+    # told, and corrects the figure once it sees the queue has none ready (HEAL_SECONDS).
+    assert daemon.request("PUT", "/qbh").status in (200, 201)
+    assert daemon.request("PATCH", "/qbh/properties", b'{"retry": 0, "timeout": 0.5}').status == 200
+    message_id = json.loads(daemon.request("POST", "/qbh/messages", b"h" * 900).body)["id"]
+    size = stored_size(daemon, "qbh", message_id)
+    poll_for(lambda: queue_bytes(daemon, "qbh") == size, 10, what="the add counted")
+    assert daemon.request("GET", "/qbh/messages").status == 200
+    poll_for(lambda: scrape(daemon).get(("mq_dead_letters_total", (("queue", "qbh"),))) == 1, 10,
+             what="the mover to dead-letter it")
+    poll_for(lambda: queue_bytes(daemon, "qbh") == 0, 30, what="the figure corrected")
