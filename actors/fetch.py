@@ -96,11 +96,14 @@ class FetchActor(Actor[FetchBatch]):
                     # deleted) since. Added, it would count as ready until a fetch tried it.
                     continue
                 index.add(message_id, attempts)
+                self.indexes.sizes.became_ready(queue, message_id, attempts)
         return {}
 
     def relist_all(self, batch: Batch, request: ops.Relist, sender: Request) -> dict:
         """Notification from a restarted save actor or mover: a "ready" may have been lost."""
-        self.log.info("fetch.relist", found=self.indexes.relist_all())
+        found = self.indexes.relist_all()
+        # At start every actor asks every fetch actor: most re-listings find nothing to say.
+        (self.log.info if found else self.log.debug)("fetch.relist", found=found)
         return {}
 
     def fetch(self, batch: Batch, request: ops.Fetch, sender: Request) -> ops.Fetched | object:
@@ -131,15 +134,18 @@ class FetchActor(Actor[FetchBatch]):
         return {}
 
     def stats(self, batch: Batch, request: ops.Stats, sender: Request) -> dict:
-        """Per queue it owns: ready messages, the oldest one's age, and the event counters."""
+        """Per queue it owns: ready messages, their files' bytes, the oldest one's age, and the
+        event counters."""
         self.indexes.index_owned(lambda queue: fetch_actor_for(queue, self.options.workers) == self.index)
         counted = self.counters.report()
         now_ms = time.time() * 1000
         queues = {}
+        self.indexes.sizes.heal([queue for queue, index in self.indexes if not index])
         for queue, index in self.indexes:
             oldest = index.oldest()
             entry = counted.get(queue) or {"totals": {}, "rates": {}}
-            entry.update(ready=len(index), dead_letter_queue=self.props.effective(queue)["dead_letter_queue"],
+            entry.update(ready=len(index), bytes=self.indexes.sizes.of(queue),
+                         dead_letter_queue=self.props.effective(queue)["dead_letter_queue"],
                          oldest_ready_age_s=round(max(0.0, now_ms - id_time_ms(oldest)) / 1000, 3)
                          if oldest else None)
             queues[queue] = entry
@@ -239,6 +245,7 @@ class FetchActor(Actor[FetchBatch]):
         """Remove a ready message older than its queue's retention instead of handing it out."""
         left = self.store.remove(queue, message_id, known=("ready", attempts), changes=batch.changes)
         if left is not None:
+            self.indexes.sizes.removed(queue, message_id)
             self.log.info("fetch.expired", queue=queue, id=message_id)
 
     def quarantine(self, batch: Batch, queue: str, message_id: str, delivery: int, due: float,

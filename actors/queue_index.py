@@ -10,6 +10,7 @@ import random
 import time
 from collections.abc import Callable
 
+from mq.actors.queue_bytes import QueueBytes
 from mq.ids import id_floor
 from mq.supervisor import heartbeat
 
@@ -134,6 +135,7 @@ class ReadyIndexes:
         self._notices: dict[str, str] = {}  # queue -> notice token its index has seen
         self._noticed_at = time.monotonic()
         self._owned_listed_at: float | None = None  # Set by the first index_owned().
+        self.sizes = QueueBytes(store)  # Each indexed queue's bytes.
 
     def __len__(self) -> int:
         return len(self._indexes)
@@ -162,7 +164,13 @@ class ReadyIndexes:
             # the folder's mtime likewise, so a change meanwhile is seen on the next fetch.
             self._notices[queue] = self.store.notices.read(queue)
             changed = self.store.queue_changed_ns(queue)
-            index = self._indexes[queue] = QueueIndex(self.store.list_ready(queue), changed)
+            if queue not in self.sizes:
+                self.sizes.scan(queue)  # Before the listing: an add between them counts once.
+            listed = self.store.list_ready(queue)
+            if index is not None:
+                for message_id, attempts in listed:
+                    self.sizes.became_ready(queue, message_id, attempts)
+            index = self._indexes[queue] = QueueIndex(listed, changed)
         return index
 
     def may_have_more(self, queue: str, index: QueueIndex) -> bool:
@@ -187,16 +195,21 @@ class ReadyIndexes:
         """Drop the queue's index (deleted, purged, or asked for but missing)."""
         self._indexes.pop(queue, None)
         self._notices.pop(queue, None)
+        self.sizes.forget(queue)
 
-    def relist(self, queue: str) -> int:
+    def relist(self, queue: str, rescan: bool = False) -> int:
         """Add to a queue's index the ready messages its folder has and the index lacks; return
-        how many names the listing did not skip."""
+        how many names the listing did not skip. With `rescan`, its bytes are counted afresh."""
         index = self._indexes.get(queue)
         if index is None:
             return 0
+        if rescan:
+            self.sizes.scan(queue)  # Before the listing, which then adds no size of its own.
         found = self.store.list_ready(queue, known=index.members)
         for message_id, attempts in found:
             index.add(message_id, attempts)
+            if not rescan:
+                self.sizes.became_ready(queue, message_id, attempts)
         index.listed()
         return len(found)
 
@@ -205,7 +218,7 @@ class ReadyIndexes:
         found = 0
         for queue in list(self._indexes):
             heartbeat.beat()  # A listing each: thousands of queues outlast --hang-timeout.
-            found += self.relist(queue)
+            found += self.relist(queue, rescan=True)
         return found
 
     def merge_noticed(self) -> None:

@@ -31,6 +31,7 @@ def delete(actor, batch, request: Delete | Ack, sender=None) -> Acked:
         raise gone(actor.store, queue, message_id)
     if index:
         index.discard(message_id)
+    actor.indexes.sizes.removed(queue, message_id)
     state, attempts = found
     if state in ("delayed", "in_flight"):
         # The delivery it left delay/ as: the mover drops that one timer (with None it would
@@ -79,6 +80,7 @@ def ack_delivery(actor, batch, queue: str, message_id: str, delivery: int) -> No
     """Remove one in-flight delivery (NotFound or Conflict when it is over); flushed with batch."""
     if not actor.store.ack(queue, message_id, delivery, batch.changes):
         refuse_stale(actor, queue, message_id, delivery)
+    actor.indexes.sizes.removed(queue, message_id)
     batch.settled.append((queue, message_id, delivery))
     actor.counters.count(queue, "acks")
     actor.deliveries.settled(queue, message_id)
@@ -112,6 +114,7 @@ def nack(actor, batch, request: Nack, sender) -> dict:
     if dead is None:
         actor.indexes.of(queue).add(message_id, delivery)
     else:
+        actor.indexes.sizes.moved_out(queue, actor.store.ready_path(dead, message_id, dead_count))
         actor.log.info("fetch.dead_letter", queue=queue, id=message_id, dead_letter_queue=dead)
         actor.counters.count(queue, "dead_letters")
         actor.send(actor.mover, Relay(queue=dead, ids=[[message_id, dead_count]]))

@@ -16,6 +16,7 @@ import tornado.httpserver
 import tornado.httputil
 import tornado.ioloop
 
+from mq.http import not_http
 from mq.http.tornado_io import keep_nodelay
 
 #: Longest time, in seconds, between two sweeps: a connection is closed at most that late.
@@ -42,8 +43,10 @@ class TimedHTTPServer(tornado.httpserver.HTTPServer):
         self.sweeper.start()
 
     def handle_stream(self, stream, address) -> None:
-        """A new connection, with TCP_NODELAY on for good (tornado_io.keep_nodelay)."""
+        """A new connection, with TCP_NODELAY on for good (tornado_io.keep_nodelay), whose
+        first read tells another protocol at once (http/not_http.py)."""
         keep_nodelay(stream)
+        not_http.guard(stream, address)
         super().handle_stream(stream, address)
 
     def start_request(self, server_conn, request_conn) -> tornado.httputil.HTTPMessageDelegate:

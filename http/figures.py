@@ -18,7 +18,7 @@ DEPTHS = ("ready", "delayed", "in_flight", "dead")
 
 def blank_queue() -> dict:
     """One queue's figures before any actor's answer is added in."""
-    return {**{depth: 0 for depth in DEPTHS}, "oldest_ready_age_s": None,
+    return {**{depth: 0 for depth in DEPTHS}, "bytes": 0, "oldest_ready_age_s": None,
             "dead_letter_queue": None,
             "totals": {event: 0 for event in EVENTS}, "rates": {event: 0.0 for event in EVENTS}}
 
@@ -51,6 +51,7 @@ def merge(names: list[str], answers: list, now: float) -> dict:
                 merged[depth] += entry.get(depth, 0)
             if name.startswith("fetch-"):
                 existing.add(queue)
+                merged["bytes"] = entry.get("bytes", 0)
                 merged["oldest_ready_age_s"] = entry.get("oldest_ready_age_s")
                 merged["dead_letter_queue"] = entry.get("dead_letter_queue")
     if all_fetchers:

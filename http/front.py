@@ -13,7 +13,7 @@ import tornado.web
 
 from mq import event_loops, logs
 from mq.errors import NotFound
-from mq.http import access, responses, sqs, tornado_io
+from mq.http import access, listening, responses, sqs, tornado_io
 from mq.http.actor_links import ActorPool
 from mq.http.api import ApiHandler, FrontApplication
 from mq.http.batches import AckBatchHandler
@@ -199,6 +199,8 @@ async def serve(options, run_dir: str, drain_seconds: float = 10.0, index: int =
                     event_loop=event_loops.running())
     if app.tokens is None and access.exposed(options.host):
         logs.get().warning("front.open_access", host=options.host)
+    if index == 0:
+        listening.announce(options)  # Once for the daemon, however many fronts it runs.
     # One front sends StatsD lines for the daemon: the statistics come from the shared actors.
     statsd = StatsdSender.start(service, options) if index == 0 else None
     # The per-queue tables of the front ends forget gone queues (at most every SWEEP_SECONDS).

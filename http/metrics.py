@@ -13,6 +13,7 @@ from mq.errors import MqError
 from mq.http import responses
 from mq.http.health import read_health
 from mq.http.queues import QueueHandler
+from mq.http.root_space import free_space
 from mq.supervisor import heartbeat
 
 #: (stats key, metric name, help) of the gauges per queue.
@@ -23,6 +24,8 @@ QUEUE_GAUGES = (
     ("dead", "mq_messages_dead", "Messages ready in the queue's dead-letter queue."),
     ("oldest_ready_age_s", "mq_oldest_ready_age_seconds",
      "Age of the oldest ready message (since it was added); absent when none is ready."),
+    ("bytes", "mq_queue_bytes", "Bytes of the queue's message files (header and body), ready "
+     "and in flight; a delayed add counts from when it falls due."),
 )
 #: (event, metric name without _total, help) of the counters per queue.
 QUEUE_COUNTERS = (
@@ -38,10 +41,11 @@ QUEUE_COUNTERS = (
 class Snapshot:
     """A Prometheus collector over one set of statistics and health.json, made per scrape."""
 
-    def __init__(self, figures: dict, health: dict | None, front: str):
+    def __init__(self, figures: dict, health: dict | None, front: str, root: str | None = None):
         self.figures = figures
         self.health = health
         self.front = front  # The front answering: up, whatever health.json says.
+        self.root = root  # Whose file system's free space is shown, when given.
 
     def collect(self):
         """The metric families: per queue, per actor, per process."""
@@ -84,6 +88,14 @@ class Snapshot:
                                  "it is refused with 503.")
         root.add_metric([], 0 if heartbeat.root_lost_since() else 1)
         yield root
+        free = free_space(self.root) if self.root else None
+        if free is not None:
+            yield GaugeMetricFamily("mq_root_free_bytes", "Bytes free to mq on the root's file "
+                                    "system (statvfs f_bavail, read at most once a second).",
+                                    value=free[0])
+            yield GaugeMetricFamily("mq_root_free_inodes", "Inodes free to mq on the root's file "
+                                    "system (statvfs f_favail): every message is a file.",
+                                    value=free[1])
         yield from self.process_families()
 
     def process_families(self):
@@ -126,7 +138,8 @@ class MetricsHandler(QueueHandler):
         except MqError:
             health = None
         self.set_header("Content-Type", CONTENT_TYPE_LATEST)
-        self.finish(generate_latest(Snapshot(figures, health, self.application.front_name)))
+        self.finish(generate_latest(Snapshot(figures, health, self.application.front_name,
+                                             self.config.root)))
 
     def initialize(self, service, options, run_dir: str = "") -> None:
         """Also take the run folder, where the supervisor publishes health.json."""

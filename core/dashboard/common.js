@@ -73,6 +73,15 @@ export function mebibytes(bytes) {
   return bytes === undefined ? "–" : (bytes / 1048576).toFixed(1) + " MiB";
 }
 
+/** A size in bytes as people read it: 512 B, 3.4 KiB, 12.0 MiB, 1.5 GiB. */
+export function size(bytes) {
+  if (bytes === undefined) return "–";
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let n = bytes, unit = 0;
+  while (n >= 1024 && unit < units.length - 1) { n /= 1024; unit++; }
+  return unit ? `${n.toFixed(1)} ${units[unit]}` : `${n} B`;
+}
+
 export function decode(base64) {
   const bytes = Uint8Array.from(atob(base64), (c) => c.charCodeAt(0));
   try {

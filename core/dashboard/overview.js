@@ -3,7 +3,7 @@
 // supervisor's health.json (GET /_mq/health). Peek and Purge act on a queue from its row.
 "use strict";
 
-import { $, api, button, cell, duration, mebibytes, messageRows, notice, queueLink, queuePath,
+import { $, api, button, cell, duration, mebibytes, messageRows, notice, queueLink, queuePath, size,
   age } from "./common.js";
 
 const HISTORY = 120;           // samples kept for the chart: two minutes at one a second
@@ -81,6 +81,7 @@ function renderQueues(stats) {
       body.appendChild(row);
     }
     for (const column of COLUMNS) cell(row, column, String(q[column]));
+    cell(row, "bytes", size(q.bytes));
     cell(row, "oldest", age(q.oldest_ready_age_s));
     cell(row, "adds", String(q.totals.adds));
     cell(row, "fetches", String(q.totals.fetches));

@@ -4,11 +4,11 @@
 // through the ordinary API, so a refused value shows the API's own error.
 "use strict";
 
-import { $, ApiError, age, api, messageRows, notice, queuePath } from "./common.js";
+import { $, ApiError, age, api, messageRows, notice, queuePath, size } from "./common.js";
 
 const FIGURES = [
   ["ready", (q) => q.ready], ["delayed", (q) => q.delayed], ["in_flight", (q) => q.in_flight],
-  ["dead", (q) => q.dead], ["oldest", (q) => age(q.oldest_ready_age_s)],
+  ["dead", (q) => q.dead], ["bytes", (q) => size(q.bytes)], ["oldest", (q) => age(q.oldest_ready_age_s)],
   ["adds", (q) => q.totals.adds], ["fetches", (q) => q.totals.fetches],
   ["acks", (q) => q.totals.acks], ["nacks", (q) => q.totals.nacks],
   ["redeliveries", (q) => q.totals.redeliveries], ["dead_letters", (q) => q.totals.dead_letters],

@@ -84,6 +84,9 @@ def test_the_dashboard_shows_live_figures_and_peeks_and_purges(browser, mq, tmp_
         page.wait_for_selector('#queues tr[data-queue="inspect"] td.ready')
         poll_for(lambda: cell(page, "inspect", "ready") == "3", 30, what="inspect's 3 ready")
         assert cell(page, "inspect", "adds") == "3"
+        stored = mq.request("GET", "/_mq/stats").json()["queues"]["inspect"]["bytes"]
+        assert 3 * 100 < stored < 1024  # Three small messages, headers included.
+        poll_for(lambda: cell(page, "inspect", "bytes") == f"{stored} B", 30, what="inspect's size")
         # Updated in place, no reload: the live queue's adds keep growing on the same page.
         poll_for(lambda: page.is_visible('#queues tr[data-queue="live"]'), 30, what="the live queue")
         seen = int(cell(page, "live", "adds"))
@@ -115,6 +118,7 @@ def test_the_dashboard_shows_live_figures_and_peeks_and_purges(browser, mq, tmp_
     poll_for(lambda: page.inner_text("#notice") == "purged 3 message(s) from inspect", 30,
              what="the purge notice")
     poll_for(lambda: cell(page, "inspect", "ready") == "0", 30, what="inspect to show 0 ready")
+    poll_for(lambda: cell(page, "inspect", "bytes") == "0 B", 30, what="inspect to show 0 B")
     assert mq.request("GET", "/inspect/peek").json()["messages"] == []
     page.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)
     assert (tmp_path / "dashboard.png").stat().st_size > 0

@@ -7,6 +7,7 @@ import os
 import select
 import signal
 import threading
+import time
 
 import hypothesis
 import hypothesis.strategies
@@ -170,3 +171,46 @@ def test_timestamps_read_as_datetime_writes_them_in_utc_with_z(moments):
     for now in sorted(moments) + [moments[0]]:
         expected = datetime.datetime.fromtimestamp(now, datetime.timezone.utc).isoformat()
         assert utc_timestamp(now) == expected.replace("+00:00", "Z")
+
+
+def test_start_logs_one_listening_line_after_few_others(start_mq, tmp_path):
+    """One line says where mq listens; before it, a line or two per process, not one per pair
+    of actors (each actor asks every fetch actor to re-list at start, which finds nothing)."""
+    log = tmp_path / "mq.log"
+    mq = start_mq(workers=4, log_file=log)
+    lines = poll_for(lambda: (found := read_json_lines(log)) and any(
+        line["event"] == "front.listening" for line in found) and found, 30, what="front.listening")
+    position = next(n for n, line in enumerate(lines) if line["event"] == "front.listening")
+    listening = lines[position]
+    processes = 2 + 2 * 4 + 1
+    url = f"http://127.0.0.1:{mq.port}"
+    assert listening["message"] == (f"mq listening on {url}/ (dashboard {url}/_mq/dashboard), "
+                                    f"root {mq.root}, {processes} processes")
+    assert (listening["level"], listening["process"], listening["processes"]) == ("info", "front-0", processes)
+    assert position < 2 * processes + 5, [line["event"] for line in lines[:position]]
+    assert not [line for line in lines if line["event"] == "fetch.relist" and not line["found"]]
+    assert sum(line["event"] == "front.listening" for line in read_json_lines(log)) == 1
+
+
+def test_the_listening_line_is_also_written_plain_to_a_terminal(tmp_path):
+    from support import Daemon  # The daemon's own command line, run on a pseudo-terminal.
+    import pty
+    import subprocess
+    daemon = Daemon(tmp_path / "root", tmp_path, workers=1, log_file=tmp_path / "mq.log")
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(daemon.argv(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=slave, start_new_session=True)
+    os.close(slave)
+    seen = b""
+    try:
+        deadline = time.monotonic() + 60
+        while b"mq listening on" not in seen and time.monotonic() < deadline:
+            if select.select([master], [], [], 1)[0]:
+                seen += os.read(master, 4096)
+        assert f"mq listening on http://127.0.0.1:{daemon.port}/".encode() in seen
+        line = seen.split(b"mq listening on", 1)[1].split(b"\n", 1)[0]
+        assert not line.lstrip().startswith(b"{") and b"1 fronts" not in line
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+        os.close(master)

@@ -1,6 +1,7 @@
 """GET /metrics, GET /health and the StatsD output of a real daemon, read with
 prometheus_client's own parser and a real UDP socket on 127.0.0.1."""
 
+import json
 import os
 import re
 import signal
@@ -200,3 +201,74 @@ def test_a_bad_statsd_address_stops_mq_with_status_2(tmp_path):
                          capture_output=True, text=True, timeout=30)
     assert run.returncode == 2
     assert run.stderr.strip() == "mq: --statsd must be HOST:PORT, with a port from 1 to 65535"
+
+
+def queue_bytes(daemon, queue: str) -> float | None:
+    """mq_queue_bytes of a queue in one scrape (None when it is not shown)."""
+    return scrape(daemon).get(("mq_queue_bytes", (("queue", queue),)))
+
+
+def stored_size(daemon, queue: str, message_id: str) -> int:
+    """The size of a ready message's file in the daemon's root."""
+    return (daemon.root / "queues" / queue / message_id).stat().st_size
+
+
+def test_queue_bytes_follow_adds_acks_deletes_and_purges(daemon):
+    assert daemon.request("PUT", "/qb").status in (200, 201)
+    poll_for(lambda: queue_bytes(daemon, "qb") == 0, 10, what="qb shown empty")
+    ids = [json.loads(daemon.request("POST", "/qb/messages", b"y" * n).body)["id"]
+           for n in (10, 2000, 300)]
+    sizes = [stored_size(daemon, "qb", message_id) for message_id in ids]
+    assert sizes[1] > 2000  # The header counts too.
+    poll_for(lambda: queue_bytes(daemon, "qb") == sum(sizes), 10, what="three adds counted")
+    fetched = daemon.request("GET", "/qb/messages")
+    assert fetched.status == 200 and fetched.header("X-Message-Id") == ids[0]
+    # In flight, its file still takes its room.
+    assert queue_bytes(daemon, "qb") == sum(sizes)
+    acked = daemon.request("POST", "/qb/messages/ack", json.dumps(
+        {"receipts": [fetched.header("X-Receipt")]}).encode(), {"Content-Type": "application/json"})
+    assert json.loads(acked.body)["acked"] == 1
+    poll_for(lambda: queue_bytes(daemon, "qb") == sum(sizes[1:]), 10, what="the ack subtracted")
+    assert daemon.request("DELETE", f"/qb/messages/{ids[1]}").status == 204
+    poll_for(lambda: queue_bytes(daemon, "qb") == sizes[2], 10, what="the delete subtracted")
+    assert daemon.request("POST", "/qb/messages", b"z" * 500).status == 201
+    assert queue_bytes(daemon, "qb") > sizes[2]
+    assert json.loads(daemon.request("POST", "/qb/purge").body)["purged"] == 2
+    poll_for(lambda: queue_bytes(daemon, "qb") == 0, 10, what="the purge emptied it")
+
+
+def test_root_free_space_matches_statvfs(daemon):
+    samples = scrape(daemon)
+    st = os.statvfs(daemon.root)
+    # Other tests write on the same file system meanwhile: close, not equal.
+    assert abs(samples[("mq_root_free_bytes", ())] - st.f_bavail * st.f_frsize) < 64 * 2**20
+    assert abs(samples[("mq_root_free_inodes", ())] - st.f_favail) < 10_000
+    assert samples[("mq_root_free_bytes", ())] > 0
+
+
+def test_a_nacked_dead_letter_moves_its_bytes_to_the_dead_letter_queue(daemon):
+    assert daemon.request("PUT", "/qbd").status in (200, 201)
+    assert daemon.request("PATCH", "/qbd/properties", b'{"retry": 0}').status == 200
+    message_id = json.loads(daemon.request("POST", "/qbd/messages", b"d" * 700).body)["id"]
+    size = stored_size(daemon, "qbd", message_id)
+    poll_for(lambda: queue_bytes(daemon, "qbd") == size, 10, what="the add counted")
+    receipt = daemon.request("GET", "/qbd/messages").header("X-Receipt")
+    nacked = daemon.request("POST", f"/qbd/messages/{message_id}?reply=nack&receipt={receipt}")
+    assert nacked.status in (200, 204)
+    # At once (not HEAL_SECONDS later, when the emptied queue's figure would be corrected).
+    poll_for(lambda: queue_bytes(daemon, "qbd") == 0 and queue_bytes(daemon, "qbd.dead") == size,
+             2, what="the bytes to follow the dead letter")
+
+
+def test_a_queue_emptied_unseen_has_its_bytes_corrected(daemon):
+    # The mover dead-letters a delivery whose time ran out: the queue's fetch actor is not
+    # told, and corrects the figure once it sees the queue has none ready (HEAL_SECONDS).
+    assert daemon.request("PUT", "/qbh").status in (200, 201)
+    assert daemon.request("PATCH", "/qbh/properties", b'{"retry": 0, "timeout": 0.5}').status == 200
+    message_id = json.loads(daemon.request("POST", "/qbh/messages", b"h" * 900).body)["id"]
+    size = stored_size(daemon, "qbh", message_id)
+    poll_for(lambda: queue_bytes(daemon, "qbh") == size, 10, what="the add counted")
+    assert daemon.request("GET", "/qbh/messages").status == 200
+    poll_for(lambda: scrape(daemon).get(("mq_dead_letters_total", (("queue", "qbh"),))) == 1, 10,
+             what="the mover to dead-letter it")
+    poll_for(lambda: queue_bytes(daemon, "qbh") == 0, 30, what="the figure corrected")

@@ -504,7 +504,8 @@ def test_index_behaves_like_a_sorted_set(ops):
 
 
 def test_fetch_actor_serves_from_its_index_without_listing_the_folder(start_mq):
-    mq = start_mq(workers=2, timeout=60)  # nothing fetched comes back meanwhile
+    # Debug: the re-listings that found nothing are logged at that level.
+    mq = start_mq(workers=2, timeout=60, args=("--log-level=debug",))  # nothing fetched comes back meanwhile
     # Each save actor and the mover ask every fetch actor to re-list once they start; on a
     # loaded machine one may arrive late, and would rightly list the folder after the index is
     # built. Wait for all three before the index is built.
