@@ -73,10 +73,15 @@ class MqHandler(logging.Handler):
         self._thread = threading.Thread(target=self._run, name=f"mq-log-{queue}", daemon=True)
         self._thread.start()
 
+    def handle(self, record: logging.LogRecord):
+        """Pass the record to emit, unless the sender itself logged it (httpx does, for each
+        request): it would feed back into the queue, and wait on the lock a flush holds."""
+        if threading.current_thread() is self._thread:
+            return False
+        return super().handle(record)
+
     def emit(self, record: logging.LogRecord) -> None:
         """Format the record and queue it for the next batch; never waits more than `block`."""
-        if threading.current_thread() is self._thread:
-            return  # The sender's own records (httpx's) would feed back into the queue.
         try:
             text = self.format(record) if self.formatter else record.getMessage()
             body = record_json(record, text)
@@ -125,7 +130,8 @@ class MqHandler(logging.Handler):
             if self._pending:
                 self._drop(len(self._pending), "the daemon did not take them before close")
                 self._pending.clear()
-        self.client.close()
+        if not self._thread.is_alive():
+            self.client.close()  # Else the sender still holds it, in a batch close gave up on.
         super().close()
 
     def _drop(self, count: int, why: str) -> None:
