@@ -109,7 +109,13 @@ def run(spark, paths: list[str] | None, output: str, chart_path: str | None = No
     """Compute the per-minute table of the log files at paths (or the lines in queue of root),
     write it as Parquet, print-ready summary, draw the chart."""
     started = time.time()
-    reqs = (requests(spark, paths) if paths else queued_requests(spark, root, queue)).cache()
+    if paths:
+        reqs = requests(spark, paths)
+    elif root and queue:
+        reqs = queued_requests(spark, root, queue)
+    else:
+        raise ValueError("logstats reads log files (paths) or a queue of a root")
+    reqs = reqs.cache()
     lines = reqs.count()
     minutes = per_minute(reqs)
     minutes.write.mode("overwrite").parquet(output)

@@ -101,7 +101,11 @@ class MqHandler(logging.Handler):
             if len(self._pending) >= self.batch_size:
                 self._changed.notify_all()
 
-    def flush(self, timeout: float | None = None) -> bool:
+    def flush(self) -> None:
+        """Send every queued record now and wait up to close_timeout seconds for them."""
+        self.drain()
+
+    def drain(self, timeout: float | None = None) -> bool:
         """Send every queued record now and wait up to timeout (default close_timeout) seconds
         for the daemon to store them; True when none is left."""
         deadline = time.monotonic() + (self.close_timeout if timeout is None else timeout)

@@ -58,7 +58,7 @@ def test_records_travel_in_batches_as_json_objects(shared_mq):
         # Two full batches leave at once; the other five wait for the interval or a flush.
         poll_for(lambda: handler.batches == 2, what="two full batches stored")
         poll_for(lambda: batch_adds(shared_mq, queue) == 2, what="two adds in the access log")
-        assert handler.flush(10)
+        assert handler.drain(10)
     finally:
         log.removeHandler(handler)
         handler.close()
