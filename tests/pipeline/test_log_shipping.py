@@ -8,13 +8,13 @@ import os
 import shutil
 import signal
 import subprocess
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from doc_blocks import blocks
 from repo_support import REPO
-from support import poll_for, read_json_lines
+from support import command, poll_for, read_json_lines
 
 from mq.client import Client
 from mq.pipeline import cli
@@ -24,7 +24,8 @@ SYSLOG_NG = shutil.which("syslog-ng", path=f"{os.environ.get('PATH', '')}:/usr/s
 HTTP_MODULE = glob.glob("/usr/lib/syslog-ng/*/libhttp.so") + glob.glob("/usr/lib/*/syslog-ng/libhttp.so")
 needs_syslog_ng = pytest.mark.skipif(
     not (SYSLOG_NG and HTTP_MODULE),
-    reason="syslog-ng and its HTTP destination are not installed (apt-get install syslog-ng-core syslog-ng-mod-http)")
+    reason="syslog-ng and its HTTP destination are not installed "
+           "(apt-get install syslog-ng-core syslog-ng-mod-http)")
 
 
 def shipper_config() -> str:
@@ -41,7 +42,7 @@ def request_lines(start: int, count: int) -> list[str]:
     kinds = [("POST", "/{q}/messages", 201), ("GET", "/{q}/messages", 200),
              ("DELETE", "/{q}/messages/01a2-{n}", 204), ("GET", "/{q}/messages", 204),
              ("POST", "/{q}/messages", 503), ("GET", "/{q}/messages/x", 404)]
-    base = datetime(2026, 11, 2, 10, 0, 0, tzinfo=timezone.utc)
+    base = datetime(2026, 11, 2, 10, 0, 0, tzinfo=UTC)
     lines = []
     for n in range(start, start + count):
         method, path, status = kinds[n % len(kinds)]
@@ -61,7 +62,8 @@ def expected_figures(lines: list[str]) -> dict:
     figures: dict = {}
     for line in map(json.loads, lines):
         # Spark hands a timestamp back as a naive local time.
-        minute = datetime.fromisoformat(line["timestamp"].replace("Z", "+00:00")).replace(second=0, microsecond=0)
+        minute = datetime.fromisoformat(line["timestamp"].replace("Z", "+00:00"))
+        minute = minute.replace(second=0, microsecond=0)
         key = (line["queue"], minute.astimezone().replace(tzinfo=None))
         f = figures.setdefault(key, dict.fromkeys(("requests", "adds", "fetches", "acks", "errors",
                                                    "client_errors"), 0))
@@ -129,3 +131,9 @@ def test_syslog_ng_ships_json_lines_in_batches_and_logstats_reads_them_back(spar
              {k: r[k] for k in ("requests", "adds", "fetches", "acks", "errors", "client_errors")}
              for r in spark.read.parquet(output).collect()}
     assert found == expected_figures(written)
+
+
+def test_logstats_of_a_queue_without_its_root_exits_2():
+    done = subprocess.run([command("mq-pipeline"), "logstats", "--queue", "app-logs", "--output", "/tmp/x"],
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2 and "--root" in done.stderr
