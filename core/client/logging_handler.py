@@ -54,8 +54,10 @@ class MqHandler(logging.Handler):
             raise ValueError(f"capacity must be at least batch_size ({batch_size}), not {capacity!r}")
         for name, value in (("interval", interval), ("block", block),
                             ("close_timeout", close_timeout)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-                raise ValueError(f"{name} must be a number of seconds >= 0, not {value!r}")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0 \
+                    or (name == "interval" and not value > 0):  # A sender that never waits spins.
+                raise ValueError(f"{name} must be a number of seconds >= 0 (interval > 0), "
+                                 f"not {value!r}")
         super().__init__(level)
         self.queue, self.batch_size, self.interval = queue, batch_size, float(interval)
         self.capacity, self.block, self.close_timeout = capacity, float(block), float(close_timeout)

@@ -157,6 +157,6 @@ def test_a_clean_exit_sends_every_queued_record(shared_mq):
 
 def test_bad_settings_are_refused():
     for kwargs in ({"batch_size": 0}, {"batch_size": 1001}, {"capacity": 5, "batch_size": 10},
-                   {"block": -1}, {"interval": "1"}):
+                   {"block": -1}, {"interval": "1"}, {"interval": 0}):
         with pytest.raises(ValueError):
             MqHandler("q", "http://127.0.0.1:9", **kwargs)
