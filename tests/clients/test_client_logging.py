@@ -113,7 +113,7 @@ def test_a_stopped_daemon_costs_the_app_at_most_block_per_record(start_mq):
             longest = max(longest, time.monotonic() - started)
     # 10 wait in the buffer and up to 5 in the batch being tried: the rest cannot wait.
     assert 40 - 15 <= handler.dropped <= 40 - 10
-    assert longest < 0.1 + 0.15, longest
+    assert longest < 0.1 + 0.4, longest  # block, and room for a loaded machine
     lost = [w for w in caught if issubclass(w.category, RuntimeWarning) and "MqHandler" in str(w.message)]
     assert len(lost) == 1 and "dropped" in str(lost[0].message)
     started = time.monotonic()
