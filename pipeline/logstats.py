@@ -21,7 +21,19 @@ ONE_MESSAGE = r"^/[^/]+/messages/[^/]+$"
 
 def requests(spark, paths: list[str]):
     """The access-log lines of the given files or folders, with minute and queue resolved."""
-    lines = spark.read.schema(LOG_SCHEMA).option("mode", "PERMISSIVE").json(paths)
+    return resolved(spark.read.schema(LOG_SCHEMA).option("mode", "PERMISSIVE").json(paths))
+
+
+def queued_requests(spark, root: str, queue: str):
+    """The access-log lines shipped as messages of a queue (one line a message, as a log
+    shipper adds them; docs/OPERATIONS.md), read without consuming them."""
+    bodies = spark.read.format("mq").option("root", root).option("queue", queue).load()
+    return resolved(bodies.select(F.from_json(F.col("body").cast("string"), LOG_SCHEMA)
+                                  .alias("line")).select("line.*"))
+
+
+def resolved(lines):
+    """The http.request lines among lines, with minute and queue resolved."""
     lines = lines.where(F.col("event") == "http.request")
     queue = F.coalesce(F.col("queue"), F.regexp_extract("path", r"^/([^/_][^/]*)", 1))
     return (lines.withColumn("minute", F.date_trunc("minute", F.to_timestamp("timestamp")))
@@ -92,10 +104,18 @@ def chart(minutes, path: str) -> None:
     plt.close(fig)
 
 
-def run(spark, paths: list[str], output: str, chart_path: str | None = None) -> dict:
-    """Compute the per-minute table, write it as Parquet, print-ready summary, draw the chart."""
+def run(spark, paths: list[str] | None, output: str, chart_path: str | None = None,
+        root: str | None = None, queue: str | None = None) -> dict:
+    """Compute the per-minute table of the log files at paths (or the lines in queue of root),
+    write it as Parquet, print-ready summary, draw the chart."""
     started = time.time()
-    reqs = requests(spark, paths).cache()
+    if paths:
+        reqs = requests(spark, paths)
+    elif root and queue:
+        reqs = queued_requests(spark, root, queue)
+    else:
+        raise ValueError("logstats reads log files (paths) or a queue of a root")
+    reqs = reqs.cache()
     lines = reqs.count()
     minutes = per_minute(reqs)
     minutes.write.mode("overwrite").parquet(output)
