@@ -118,6 +118,11 @@ class QueueBytes:
         if queue in self.totals:
             self.totals[queue] = max(0, self.totals[queue] - file_size(path))
 
+    def taken(self, queue: str, size: int) -> None:
+        """A message of `size` bytes left the queue (a redrive moved it out)."""
+        if queue in self.totals:
+            self.totals[queue] = max(0, self.totals[queue] - size)
+
     def forget(self, queue: str) -> None:
         """Drop the queue's figure (deleted, purged, or relisted): the next index scans it."""
         self.totals.pop(queue, None)
