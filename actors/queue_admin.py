@@ -101,14 +101,15 @@ def redrive(actor, batch, request: ops.Redrive, sender) -> dict:
         if index.attempts(message_id) is None:  # Not found by a listing of the index above.
             index.add(message_id, 0)
             actor.indexes.sizes.became_ready(queue, message_id, 0)
-    # The dead-letter queue's owner drops them from its index and bytes: at once when it is
-    # this actor, else through the mover (fetch actors talk only to the mover).
-    moved = [[message_id, file_size(actor.store.ready_path(queue, message_id))]
-             for message_id in ids]
-    if ids and fetch_actor_for(dead, actor.options.workers) == actor.index:
-        taken(actor, batch, ops.Taken(queue=dead, ids=moved), sender)
-    elif ids:
-        actor.send(actor.mover, ops.Relay(queue=dead, ids=moved, taken=True))
+    if ids and dead != queue:  # A queue redriven from itself keeps them.
+        # The dead-letter queue's owner drops them from its index and bytes: at once when it
+        # is this actor, else through the mover (fetch actors talk only to the mover).
+        moved = [[message_id, file_size(actor.store.ready_path(queue, message_id))]
+                 for message_id in ids]
+        if fetch_actor_for(dead, actor.options.workers) == actor.index:
+            taken(actor, batch, ops.Taken(queue=dead, ids=moved), sender)
+        else:
+            actor.send(actor.mover, ops.Relay(queue=dead, ids=moved, taken=True))
     return {"queue": queue, "dead_letter_queue": dead, "moved": len(ids)}
 
 
