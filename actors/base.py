@@ -18,7 +18,7 @@ from mq import logs, protocol
 from mq.actors.batch import DEFERRED, Batch, Request
 from mq.actors.mover_notes import MoverNotes
 from mq.errors import Invalid, MqError, Unavailable, from_os_error
-from mq.operations import Cancel, Operation, Ready, Relist, Rescan, Stats
+from mq.operations import Cancel, Operation, Ready, Relist, Rescan, Stats, Taken
 from mq.store import Store
 from mq.store.gone_queues import GoneQueues
 from mq.store.group_flush import GroupFlush, flush_file
@@ -148,6 +148,12 @@ class Actor(Generic[B]):
         if self.fetchers:
             owner = self.fetchers[protocol.fetch_actor_for(queue, len(self.fetchers))]
             self.send(owner, Ready(queue=queue, ids=ids))
+
+    def tell_taken(self, queue: str, ids: list) -> None:
+        """Tell the queue's fetch actor about [id, bytes] pairs a redrive moved out of it."""
+        if self.fetchers:
+            owner = self.fetchers[protocol.fetch_actor_for(queue, len(self.fetchers))]
+            self.send(owner, Taken(queue=queue, ids=ids))
 
     # -- the batch ------------------------------------------------------------------------
 

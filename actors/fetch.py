@@ -163,7 +163,7 @@ class FetchActor(Actor[FetchBatch]):
         "queue_get": (ops.QueueGet, queue_admin.queue_get),
         "queue_put": (ops.QueuePut, queue_admin.queue_put),
         "queue_delete": (ops.QueueDelete, queue_admin.queue_delete),
-        "redrive": (ops.Redrive, queue_admin.redrive),
+        "redrive": (ops.Redrive, queue_admin.redrive), "taken": (ops.Taken, queue_admin.taken),
         "peek": (ops.Peek, queue_admin.peek), "purge": (ops.Purge, queue_admin.purge),
         "props_get": (ops.PropsGet, queue_admin.props), "props_put": (ops.PropsPut, queue_admin.props),
         "props_patch": (ops.PropsPatch, queue_admin.props),

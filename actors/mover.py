@@ -231,8 +231,8 @@ class MoverActor(Actor[Batch]):
         return {}
 
     def relay(self, batch, request: ops.Relay, sender) -> dict:
-        """Notification: pass ready ids on to their queue's fetch actor (dead letters)."""
-        self.tell_ready(request.queue, request.ids)
+        """Notification: pass ids on to their queue's fetch actor (dead letters; redriven out)."""
+        (self.tell_taken if request.taken else self.tell_ready)(request.queue, request.ids)
         return {}
 
     def rescan_all(self, batch, request: ops.Rescan, sender) -> dict:

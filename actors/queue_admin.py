@@ -7,8 +7,10 @@ request is the op's request (mq.operations), checked.
 
 from mq import operations as ops
 from mq import store as fmt
+from mq.actors.queue_bytes import file_size
 from mq.delivery import joins_answer
 from mq.errors import NotFound
+from mq.protocol import fetch_actor_for
 from mq.store.listing import read_unclaimed
 
 
@@ -96,8 +98,32 @@ def redrive(actor, batch, request: ops.Redrive, sender) -> dict:
     ids = actor.store.redrive(dead, queue, batch.changes)
     index = actor.indexes.of(queue)
     for message_id in ids:
-        index.add(message_id, 0)
+        if index.attempts(message_id) is None:  # Not found by a listing of the index above.
+            index.add(message_id, 0)
+            actor.indexes.sizes.became_ready(queue, message_id, 0)
+    if ids and dead != queue:  # A queue redriven from itself keeps them.
+        # The dead-letter queue's owner drops them from its index and bytes: at once when it
+        # is this actor, else through the mover (fetch actors talk only to the mover).
+        moved = [[message_id, file_size(actor.store.ready_path(queue, message_id))]
+                 for message_id in ids]
+        if fetch_actor_for(dead, actor.options.workers) == actor.index:
+            taken(actor, batch, ops.Taken(queue=dead, ids=moved), sender)
+        else:
+            actor.send(actor.mover, ops.Relay(queue=dead, ids=moved, taken=True))
     return {"queue": queue, "dead_letter_queue": dead, "moved": len(ids)}
+
+
+def taken(actor, batch, request: ops.Taken, sender) -> dict:
+    """Notification: [id, bytes] of ready messages a redrive moved out of the queue; its index
+    and bytes drop those it holds."""
+    queue = request.queue
+    index = actor.indexes.known(queue)
+    if index is not None:
+        for message_id, size in request.ids:
+            if index.attempts(message_id) is not None:
+                index.discard(message_id)
+                actor.indexes.sizes.taken(queue, size)
+    return {}
 
 
 def props(actor, batch, request: ops.PropsGet | ops.PropsPut | ops.PropsPatch | ops.PropsDelete,

@@ -5,7 +5,8 @@ in flight, and back from a delivery with a delay. It is scanned once, when the f
 first indexes the queue (its folder and its entries in delay/), then kept without listing:
 a message that becomes ready for the first time (a "ready" note, or a re-listing that finds
 it) adds its file's size, and an ack, delete, retention expiry or nack into the dead-letter
-queue subtracts it. A delayed add counts from when it falls due. A dead letter that keeps
+queue subtracts it (a redrive: `taken`, with the size the redriving actor read). A delayed
+add counts from when it falls due. A dead letter that keeps
 its delivery count (its dead-letter queue has retry -1) is not told apart from a message
 back from a delivery, so it counts from the dead-letter queue's next scan. What no note
 reaches this actor about (a message the mover moves to a dead-letter queue, one the reaper's
@@ -117,6 +118,11 @@ class QueueBytes:
         """A message of the queue was just renamed to path (remove/, a dead-letter queue)."""
         if queue in self.totals:
             self.totals[queue] = max(0, self.totals[queue] - file_size(path))
+
+    def taken(self, queue: str, size: int) -> None:
+        """A message of `size` bytes left the queue (a redrive moved it out)."""
+        if queue in self.totals:
+            self.totals[queue] = max(0, self.totals[queue] - size)
 
     def forget(self, queue: str) -> None:
         """Drop the queue's figure (deleted, purged, or relisted): the next index scans it."""

@@ -50,6 +50,7 @@ from mq.operations.notes import (
                                  Rescan,
                                  Settled,
                                  Stats,
+                                 Taken,
                                  Window,
 )
 from mq.operations.save import (
@@ -70,5 +71,6 @@ __all__ = [
     "Extend", "Delete",
     "QueueGet", "QueuePut", "QueueDelete", "Redrive", "Peek", "Purge", "PropsGet", "PropsPut",
     "PropsPatch", "PropsDelete", "RulesGet", "RulesPut", "RulesDelete",
-    "Stats", "Ready", "Relist", "Cancel", "EndWaits", "Delayed", "Rescan", "Relay", "Settled", "Window",
+    "Stats", "Ready", "Relist", "Cancel", "EndWaits", "Delayed", "Rescan", "Relay", "Settled", "Taken",
+    "Window",
 ]

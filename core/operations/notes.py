@@ -22,6 +22,15 @@ class Ready(OnQueue):
     ids: Sequence[list] = ()
 
 
+@operation("taken")
+@dataclass(slots=True, frozen=True, kw_only=True)
+class Taken(OnQueue):
+    """To a fetch actor: [id, bytes] of ready messages a redrive moved out of a queue."""
+
+    queue: Queue
+    ids: Sequence[list] = ()
+
+
 @operation("relist")
 @dataclass(slots=True, frozen=True, kw_only=True)
 class Relist(Operation):
@@ -73,10 +82,12 @@ class Rescan(Operation):
 @operation("relay")
 @dataclass(slots=True, frozen=True, kw_only=True)
 class Relay(OnQueue):
-    """To the mover: pass ready [id, deliveries] pairs on to their queue's fetch actor."""
+    """To the mover: pass ready [id, deliveries] pairs on to their queue's fetch actor (with
+    `taken`, [id, bytes] pairs a redrive moved out of the queue, passed on as `taken`)."""
 
     queue: Queue
     ids: list
+    taken: bool = False
 
 
 @operation("settled")

@@ -2,7 +2,8 @@
 
 from delivery_support import (added, fetch, fetch_when_ready, fetched, fresh_queue, names_of,
                               reply, restart, set_props, shared_mq, start_killed)  # noqa: F401
-from support import fetch_actor_for, poll_for
+import pytest
+from support import fetch_actor_for, poll_for, queue_owned_by
 
 
 def deliver_and_let_time_out(mq, queue: str, message_id: str, times: int) -> None:
@@ -72,6 +73,44 @@ def test_redrive_moves_dead_letters_back_as_new_messages(shared_mq):
     assert fetch(shared_mq, f"{queue}.dead").status == 204
     again = shared_mq.request("POST", f"/{queue}/redrive")
     assert again.json()["moved"] == 0
+
+
+def stored_bytes(mq, queue: str) -> int:
+    """The bytes of the queue's message files on disk."""
+    folder = mq.root / "queues" / queue
+    return sum(path.stat().st_size for path in folder.iterdir() if not path.name.startswith("."))
+
+
+def ready_and_bytes(mq, queue: str) -> tuple[int, int]:
+    """A queue's ready count (GET /{queue}) and its bytes (/_mq/stats)."""
+    ready = mq.request("GET", f"/{queue}").json()["ready"]
+    return ready, mq.request("GET", "/_mq/stats").json()["queues"].get(queue, {}).get("bytes", 0)
+
+
+@pytest.mark.parametrize("owners", [(0, 0), (0, 1), (1, 0)], ids=["same", "other", "other-back"])
+def test_a_redrive_leaves_the_dead_letter_queue_counted_empty(shared_mq, owners):
+    # The dead-letter queue's ready count and bytes follow the move at once, whichever fetch
+    # actor owns it; the queue's follow it too.
+    queue = queue_owned_by(owners[0], shared_mq.workers, prefix=fresh_queue("back"))
+    dead = queue_owned_by(owners[1], shared_mq.workers, prefix=fresh_queue("dlq"))
+    set_props(shared_mq, queue, {"retry": 0, "timeout": 60, "dead_letter_queue": dead})
+    ids = [added(shared_mq, queue, b"x" * (100 * n)) for n in range(1, 4)]
+    for message_id in ids:
+        resp = fetched(shared_mq, queue)
+        assert reply(shared_mq, queue, message_id, "nack", resp.header("X-Receipt")).status == 200
+    own = added(shared_mq, queue, b"its own")  # The queue's index is not empty: no re-listing.
+    size, own_size = stored_bytes(shared_mq, dead), stored_bytes(shared_mq, queue)
+    assert size > 600
+    poll_for(lambda: ready_and_bytes(shared_mq, dead) == (3, size), 30,
+             what="the dead letters counted in their queue")
+    assert ready_and_bytes(shared_mq, queue) == (1, own_size)
+    assert shared_mq.request("POST", f"/{queue}/redrive").json()["moved"] == 3
+    assert stored_bytes(shared_mq, dead) == 0 and stored_bytes(shared_mq, queue) == own_size + size
+    poll_for(lambda: ready_and_bytes(shared_mq, dead) == (0, 0), 10,
+             what="the dead-letter queue counted empty after the redrive")
+    assert ready_and_bytes(shared_mq, queue) == (4, own_size + size)
+    got = [fetched(shared_mq, queue).header("X-Message-Id") for _ in range(4)]
+    assert sorted(got) == sorted([own, *ids])
 
 
 # -- across kill -9 of the whole tree ------------------------------------------------------
