@@ -21,7 +21,7 @@ from mq.store.root import Root
 SETTLE_SECONDS = 0.05
 #: Most queue names MessageStates.admitted holds (a set of names, emptied when full).
 ADMITTED_MAX = 10_000
-#: Times an add renames its file into a queue that a deletion or purge takes away meanwhile.
+#: Times an add renames into its queue when a deletion takes the folder meanwhile.
 ADMIT_TRIES = 5
 
 
@@ -49,7 +49,7 @@ class MessageStates:
         target = (self.paths.delay_path(queue, message_id) if delayed
                   else self.paths.ready_path(queue, message_id))
         if delayed or queue not in self.admitted:
-            self.admit_and_rename(queue, source, target)
+            self.rename_into_view(queue, source, target)
             if not delayed:
                 if len(self.admitted) >= ADMITTED_MAX:
                     self.admitted.clear()
@@ -59,37 +59,23 @@ class MessageStates:
                 self.disk.rename(source, target)
             except (FileNotFoundError, NotADirectoryError):
                 self.admitted.discard(queue)
-                self.admit_and_rename(queue, source, target)
+                self.rename_into_view(queue, source, target)
         tracked(changes).renamed(source, target)
         return os.path.dirname(target)
 
-    def admit_and_rename(self, queue: str, source: str, target: str) -> None:
-        """Make sure the queue exists, then rename the message into view; again when a
-        deletion or purge took the queue's folder in between (the add re-creates the queue, as
-        an add to a missing one does), ADMIT_TRIES times at most, then Unavailable (503)."""
+    def rename_into_view(self, queue: str, source: str, target: str) -> None:
+        """Rename a written message from new/ into its queue, admitted first; again when a
+        deletion or purge took the folder in between. Its file gone from new/ (a deletion, or a
+        replicated file system answering from a copy that was away) is 503: never stored."""
         for _ in range(ADMIT_TRIES):
             self.queues.admit(queue, source)
             try:
-                self.rename_into_view(source, target)
-                return
+                return self.disk.rename(source, target)
             except (FileNotFoundError, NotADirectoryError):
-                continue  # Its file still in new/: the folder it goes to went meanwhile.
+                if not os.path.lexists(source):
+                    raise Unavailable(f"message file {os.path.basename(source)} is gone from new/: "
+                                      "a deletion of its queue or the file system lost it") from None
         raise Unavailable(f"queue {queue!r} was deleted again and again during an add; retry")
-
-    def rename_into_view(self, source: str, target: str) -> None:
-        """Rename a written message from new/ into view, its queue now there. Its own file
-        gone from new/ (flushed, and no other process takes a young file there but a deletion
-        of its queue) is that deletion, or the file system losing it, as a replicated one
-        answering from a copy that was away can: Unavailable (503), for the add is not
-        acknowledged and may be sent again. FileNotFoundError: its file is still in new/."""
-        try:
-            self.disk.rename(source, target)
-        except FileNotFoundError:
-            if os.path.lexists(source):
-                raise
-            raise Unavailable(f"message file {os.path.basename(source)} is gone from new/ "
-                              "before its delivery: a deletion of its queue took it, or the file "
-                              "system lost it") from None
 
     def undeliver_new(self, queue: str, message_id: str, delayed: bool,
                       changes: Changes | None = None) -> str:
