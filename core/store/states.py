@@ -21,6 +21,8 @@ from mq.store.root import Root
 SETTLE_SECONDS = 0.05
 #: Most queue names MessageStates.admitted holds (a set of names, emptied when full).
 ADMITTED_MAX = 10_000
+#: Times an add renames into its queue when a deletion takes the folder meanwhile.
+ADMIT_TRIES = 5
 
 
 class MessageStates:
@@ -47,8 +49,7 @@ class MessageStates:
         target = (self.paths.delay_path(queue, message_id) if delayed
                   else self.paths.ready_path(queue, message_id))
         if delayed or queue not in self.admitted:
-            self.queues.admit(queue, source)
-            self.rename_into_view(source, target)
+            self.rename_into_view(queue, source, target)
             if not delayed:
                 if len(self.admitted) >= ADMITTED_MAX:
                     self.admitted.clear()
@@ -58,23 +59,23 @@ class MessageStates:
                 self.disk.rename(source, target)
             except (FileNotFoundError, NotADirectoryError):
                 self.admitted.discard(queue)
-                self.queues.admit(queue, source)
-                self.rename_into_view(source, target)
+                self.rename_into_view(queue, source, target)
         tracked(changes).renamed(source, target)
         return os.path.dirname(target)
 
-    def rename_into_view(self, source: str, target: str) -> None:
-        """Rename a written message from new/ into view, its queue now there. Its own file
-        gone from new/ (flushed, and no other process takes a young file there) is the file
-        system losing it, as a replicated one answering from a copy that was away can:
-        Unavailable (503), for the add is not acknowledged and may be sent again."""
-        try:
-            self.disk.rename(source, target)
-        except FileNotFoundError:
-            if os.path.lexists(source):
-                raise
-            raise Unavailable(f"message file {os.path.basename(source)} is gone from new/ "
-                              "before its delivery: the file system lost it") from None
+    def rename_into_view(self, queue: str, source: str, target: str) -> None:
+        """Rename a written message from new/ into its queue, admitted first; again when a
+        deletion or purge took the folder in between. Its file gone from new/ (a deletion, or a
+        replicated file system answering from a copy that was away) is 503: never stored."""
+        for _ in range(ADMIT_TRIES):
+            self.queues.admit(queue, source)
+            try:
+                return self.disk.rename(source, target)
+            except (FileNotFoundError, NotADirectoryError):
+                if not os.path.lexists(source):
+                    raise Unavailable(f"message file {os.path.basename(source)} is gone from new/: "
+                                      "a deletion of its queue or the file system lost it") from None
+        raise Unavailable(f"queue {queue!r} was deleted again and again during an add; retry")
 
     def undeliver_new(self, queue: str, message_id: str, delayed: bool,
                       changes: Changes | None = None) -> str:

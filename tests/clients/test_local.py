@@ -85,8 +85,18 @@ def claim_and_hang(root: str, queue: str) -> None:
     time.sleep(3600)
 
 
+def delete_until(root: str, queue: str, stop: str) -> None:
+    """Delete the queue again and again (a put re-creates it) until the stop file exists."""
+    client = LocalClient(root)
+    while not os.path.exists(stop):
+        try:
+            client.delete_queue(queue)
+        except NotFoundError:
+            pass
+
+
 ROLES = {f.__name__: f for f in (produce_local, produce_http, consume_local, consume_http,
-                                 claim_and_hang)}
+                                 claim_and_hang, delete_until)}
 
 
 def worker(role: str, *args) -> subprocess.Popen:
@@ -154,6 +164,26 @@ def test_ten_thousand_messages_through_local_and_daemon_producers_and_consumers(
         "each kind of consumer must have received from both kinds of producer"
     # Nothing is left in any state: every ack removed its message.
     assert LocalClient(root).purge(queue) == 0
+
+
+def test_a_put_racing_deletions_of_its_queue_re_creates_it_or_says_the_deletion_took_it(tmp_path):
+    # A deletion can take the queue's folder between a put's check that the queue exists and
+    # its rename into it: the put creates the queue again, as an add to a missing one does.
+    # Only a file the deletion moved out of new/ may fail the put (503: it was never stored).
+    root, queue, stop = tmp_path / "root", "churn", tmp_path / "stop"
+    client = LocalClient(root, create_root=True)
+    deleter = worker("delete_until", root, queue, stop)
+    failures, deadline = [], time.monotonic() + 4
+    try:
+        while time.monotonic() < deadline:
+            try:
+                client.put(queue, b"x")
+            except UnavailableError as err:
+                failures.append(str(err))
+    finally:
+        stop.touch()
+        finished([deleter], 20)
+    assert not [f for f in failures if "is gone from new/" not in f], failures[:3]
 
 
 # -- order ----------------------------------------------------------------------------------
