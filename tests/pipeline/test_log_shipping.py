@@ -16,7 +16,7 @@ from doc_blocks import blocks
 from repo_support import REPO
 from support import command, poll_for, read_json_lines
 
-from mq.client import Client
+from mq.client import Client, NotFoundError
 from mq.pipeline import cli
 
 pytestmark = pytest.mark.spark
@@ -104,8 +104,9 @@ def test_syslog_ng_ships_json_lines_in_batches_and_logstats_reads_them_back(spar
              "--pidfile", str(tmp_path / "ship.pid"), "--control", str(tmp_path / "ship.ctl")],
             stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
     try:
+        # The queue is made by the first batch syslog-ng sends: until then it is not there.
         poll_for(lambda: len(stored_bodies(daemon.port, queue)) == 120 or shipper.poll() is not None,
-                 what="the file's first lines in the queue")
+                 what="the file's first lines in the queue", ignore=(NotFoundError,))
         assert shipper.poll() is None, (tmp_path / "syslog-ng.out").read_text()
         # Lines appended while it runs are followed too.
         with open(app_log, "a") as f:
