@@ -14,7 +14,7 @@ import sys
 import uuid
 
 import pytest
-from support import Daemon, free_port, poll_for, request
+from support import Daemon, free_port, poll_for, ready_daemon, request
 
 from mq.store import Store
 
@@ -51,12 +51,7 @@ class SecureDaemon(Daemon):
 @pytest.fixture(scope="module")
 def plain(tmp_path_factory):
     """A daemon on plain HTTP, without access control."""
-    workdir = tmp_path_factory.mktemp("ctl-admin")
-    mq = Daemon(workdir / "root", workdir, workers=2, timeout=30)
-    try:
-        yield mq.start().wait_ready()
-    finally:
-        mq.cleanup()
+    yield from ready_daemon(tmp_path_factory.mktemp("ctl-admin"), workers=2, timeout=30)
 
 
 @pytest.fixture(scope="module")
