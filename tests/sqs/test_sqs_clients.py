@@ -123,6 +123,40 @@ def test_the_aws_command_creates_sends_receives_and_deletes(endpoint, sqs):
     assert counts["ApproximateNumberOfMessages"] == counts["ApproximateNumberOfMessagesNotVisible"] == "0"
 
 
+class Sent(Exception):
+    """Raised by a before-send hook once it has seen where a request would go."""
+
+
+def test_only_sdks_and_not_the_aws_command_of_version_1_read_the_endpoint_variable(endpoint, monkeypatch):
+    # docs/SQS.md tells aws-cli 1.x users to pass --endpoint-url: its own rule sends SQS commands
+    # to queue.amazonaws.com whatever AWS_ENDPOINT_URL_SQS says. The request is stopped before
+    # it leaves, so nothing reaches AWS.
+    import boto3
+    from awscli.clidriver import create_clidriver
+
+    for name, value in {"AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+                        "AWS_DEFAULT_REGION": "us-east-1", "AWS_CONFIG_FILE": os.devnull,
+                        "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+                        "AWS_ENDPOINT_URL_SQS": endpoint}.items():
+        monkeypatch.setenv(name, value)
+    urls = []
+
+    def stop(request, **_):
+        urls.append(request.url)
+        raise Sent
+
+    driver = create_clidriver()
+    driver.session.register("before-send.sqs", stop)
+    with contextlib.redirect_stderr(io.StringIO()):
+        assert driver.main(["sqs", "list-queues"]) != 0
+    assert urls and urls[0].startswith("https://queue.amazonaws.com/"), urls
+    # boto3 reads the variable and reaches mq.
+    name = unique_name("by-variable")
+    url = boto3.client("sqs").create_queue(QueueName=name)["QueueUrl"]
+    assert url.endswith(f"/{name}")
+    assert boto3.client("sqs", endpoint_url=endpoint).get_queue_url(QueueName=name)["QueueUrl"] == url
+
+
 CELERY_APP = """
 import os
 from celery import Celery
