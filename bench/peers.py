@@ -77,7 +77,7 @@ class Bench:
         self.redis = servers.redis(os.path.join(self.base, "redis", "data"))
         root = os.path.join(self.base, "mq", "root")
         os.makedirs(os.path.dirname(root), exist_ok=True)
-        # mq's own default (--workers auto: 8 up to 8 cores, one a core above), unless
+        # mq's own default (--workers auto: one a core, at least 2), unless
         # --mq-args says otherwise (the last flag wins).
         self.mq = Daemon(root, "auto", "fs", extra=self.args.mq_args.split()).start()
         for server in (self.beanstalkd, self.redis):

@@ -47,8 +47,8 @@ class Options:
 
     root: str = option("/tmp/mq", "directory in which the folder structure is created; must be "
                        "writable")
-    workers: int = option(AUTO, "pairs of save and fetch actor processes to start; auto: 8, or "
-                          "one a core beyond 8 cores", auto=auto_workers)
+    workers: int = option(AUTO, "pairs of save and fetch actor processes to start; auto: one a "
+                          "core, at least 2", auto=auto_workers)
     fronts: int = option(AUTO, "HTTP front processes sharing the port (SO_REUSEPORT); the kernel "
                          "spreads connections over them; auto: one per 4 cores, at least 1",
                          auto=auto_fronts)

@@ -24,9 +24,11 @@ def usable_cores() -> int:
 
 
 def auto_workers(cores: int) -> int:
-    """--workers auto: 8 pairs up to 8 cores (mq's long-standing default), then one a core
-    (at most 256, the limit of --workers)."""
-    return min(256, max(8, cores))
+    """--workers auto: one pair a core, at least 2 and at most 256 (the limit of --workers)."""
+    # More pairs than cores bought no throughput on 2 cores and cost 55 MB of PSS (445 MB of
+    # RSS) more for 8 pairs than for 2 (bench/RESULTS.md, "Processes by --workers"); two keep
+    # a second save actor taking adds while one restarts.
+    return min(256, max(2, cores))
 
 
 def auto_fronts(cores: int) -> int:

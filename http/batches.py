@@ -3,7 +3,7 @@
 A batch add is a POST /{queue}/messages whose Content-Type is application/x-ndjson (one
 JSON object per line) or multipart/mixed (one part per message, bodies kept binary); a batch
 fetch is a GET /{queue}/messages with ?max=N; a batch ack is POST /{queue}/messages/ack
-with {"receipts": [...]}. README.md, "Batches", and docs/DELIVERY.md describe them.
+with {"receipts": [...]}. docs/HTTP.md, "Batches", and docs/DELIVERY.md describe them.
 """
 
 import base64

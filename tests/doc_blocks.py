@@ -10,6 +10,10 @@ log lines: no code). An HTML comment on the line before a fence says how the blo
     <!-- output: trimmed -->              the output shows some of the lines, in order
     <!-- output: numbers vary -->         any number stands for any other (pids, sizes, times)
 
+A `python` block says what it prints in comments: either a `# prints:` line with the output
+after it, one `# ` line each, or a comment on each `print(...)` line, its output on one line
+(printed() reads them; whoever runs the block compares them with what it printed).
+
 Several keys share one comment, separated by `;`. tests/project/test_doc_examples.py runs
 every block but those marked `run by`, which the module named runs against a daemon set up its
 own way (and compares what the block says it prints).
@@ -96,3 +100,17 @@ def session(block: Block) -> list[tuple[str, str]]:
             steps[-1][1].append(line)
         i += 1
     return [(command, "\n".join(output).strip("\n")) for command, output in steps]
+
+
+#: A line of Python that is one print() call and a comment: the line it prints.
+PRINT_COMMENT = re.compile(r"^\s*print\(.*\)\s+# (.*)$")
+
+
+def printed(code: str) -> list[str] | None:
+    """The lines a Python block says it prints (`# prints:` and the comment lines after it, or
+    the comment of each print() line, in order), or None when it says nothing."""
+    if "\n# prints:\n" in "\n" + code:
+        after = ("\n" + code).split("\n# prints:\n", 1)[1]
+        return [line[2:] if line.startswith("# ") else line[1:] for line in after.rstrip("\n").split("\n")]
+    found = [m.group(1) for m in map(PRINT_COMMENT.match, code.split("\n")) if m]
+    return found or None

@@ -12,7 +12,7 @@ try:
 except ImportError:  # The optional extra is not installed: the client works without traces.
     propagate = trace = None
 
-#: The headers the daemon keeps with a message and answers with every fetch (README, "Trace
+#: The headers the daemon keeps with a message and answers with every fetch (docs/HTTP.md, "Trace
 #: context"); any other header a propagator writes is sent but not kept.
 HEADERS = ("traceparent", "tracestate")
 #: The instrumentation scope of the consumer's spans.

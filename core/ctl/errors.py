@@ -9,7 +9,7 @@ OK, NOTHING, USAGE, NOT_FOUND, UNAVAILABLE, FAILED, REFUSED = 0, 1, 2, 3, 4, 5, 
 READER_GONE = 141
 INTERRUPTED = 130
 
-#: The end of `mqctl --help`; README.md, "mqctl", repeats it.
+#: The end of `mqctl --help`; docs/COMMANDS.md, "mqctl", repeats it.
 EPILOG = """\
 exit status:
   0  done

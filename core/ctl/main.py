@@ -93,7 +93,7 @@ def target() -> CommandParser:
                        help="work straight on this existing root folder instead, with no daemon")
     group.add_argument("--create-root", action="store_true", default=argparse.SUPPRESS,
                        help="--root: make the root first when the folder is missing or empty "
-                            "(only where no daemon shares it: see README.md, mqctl)")
+                            "(only where no daemon shares it: see docs/COMMANDS.md, mqctl)")
     group.add_argument("--root-id", default=argparse.SUPPRESS,
                        help="--root: refuse a root whose ID is another (mq --create-root prints it)")
     group.add_argument("--timeout", type=number(), default=argparse.SUPPRESS,

@@ -21,7 +21,7 @@ CREATE_HINT = "mq --create-root, or LocalClient(root, create_root=True) alone on
 
 class LocalClient:
     """Producer and consumer of the queues under one root, safe beside other processes and
-    daemons started with --peers >= 1 on the same root (README.md, "Broker-less library").
+    daemons started with --peers >= 1 on the same root (docs/CLIENTS.md, "Broker-less library").
 
     sync: the flush policy, "fs" (syncfs), "file" (fsync each file and folder) or "auto" (file
     on network and FUSE file systems, else fs), as mq --sync.

@@ -27,7 +27,7 @@ from mq.client import AsyncClient, AsyncConsumer, Client, Consumer, Producer
 EXPORTER = InMemorySpanExporter()
 #: A trace context given to an add outright.
 GIVEN = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
-README = REPO / "README.md"
+README = REPO / "docs" / "CLIENTS.md"
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -28,7 +28,7 @@ from repo_support import REPO
 from mq.store import Store
 
 MQCTL = [sys.executable, "-m", "mq.ctl.main"]
-README = REPO / "README.md"
+README = REPO / "docs" / "COMMANDS.md"
 #: Bodies that JSON text alone could not carry: empty, a newline, U+2028, NUL, bytes that are
 #: not UTF-8 (and so go in base64), every byte value, random bytes.
 BODIES = [

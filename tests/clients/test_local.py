@@ -18,7 +18,7 @@ from repo_support import REPO, script_env
 from mq.client.errors import ConflictError, InvalidError, NotFoundError, TooLargeError, UnavailableError
 from mq.local import LocalClient
 
-README = REPO / "README.md"
+README = REPO / "docs" / "CLIENTS.md"
 
 
 # -- worker processes: `python test_local.py ROLE ARGS...` ------------------------------------

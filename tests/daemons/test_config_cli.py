@@ -134,9 +134,9 @@ def test_print_config_writes_the_resolved_options_as_a_file_mq_reads_back(tmp_pa
 
 
 def test_auto_sizes_workers_and_fronts_from_the_cores_it_may_use():
-    # Up to 7 cores: mq's defaults before auto (8 pairs, 1 front); then the sizes grow.
+    # A pair of actors a core, at least 2 (docs/OPERATIONS.md, "Sizing"); a front per 4 cores.
     assert [(auto_workers(n), auto_fronts(n)) for n in (1, 2, 3, 4, 8, 16, 64, 1024)] == [
-        (8, 1), (8, 1), (8, 1), (8, 1), (8, 2), (16, 4), (64, 16), (256, 64)]
+        (2, 1), (2, 1), (3, 1), (4, 1), (8, 2), (16, 4), (64, 16), (256, 64)]
     one_core = sorted(os.sched_getaffinity(0))[:1]
     result = subprocess.run([command("mq"), "--print-config", "--fronts=3"], capture_output=True,
                             text=True, timeout=30, stdin=subprocess.DEVNULL,
@@ -144,7 +144,7 @@ def test_auto_sizes_workers_and_fronts_from_the_cores_it_may_use():
                             preexec_fn=lambda: os.sched_setaffinity(0, one_core))
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert f"{RESOLVED}workers = 8 (1 cores)." in lines
+    assert f"{RESOLVED}workers = 2 (1 cores)." in lines
     assert 'workers = "auto"' in lines and "fronts = 3" in lines
     assert not any(line.startswith(f"{RESOLVED}fronts") for line in lines)
     options = load_options(["--workers=auto", "--fronts=AUTO"], environ={})

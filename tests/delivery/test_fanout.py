@@ -18,7 +18,7 @@ from mq.errors import Invalid, TooLarge, Unavailable
 from support import body_is_whole, checked_body, files_in, poll_for, ready_daemon, request
 from repo_support import REPO
 
-README = REPO / "README.md"
+README = REPO / "docs" / "HTTP.md"
 IDS = re.compile(rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 

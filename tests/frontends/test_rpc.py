@@ -16,7 +16,7 @@ import pytest
 from support import Daemon, free_port, poll_for
 from repo_support import REPO
 
-README = REPO / "README.md"
+README = REPO / "docs" / "HTTP.md"
 names = (f"rpc-{n}" for n in itertools.count())
 
 

@@ -15,7 +15,7 @@ from support import command, poll_for, ready_daemon
 from repo_support import REPO
 
 OPERATIONS = REPO / "docs" / "OPERATIONS.md"
-README = REPO / "README.md"
+README = REPO / "docs" / "HTTP.md"
 
 
 @pytest.fixture(scope="module")

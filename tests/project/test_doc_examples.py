@@ -36,7 +36,7 @@ import yaml
 from packaging.requirements import Requirement
 
 from access_support import AccessDaemon, entry
-from doc_blocks import DOCUMENTS, Block, blocks, session
+from doc_blocks import DOCUMENTS, Block, blocks, printed, session
 from repo_support import REPO
 from support import Daemon, poll_for, unreachable
 
@@ -99,6 +99,23 @@ def test_every_fence_names_its_language_and_every_mark_is_known():
             module = REPO / block.marks["run by"]
             assert module.is_file(), block.where
             assert block.doc.name in module.read_text(), (block.where, block.marks["run by"])
+
+
+def test_every_output_shown_is_compared_by_whoever_runs_it():
+    """A block that shows what a command or a script prints is run and compared: here, or by
+    the module its `run by` mark names, which reads the block's output (a console block's
+    lines after each `$ ` command, a Python block's printed() lines)."""
+    for block in all_blocks():
+        shows = block.lang == "console" or (block.lang == "python" and printed(block.text))
+        if not shows or "not run" in block.marks:
+            continue
+        if "run by" in block.marks:
+            module = (REPO / block.marks["run by"]).read_text()
+            reads = ("$ " in module or "session(" in module) if block.lang == "console" else (
+                "printed(" in module or "# prints:" in module)
+            assert reads, f"{block.where}: {block.marks['run by']} does not compare its output"
+        else:
+            assert to_run(block), block.where
 
 
 def test_config_blocks_parse():
@@ -407,11 +424,10 @@ def run_console(block: Block, ctx: Context) -> None:
     steps = session(block)
     assert steps, f"{block.where}: a console block without a `$ ` command"
     for command, expected in steps:
-        expected = ctx.addressed(expected)
         if not command.endswith("--help"):
-            # The daemon's root, /tmp/mq by default, is the test daemon's (a help text's
-            # default is the default).
-            expected = ROOT.sub(str(ctx.daemon.root), expected)
+            # The daemon's address and root, 127.0.0.1:8080 and /tmp/mq by default, are the
+            # test daemon's (a help text's default is the default).
+            expected = ROOT.sub(str(ctx.daemon.root), ctx.addressed(expected))
         command = ROOT.sub(str(ctx.daemon.root), ctx.substituted(command))
         done = subprocess.run(["bash", "-c", command], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               env=ctx.env, cwd=ctx.workdir, timeout=60)
@@ -425,10 +441,17 @@ def run_console(block: Block, ctx: Context) -> None:
 
 
 def run_python(block: Block, ctx: Context) -> None:
-    """A Python block as a script of its own."""
+    """A Python block as a script of its own; what it says it prints, matched as a session's
+    output is."""
     done = subprocess.run([sys.executable, "-c", ctx.substituted(block.text)], capture_output=True,
                           text=True, env=ctx.env, cwd=ctx.workdir, timeout=60)
     assert done.returncode == 0, f"{block.where}:\n{block.text}\n{done.stdout}{done.stderr}"
+    shown = printed(block.text)
+    if shown is not None:
+        expected = ctx.addressed("\n".join(shown))
+        regex, groups = pattern(expected, ctx.bindings, block.marks.get("output", ""))
+        actual = done.stdout.strip("\n")
+        assert re.fullmatch(regex, actual), f"{block.where}: prints\n{actual}\n--- documented:\n{expected}"
 
 
 def run_sh(block: Block, ctx: Context) -> None:

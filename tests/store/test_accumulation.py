@@ -25,7 +25,7 @@ from mq.store.message import decode_header
 from support import files_in, poll_for, ready_daemon
 from repo_support import REPO
 
-README = REPO / "README.md"
+README = REPO / "docs" / "HTTP.md"
 
 
 @pytest.fixture(scope="module")
