@@ -8,14 +8,16 @@ parsed, and an sh block of `pip install` lines is checked against pyproject.toml
 A block marked `not run` has its reason; one marked `run by` is run by the module it
 names. Commands and code reach the test daemon instead of 127.0.0.1:8080 (and localhost:8080)
 through its port put in their place; `$MQ` and `$MQ_URL` name it too, and a session's
-`/tmp/mq` its root. A `setup:` mark names a function of SETUPS below that prepares what the
+`/tmp/mq` its root (not in the output of a `--help` command: there they are the defaults).
+A `python` block's output, compared as a session's is, is the lines doc_blocks.printed()
+reads from its comments. A `setup:` mark names a function of SETUPS below that prepares what the
 block shows (a fresh state, a daemon of its own with tokens or a killed save actor).
 
 In a session's expected output, what differs from run to run is matched by kind, as the
 documents say (only `Date` and `Server` trimmed): a message id or a multipart boundary matches
 any of its form and is then that one wherever it comes again (also in later commands), a
 Unix time or a duration any number, `Content-Length` any length, `...` anything, and
-`(N bytes: 00 01 ...)` those raw bytes.
+`(N bytes: 00 01 ...)` those raw bytes (docs/DEVELOPING.md, "Tests", has the table).
 """
 
 import ast
