@@ -120,6 +120,20 @@ def test_every_output_shown_is_compared_by_whoever_runs_it():
             assert to_run(block), block.where
 
 
+def test_the_readme_starts_with_the_set_up_then_a_first_message_and_stays_short():
+    readme = REPO / "README.md"
+    lines = readme.read_text().split("\n")
+    assert len(lines) < 400, "README.md teaches the start; the reference lives in docs/"
+    first, *others = blocks(readme)
+    assert first.lang == "sh" and [line.split()[:2] for line in first.text.splitlines()] == [
+        ["make", "run"], ["make", "test"]]
+    python = next(b for b in others if b.lang == "python")
+    assert all(f"client.{verb}(" in python.text for verb in ("put", "get", "ack")), python.where
+    # Within the first screen after the set-up commands, and run here.
+    assert python.line - first.line < 40 and to_run(python), python.where
+    assert {"## Contents", "## Why mq, and when not"} <= set(lines)
+
+
 def test_config_blocks_parse():
     parsers = {"toml": tomllib.loads, "yaml": yaml.safe_load, "json": json.loads,
                "ini": lambda text: configparser.ConfigParser(strict=False).read_string(text)}
