@@ -132,6 +132,8 @@ def test_the_readme_starts_with_the_set_up_then_a_first_message_and_stays_short(
     # Within the first screen after the set-up commands, and run here.
     assert python.line - first.line < 40 and to_run(python), python.where
     assert {"## Contents", "## Why mq, and when not"} <= set(lines)
+    unlinked = [d.name for d in DOCUMENTS[1:] if f"](docs/{d.name})" not in readme.read_text()]
+    assert unlinked == [], "README.md, Documents, links every document of docs/"
 
 
 def test_config_blocks_parse():
