@@ -2,6 +2,8 @@
 messages through their states, and queues nobody fetched from yet are counted too."""
 
 import json
+import os
+import re
 import subprocess
 import time
 
@@ -142,6 +144,36 @@ def test_mqctl_status_prints_the_processes_the_root_and_the_queues(daemon, clien
     as_json = subprocess.run([command("mqctl"), "--url", url, "status", "--json"],
                              capture_output=True, text=True, timeout=30)
     assert json.loads(as_json.stdout)["stats"]["queues"]["status-q"]["ready"] == 1
+
+
+def test_mqctl_status_shows_the_roots_free_space_and_each_queues_bytes(daemon, client):
+    client.put("status-bytes", "y" * 300)
+    size = queue_reaches(daemon, "status-bytes", ready=1)["bytes"]
+    assert size > 300  # The header counts too.
+    url = f"http://127.0.0.1:{daemon.port}"
+    run = subprocess.run([command("mqctl"), "--url", url, "status"], capture_output=True,
+                         text=True, timeout=30)
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    found = re.fullmatch(r"root's file system: ([0-9.]+) (B|KiB|MiB|GiB|TiB) free, (\d+) inodes free",
+                         lines[2])
+    assert found, lines[2]
+    st = os.statvfs(daemon.root)
+    # Other tests write on the same file system meanwhile: close, not equal.
+    scale = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}[found[2]]
+    assert abs(float(found[1]) * scale - st.f_bavail * st.f_frsize) < 64 * 2**20 + scale / 10
+    assert abs(int(found[3]) - st.f_favail) < 10_000
+    heading = next(line for line in lines if line.startswith("QUEUE "))
+    row = next(line for line in lines if line.startswith("status-bytes "))
+    start = heading.index("BYTES")
+    assert row[start:].split("  ")[0] == f"{size} B"
+
+
+def test_the_statistics_carry_the_roots_free_bytes_and_inodes(daemon):
+    root = stats(daemon)["root"]
+    st = os.statvfs(daemon.root)
+    assert abs(root["free_bytes"] - st.f_bavail * st.f_frsize) < 64 * 2**20
+    assert abs(root["free_inodes"] - st.f_favail) < 10_000
 
 
 def test_mqctl_status_without_a_daemon_says_so_and_exits_4(tmp_path):
