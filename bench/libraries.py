@@ -16,14 +16,22 @@ conclusions drawn from this script's figures.
 - The traceparent parser (core/trace_context.py) against OpenTelemetry's
   TraceContextTextMapPropagator: what each keeps of the cases tests/frontends/test_stored_values.py
   holds mq to, and the time per parse (one per add that carries a traceparent).
+- The client's Retry-After reading (core/client/retry.py) against urllib3's Retry: what each
+  makes of the header's forms (tenacity and backoff read no header: they would only replace
+  the loop around it).
+- Flag/environment/TOML merging (core/config.py) against ConfigArgParse: what it reads of a
+  file `mq --print-config` writes.
 - mqctl's text table (core/ctl/status.py) against tabulate and rich: the same rows, and the time
-  for 10,000 queues.
+  for 10,000 queues (rich for 1,000: it is that much slower).
 """
 
 import argparse
 import hashlib
 import importlib.util
 import io
+import logging
+import os
+import tempfile
 import timeit
 import xml.etree.ElementTree as ET
 
@@ -217,12 +225,56 @@ def trace_report(rounds: int) -> None:
     for name, keep in parsers.items():
         seconds = min(timeit.repeat(lambda keep=keep: keep(V00, "congo=t61rcWkgMzE"),
                                     number=rounds, repeat=3))
-        print(f"{name:46} {seconds / rounds * 1e6:8.2f} us")
+        print(f"{name:44} {seconds / rounds * 1e6:8.2f} us")
+
+
+#: Retry-After values: delta seconds, a fraction (mq's fronts send whole seconds; a proxy may
+#: not), an HTTP date in the past, garbage, a negative number.
+RETRY_AFTERS = ["2", "0.5", "Wed, 21 Oct 2015 07:28:00 GMT", "soon", "-1"]
+
+
+def retry_report() -> None:
+    """Seconds each reading makes of each Retry-After value."""
+    import httpx
+
+    from mq.client.retry import retry_after
+    print("== Retry-After: seconds to wait (an error is a refusal of the value)")
+    readers = {"mq (core/client/retry.py)":
+               lambda v: retry_after(httpx.Response(503, headers={"Retry-After": v}))}
+    if installed("urllib3"):
+        from urllib3.util import Retry
+        readers["urllib3 Retry.parse_retry_after"] = Retry().parse_retry_after
+    for name, read in readers.items():
+        seen = []
+        for value in RETRY_AFTERS:
+            try:
+                seen.append(f"{value!r}: {read(value):g}")
+            except Exception as err:  # noqa: BLE001 - a library's refusal is a finding here
+                seen.append(f"{value!r}: {type(err).__name__}")
+        print(f"{name}: " + "; ".join(seen))
+
+
+def config_report() -> None:
+    """What ConfigArgParse reads of the TOML file mq --print-config writes (top-level keys)."""
+    print("== TOML config: a file as `mq --print-config` writes it (workers = 3)")
+    if not installed("configargparse"):
+        print("ConfigArgParse: not installed")
+        return
+    import configargparse
+    with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as f:
+        f.write("workers = 3\n")
+    parser = configargparse.ArgParser(
+        config_file_parser_class=configargparse.TomlConfigParser(["mq"]))
+    parser.add_argument("--config", is_config_file=True)
+    parser.add_argument("--workers", type=int, env_var="MQ_WORKERS")
+    print(f"ConfigArgParse (TomlConfigParser): workers = {parser.parse_args(['--config', f.name]).workers}"
+          " (it reads only the keys of the tables it is given; mq's file has none)")
+    os.unlink(f.name)
 
 
 def table_report() -> None:
     """mqctl's table, tabulate's and rich's: the same rows, and the time for 10,000 queues."""
-    print("== mqctl's text table, 10,000 queues of 15 columns")
+    print("== mqctl's text table, 10,000 queues of 15 columns (rich: 1,000)")
     rows = [["QUEUE", "READY", "IN FLIGHT", "BYTES", "ADDS/S"]] + \
         [[f"queue-{n}", n, 0, f"{n * 7} B", f"{n / 7:.2f}"] for n in range(10_000)]
     wide = [row * 3 for row in rows]
@@ -245,11 +297,12 @@ def table_report() -> None:
             return out.file.getvalue()
         makers["rich.table (no box, not a terminal)"] = with_rich
     for name, make in makers.items():
-        seconds = min(timeit.repeat(lambda make=make: make(wide), number=1, repeat=3))
+        some = wide[:1001] if name.startswith("rich") else wide
+        seconds = min(timeit.repeat(lambda make=make, some=some: make(some), number=1, repeat=2))
         first = make(rows[:3]).splitlines()
         widest = max(len(line) for line in make(wide[:3]).splitlines())
-        print(f"{name:38} {seconds * 1000:8.1f} ms; 15 columns -> lines of {widest} chars; "
-              f"first lines {first[:2]!r}")
+        print(f"{name:38} {seconds * 1000:8.1f} ms for {len(some) - 1} rows; 15 columns -> "
+              f"lines of {widest} chars; first lines {first[:2]!r}")
 
 
 def main() -> None:
@@ -257,8 +310,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=2000, help="calls per timing")
     args = parser.parse_args()
+    logging.disable(logging.WARNING)  # OpenTelemetry logs each traceparent it refuses.
     xml_report(args.rounds)
     trace_report(args.rounds * 10)
+    retry_report()
+    config_report()
     table_report()
 
 
