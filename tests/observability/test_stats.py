@@ -218,3 +218,13 @@ def test_rates_count_only_the_last_minute():
     now[0] += 1
     assert counters.rate("q", "adds") == pytest.approx(30 / WINDOW_SECONDS)
     assert counters.snapshot()["q"]["totals"] == {"adds": 60}
+
+
+def test_mqctl_status_says_so_when_the_root_cannot_be_read_and_sizes_read_short():
+    from mq.ctl.status import render, size
+    health = {"status": "ok", "down": [], "root": "/r", "supervisor_pid": 1, "children": []}
+    stats = {"actors": {}, "queues": {}, "root": None}
+    assert render("http://x", health, stats, 0.0).splitlines()[2] == \
+        "root's file system: free space unknown"
+    assert [size(n) for n in (0, 1023, 1024, 1536, 2**20, 5 * 2**30, 2**41)] == \
+        ["0 B", "1023 B", "1.0 KiB", "1.5 KiB", "1.0 MiB", "5.0 GiB", "2.0 TiB"]
