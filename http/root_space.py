@@ -1,5 +1,5 @@
-"""The free space and free inodes of the root's file system, for /metrics: one statvfs(2)
-per second at most, however many scrapes ask."""
+"""The free space and free inodes of the root's file system, for /metrics, /_mq/stats and
+StatsD: one statvfs(2) per second at most, however many scrapes ask."""
 
 import os
 import time
@@ -24,3 +24,10 @@ def free_space(root: str) -> tuple[int, int] | None:
         reading = None
     _readings[root] = (now, reading)
     return reading
+
+
+def root_figures(root: str) -> dict | None:
+    """{"free_bytes", "free_inodes"} of the root's file system, as /_mq/stats and StatsD show
+    them; None when it cannot be read."""
+    free = free_space(root)
+    return None if free is None else {"free_bytes": free[0], "free_inodes": free[1]}

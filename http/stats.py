@@ -2,6 +2,7 @@
 (QueueService.stats, http/figures.py)."""
 
 from mq.http.api import ApiHandler, accepts
+from mq.http.root_space import root_figures
 
 
 class StatsHandler(ApiHandler):
@@ -17,4 +18,6 @@ class StatsHandler(ApiHandler):
         figures.pop("flush")
         if self.get_query_argument("tables", None) != "1":
             figures.pop("tables")
+        # The front's own reading of the root's file system, as /metrics shows it.
+        figures["root"] = root_figures(self.config.root)
         self.write_json(200, figures)

@@ -1,12 +1,17 @@
 """StatsD output: with --statsd HOST:PORT, the front sends the statistics as StatsD lines over
-UDP every --statsd-interval seconds: each queue's depths as gauges, its events as counters
-(what happened since the previous send)."""
+UDP every --statsd-interval seconds: each queue's depths and bytes as gauges, its events as
+counters (what happened since the previous send), and the root's free bytes and inodes."""
 
 import asyncio
 import socket
 
 from mq import logs
 from mq.http.figures import DEPTHS
+from mq.http.root_space import root_figures
+
+#: The segment after the prefix of the root's figures: '_mq' is no queue's name (reserved),
+#: and no queue's metric name either ('.' and ':' become '_').
+ROOT_SEGMENT = "_mq"
 
 #: Largest datagram sent: lines are packed, newline-separated, up to this many bytes (a
 #: common path MTU less headers, so no datagram is fragmented).
@@ -27,6 +32,7 @@ def statsd_lines(figures: dict, prefix: str, previous: dict) -> list[str]:
         path = f"{prefix}.{metric_name(queue)}"
         for depth in DEPTHS:
             lines.append(f"{path}.{depth}:{entry[depth]}|g")
+        lines.append(f"{path}.bytes:{entry['bytes']}|g")
         if entry["oldest_ready_age_s"] is not None:
             lines.append(f"{path}.oldest_ready_age_ms:{round(entry['oldest_ready_age_s'] * 1000)}|g")
         for event, total in entry["totals"].items():
@@ -35,6 +41,9 @@ def statsd_lines(figures: dict, prefix: str, previous: dict) -> list[str]:
             previous[(queue, event)] = total
             if delta:
                 lines.append(f"{path}.{event}:{delta}|c")
+    if figures.get("root") is not None:
+        for key in ("free_bytes", "free_inodes"):
+            lines.append(f"{prefix}.{ROOT_SEGMENT}.root_{key}:{figures['root'][key]}|g")
     return lines
 
 
@@ -70,10 +79,12 @@ class StatsdSender:
         if not options.statsd:
             return None
         return cls(service, parse_address(options.statsd), options.statsd_interval,
-                   options.statsd_prefix)
+                   options.statsd_prefix, options.root)
 
-    def __init__(self, service, address: tuple[str, int], interval: float, prefix: str):
+    def __init__(self, service, address: tuple[str, int], interval: float, prefix: str,
+                 root: str | None = None):
         self.service = service
+        self.root = root  # Whose file system's free space is sent, when given.
         self.interval = interval
         self.prefix = prefix
         family, _, _, _, sockaddr = socket.getaddrinfo(*address, type=socket.SOCK_DGRAM)[0]
@@ -90,7 +101,9 @@ class StatsdSender:
         first = True
         while True:
             try:
-                lines = statsd_lines(await self.service.stats(None), self.prefix, self.previous)
+                figures = await self.service.stats(None)
+                figures["root"] = root_figures(self.root) if self.root else None
+                lines = statsd_lines(figures, self.prefix, self.previous)
                 if first:  # Totals from before this front started are not news.
                     lines = [line for line in lines if not line.endswith("|c")]
                 first = False

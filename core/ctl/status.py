@@ -18,6 +18,7 @@ QUEUE_COLUMNS = (
     ("DELAYED", lambda q: q["delayed"]),
     ("IN FLIGHT", lambda q: q["in_flight"]),
     ("DEAD", lambda q: q["dead"]),
+    ("BYTES", lambda q: size(q.get("bytes", 0))),
     ("OLDEST", lambda q: duration(q["oldest_ready_age_s"])),
     ("ADDS", lambda q: q["totals"]["adds"]),
     ("FETCHES", lambda q: q["totals"]["fetches"]),
@@ -45,6 +46,14 @@ def duration(seconds: float | None) -> str:
     return f"{seconds}s"
 
 
+def size(n: int) -> str:
+    """Bytes as a short human size: 612 B, 4.1 KiB, 3.0 GiB."""
+    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
 def table(rows: list[list]) -> str:
     """Rows as left-aligned columns, two spaces apart; the first row is the heading."""
     texts = [[str(cell) for cell in row] for row in rows]
@@ -67,11 +76,15 @@ def fetch_json(http: httpx.Client, url: str) -> dict:
 
 
 def render(url: str, health: dict, stats: dict, now: float) -> str:
-    """The report: the daemon line, the process table, the queue table."""
+    """The report: the daemon line, the root's free space, the process table, the queue table."""
     lines = [f"mq at {url}: {health['status']}"
              + (f" (down: {', '.join(health['down'])})" if health["down"] else ""),
              f"root {health.get('root', '?')}, supervisor pid {health['supervisor_pid']}, up "
              + (duration(now - health["started"]) if "started" in health else "?")]
+    # Older daemons' statistics have no "root"; None when the front could not read it.
+    free = stats.get("root")
+    lines.append("root's file system: " + (f"{size(free['free_bytes'])} free, {free['free_inodes']} "
+                                           "inodes free" if free else "free space unknown"))
     silent = [name for name, state in stats["actors"].items() if state != "ok"]
     if silent:
         lines.append(f"not answering for statistics: {', '.join(silent)}")

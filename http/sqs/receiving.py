@@ -14,7 +14,7 @@ from mq.http.sqs import batches
 from mq.http.sqs.attributes import MIN_TIMEOUT, is_fifo
 from mq.http.sqs.errors import SqsError, from_mq, invalid, missing, queue_missing
 from mq.http.sqs.md5 import md5_of_attributes, md5_of_body
-from mq.http.sqs.message_attributes import as_sent, selected
+from mq.http.sqs.message_attributes import BAD_CHARACTER, as_sent, selected
 from mq.http.sqs.names import Caller, integer, names_list, queue_from_url
 from mq.http.sqs.sending import sequence_number
 from mq.http.sqs.service import SqsService
@@ -68,7 +68,9 @@ def system_attributes(result: Fetched, names: list[str], caller: Caller, fifo: b
 def as_message(result: Fetched, caller: Caller, system_names: list, attribute_names: list,
                fifo: bool) -> dict:
     """A fetched message in the shape of ReceiveMessage's Messages."""
-    body = result["body"].decode("utf-8", errors="replace")
+    # A body added through mq's API may hold what no SQS body does: bytes that are not UTF-8,
+    # characters XML 1.0 cannot carry (the query protocol's answer would not parse).
+    body = BAD_CHARACTER.sub("\ufffd", result["body"].decode("utf-8", errors="replace"))
     message: dict = {"MessageId": result["id"], "ReceiptHandle": result["receipt"],
                "MD5OfBody": md5_of_body(body), "Body": body}
     chosen = selected((result.get("attributes") or {}).get("m") or {}, attribute_names)

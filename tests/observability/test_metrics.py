@@ -70,12 +70,13 @@ def test_readme_examples_run_as_written(start_mq):
         command = command.replace("127.0.0.1:8080", f"127.0.0.1:{daemon.port}")
         out = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=30).stdout
         # Times and rates differ from run to run, and so do the bytes of a message's file (its
-        # header names the host that wrote it); every count is as shown. (curl prints no
-        # newline after a JSON body; the README's block has one.)
+        # header names the host that wrote it) and the root's free space; every count is as
+        # shown. (curl prints no newline after a JSON body; the README's block has one.)
         return variable(out) == variable(expected)
 
     def variable(text: str) -> str:
-        text = re.sub(r'("bytes":|mq_queue_bytes\{queue="orders"\} )\d+', r"\1B", text.strip())
+        text = re.sub(r'("bytes":|mq_queue_bytes\{queue="orders"\} |"free_bytes":|"free_inodes":)\d+',
+                      r"\1B", text.strip())
         return re.sub(r"\d+\.\d+", "F", text)
 
     for command, expected in examples:
@@ -199,6 +200,26 @@ def test_statsd_gets_depths_as_gauges_and_new_events_as_counters(daemon, statsd_
 
     poll_for(all_adds_counted, 10, what="StatsD lines counting the 4 adds")
     assert all(re.fullmatch(r"mqt\.[A-Za-z0-9_-]+\.[a-z_]+:\d+\|[gc]", line) for line in lines)
+
+
+def test_statsd_gets_each_queues_bytes_and_the_roots_free_space(daemon, statsd_socket):
+    message_id = json.loads(daemon.request("POST", "/st.b/messages", b"b" * 400).body)["id"]
+    size = stored_size(daemon, "st.b", message_id)
+    received_lines(statsd_socket)
+    lines = []
+
+    def sent():
+        lines.extend(received_lines(statsd_socket))
+        gauges = dict(line.split("|")[0].split(":") for line in lines if line.endswith("|g"))
+        if gauges.get("mqt.st_b.bytes") != str(size) or "mqt._mq.root_free_inodes" not in gauges:
+            return None
+        return gauges
+
+    gauges = poll_for(sent, 10, what="StatsD gauges of st.b's bytes and the root's free space")
+    st = os.statvfs(daemon.root)
+    # Other tests write on the same file system meanwhile: close, not equal.
+    assert abs(int(gauges["mqt._mq.root_free_bytes"]) - st.f_bavail * st.f_frsize) < 64 * 2**20
+    assert abs(int(gauges["mqt._mq.root_free_inodes"]) - st.f_favail) < 10_000
 
 
 def test_a_bad_statsd_address_stops_mq_with_status_2(tmp_path):

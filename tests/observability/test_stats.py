@@ -2,6 +2,8 @@
 messages through their states, and queues nobody fetched from yet are counted too."""
 
 import json
+import os
+import re
 import subprocess
 import time
 
@@ -144,6 +146,36 @@ def test_mqctl_status_prints_the_processes_the_root_and_the_queues(daemon, clien
     assert json.loads(as_json.stdout)["stats"]["queues"]["status-q"]["ready"] == 1
 
 
+def test_mqctl_status_shows_the_roots_free_space_and_each_queues_bytes(daemon, client):
+    client.put("status-bytes", "y" * 300)
+    size = queue_reaches(daemon, "status-bytes", ready=1)["bytes"]
+    assert size > 300  # The header counts too.
+    url = f"http://127.0.0.1:{daemon.port}"
+    run = subprocess.run([command("mqctl"), "--url", url, "status"], capture_output=True,
+                         text=True, timeout=30)
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    found = re.fullmatch(r"root's file system: ([0-9.]+) (B|KiB|MiB|GiB|TiB) free, (\d+) inodes free",
+                         lines[2])
+    assert found, lines[2]
+    st = os.statvfs(daemon.root)
+    # Other tests write on the same file system meanwhile: close, not equal.
+    scale = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}[found[2]]
+    assert abs(float(found[1]) * scale - st.f_bavail * st.f_frsize) < 64 * 2**20 + scale / 10
+    assert abs(int(found[3]) - st.f_favail) < 10_000
+    heading = next(line for line in lines if line.startswith("QUEUE "))
+    row = next(line for line in lines if line.startswith("status-bytes "))
+    start = heading.index("BYTES")
+    assert row[start:].split("  ")[0] == f"{size} B"
+
+
+def test_the_statistics_carry_the_roots_free_bytes_and_inodes(daemon):
+    root = stats(daemon)["root"]
+    st = os.statvfs(daemon.root)
+    assert abs(root["free_bytes"] - st.f_bavail * st.f_frsize) < 64 * 2**20
+    assert abs(root["free_inodes"] - st.f_favail) < 10_000
+
+
 def test_mqctl_status_without_a_daemon_says_so_and_exits_4(tmp_path):
     run = subprocess.run([command("mqctl"), "--url", "http://127.0.0.1:9", "--retries", "0",
                           "status"], capture_output=True, text=True, timeout=30)
@@ -186,3 +218,13 @@ def test_rates_count_only_the_last_minute():
     now[0] += 1
     assert counters.rate("q", "adds") == pytest.approx(30 / WINDOW_SECONDS)
     assert counters.snapshot()["q"]["totals"] == {"adds": 60}
+
+
+def test_mqctl_status_says_so_when_the_root_cannot_be_read_and_sizes_read_short():
+    from mq.ctl.status import render, size
+    health = {"status": "ok", "down": [], "root": "/r", "supervisor_pid": 1, "children": []}
+    stats = {"actors": {}, "queues": {}, "root": None}
+    assert render("http://x", health, stats, 0.0).splitlines()[2] == \
+        "root's file system: free space unknown"
+    assert [size(n) for n in (0, 1023, 1024, 1536, 2**20, 5 * 2**30, 2**41)] == \
+        ["0 B", "1023 B", "1.0 KiB", "1.5 KiB", "1.0 MiB", "5.0 GiB", "2.0 TiB"]
