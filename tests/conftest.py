@@ -8,9 +8,11 @@ from support import Daemon, become_subreaper, reap_orphans
 
 
 def pytest_collection_modifyitems(items):
-    """Run every Spark test on one xdist worker, so a parallel run starts one Spark session."""
+    """Run every test of the shared Spark session on one xdist worker, so a parallel run starts
+    one session. The other Spark tests (drivers and a cluster of their own, or no Spark at all)
+    run on any worker: kept on that one, they made the longest chain of the run."""
     for item in items:
-        if item.get_closest_marker("spark"):
+        if item.get_closest_marker("spark") and "spark" in item.fixturenames:
             item.add_marker(pytest.mark.xdist_group("spark"))
 
 
