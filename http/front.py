@@ -20,6 +20,7 @@ from mq.http.batches import AckBatchHandler
 from mq.http.connection_timeouts import TimedHTTPServer
 from mq.http.dashboard import DashboardHandler, HomeHandler
 from mq.http.health import read_health
+from mq.http.history import History, HistoryHandler
 from mq.http.messages import MessageHandler, MessagesHandler
 from mq.http.metrics import HealthCheckHandler, MetricsHandler
 from mq.http.queues import (
@@ -33,7 +34,7 @@ from mq.http.queues import (
 from mq.http.routed import RoutedMessagesHandler
 from mq.http.rpc_server import RpcServer
 from mq.http.service import QueueService
-from mq.http.stats import StatsHandler
+from mq.http.stats import QueueListHandler, StatsHandler
 from mq.http.statsd import StatsdSender
 from mq.tokens import TokenFile
 
@@ -104,7 +105,8 @@ def make_app(service: QueueService, options, run_dir: str = "",
     """The Tornado application with every route, for front number index."""
     args = {"service": service, "options": options}
     name = r"([^/]+)"
-    return FrontApplication(
+    history = History(service, options.root)
+    app = FrontApplication(
         [
             # The SQS API on the main port (--sqs-port 0): only requests meant for it match.
             *(sqs.routes(service, options) if not options.sqs_port else []),
@@ -118,6 +120,8 @@ def make_app(service: QueueService, options, run_dir: str = "",
             (r"/_mq/health", HealthHandler, {**args, "run_dir": run_dir}),
             (r"/_mq/openapi\.yaml", OpenApiHandler, args),
             (r"/_mq/stats", StatsHandler, args),
+            (r"/_mq/queues", QueueListHandler, args),
+            (r"/_mq/history", HistoryHandler, {**args, "history": history}),
             (r"/_mq/dashboard(?:/([^/]+))?", DashboardHandler, args),
             (r"/", HomeHandler, args),
             (r"/(metrics)", MetricsHandler, {**args, "run_dir": run_dir}),
@@ -134,6 +138,8 @@ def make_app(service: QueueService, options, run_dir: str = "",
         tokens=access.open_token_file(options.token_file),
         front_name=f"front-{index}",
     )
+    app.history = history
+    return app
 
 
 def http_server(app: FrontApplication, options) -> tornado.httpserver.HTTPServer:
@@ -206,8 +212,10 @@ async def serve(options, run_dir: str, drain_seconds: float = 10.0, index: int =
     # The per-queue tables of the front ends forget gone queues (at most every SWEEP_SECONDS).
     sweep = tornado.ioloop.PeriodicCallback(service.gone, 1000)
     sweep.start()
+    app.history.start()
     await stop.wait()
     sweep.stop()
+    app.history.stop()
     if statsd is not None:
         statsd.stop()
     for server in servers:

@@ -181,6 +181,7 @@ class MessagesHandler(StreamedBodyHandler):
     async def get(self, name: str) -> None:
         """Fetch the oldest ready message, waiting up to ?wait=N seconds; 204 when there is none."""
         queue = self.queue_name(name)
+        self.service.clients.seen(queue, self.client_address())
         wait = parse_number("wait", self.param("wait", "X-Wait"), 0.0)
         # Checked before the fetch: a bad format must not claim a message.
         cf = compound.compound_format(self.param("cf", "X-Compound-Format"))
@@ -196,6 +197,11 @@ class MessagesHandler(StreamedBodyHandler):
             self.finish()
             return
         self.send_message(result, cf)
+
+    def client_address(self) -> str:
+        """The client's connection, host:port (the consumers the statistics count)."""
+        address = self.request.connection.context.address  # type: ignore[union-attr]
+        return f"{address[0]}:{address[1]}" if isinstance(address, tuple) else str(address)
 
     @overload
     async def poll_fetch(self, request: Fetch) -> Fetched: ...

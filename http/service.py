@@ -19,6 +19,7 @@ from mq import logs
 from mq.errors import Invalid
 from mq.http import access, routing
 from mq.http.actor_links import ActorLink, ActorPool
+from mq.http.clients import Clients
 from mq.http.figures import merge
 from mq.operations import (
     MAX_FANOUT_QUEUES,
@@ -107,6 +108,9 @@ class QueueService:
         store = Store(options.root, "file")
         self.gone = GoneQueues(store.list_queues, store.queue_exists, self.queue_tables,
                                self.forget_queues, logs.get())
+        #: The clients that fetched from each queue lately (the statistics' `clients`).
+        self.clients = Clients()
+        self.keep(self.clients)
 
     def drain(self) -> None:
         """Answer every long poll and pull-any now, as their time being up would, and let no
@@ -251,6 +255,9 @@ class QueueService:
         answers = await asyncio.gather(*(link.call(Stats()) for _, link in links),
                                        return_exceptions=True)
         figures = merge([name for name, _ in links], answers, time.time())
+        for queue, clients in self.clients.counts().items():
+            if queue in figures["queues"]:
+                figures["queues"][queue]["clients"] = clients
         figures["tables"][f"front-{self._pool.front}"] = self.gone.sizes()
         return figures
 
