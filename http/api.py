@@ -63,8 +63,6 @@ class FrontApplication(tornado.web.Application):
         self.front_name = front_name
         #: The bearer tokens requests are checked against; None: access control is off.
         self.tokens = tokens
-        #: The front's ring of the last hour's samples (http/history.py), set by make_app.
-        self.history = None
 
 
 class ApiHandler(tornado.web.RequestHandler):

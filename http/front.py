@@ -101,12 +101,12 @@ def log_request(handler: tornado.web.RequestHandler) -> None:
 
 
 def make_app(service: QueueService, options, run_dir: str = "",
-             index: int = 0) -> FrontApplication:
-    """The Tornado application with every route, for front number index."""
+             index: int = 0, history: History | None = None) -> FrontApplication:
+    """The Tornado application with every route, for front number index (history: the
+    front's ring of samples that /_mq/history serves; none: an empty one)."""
     args = {"service": service, "options": options}
     name = r"([^/]+)"
-    history = History(service, options.root)
-    app = FrontApplication(
+    return FrontApplication(
         [
             # The SQS API on the main port (--sqs-port 0): only requests meant for it match.
             *(sqs.routes(service, options) if not options.sqs_port else []),
@@ -138,8 +138,6 @@ def make_app(service: QueueService, options, run_dir: str = "",
         tokens=access.open_token_file(options.token_file),
         front_name=f"front-{index}",
     )
-    app.history = history
-    return app
 
 
 def http_server(app: FrontApplication, options) -> tornado.httpserver.HTTPServer:
@@ -170,7 +168,8 @@ async def serve(options, run_dir: str, drain_seconds: float = 10.0, index: int =
     tornado_io.install()  # Before the servers ask Tornado for the loop.
     pool = ActorPool(options, run_dir, front=index)
     service = QueueService(pool, options)
-    app = make_app(service, options, run_dir, index)
+    history = History(service, options.root)
+    app = make_app(service, options, run_dir, index, history)
     # With several fronts each has its own listening socket on a port (SO_REUSEPORT), so the
     # kernel spreads new connections over them and no front wakes for another's.
     reuse = options.fronts > 1
@@ -212,10 +211,10 @@ async def serve(options, run_dir: str, drain_seconds: float = 10.0, index: int =
     # The per-queue tables of the front ends forget gone queues (at most every SWEEP_SECONDS).
     sweep = tornado.ioloop.PeriodicCallback(service.gone, 1000)
     sweep.start()
-    app.history.start()
+    history.start()
     await stop.wait()
     sweep.stop()
-    app.history.stop()
+    history.stop()
     if statsd is not None:
         statsd.stop()
     for server in servers:
