@@ -23,15 +23,14 @@ function route() {
   document.title = queue === null ? "mq dashboard" : `${queue} · mq dashboard`;
   if (queue === null) queuePage.close();
   else queuePage.open(queue);
-  poll();
 }
 
 async function poll() {
   const status = $("status");
   try {
     // The overview is kept current behind a queue's page too: its chart needs every sample.
-    const stats = await overview.refresh();
-    await queuePage.refresh();
+    const stats = await overview.refresh(routedQueue());
+    queuePage.update(stats);
     await history.refresh();
     const down = Object.entries(stats.actors).filter(([, state]) => state !== "ok");
     status.textContent = down.length
@@ -46,6 +45,11 @@ async function poll() {
 
 $("token").value = localStorage.getItem("mq-token") || "";
 $("token").addEventListener("change", (e) => localStorage.setItem("mq-token", e.target.value));
-window.addEventListener("hashchange", route);
+window.addEventListener("hashchange", () => { route(); poll(); });
 route();
-setInterval(poll, POLL_MS);
+// The next poll a second after the last one ended: a daemon slow to answer (10,000 queues on a
+// busy machine) is not asked again before it answered.
+(async function loop() {
+  await poll();
+  setTimeout(loop, POLL_MS);
+})();

@@ -115,6 +115,11 @@ function renderQueues(answer) {
     : "";
   $("page-prev").disabled = answer.offset === 0;
   $("page-next").disabled = last >= answer.matched;
+  renderAbout(answer);
+}
+
+/** The sums over every queue, the version and the root's free space. */
+function renderAbout(answer) {
   const s = answer.sums;
   $("totals").textContent = `${answer.count} queue(s): ${s.ready} ready, ${s.in_flight} in flight, ` +
     `${s.delayed} delayed, ${size(s.bytes)}, ${s.waiting} long poll(s) waiting`;
@@ -183,6 +188,7 @@ async function create(event) {
 }
 
 function findQueues() {
+  if (location.hash.startsWith("#/queue/")) return;
   filter = $("queue-filter").value;
   offset = 0;
   refresh().catch((err) => notice(err.message, true));
@@ -193,10 +199,13 @@ function turn(pages) {
   refresh().catch((err) => notice(err.message, true));
 }
 
-/** One poll of the overview: a page of the queues' figures, and the processes. */
-export async function refresh() {
-  const query = new URLSearchParams({ offset: String(offset), limit: String(PAGE) });
-  if (filter) query.set("filter", filter);
+/** One poll: a page of the queues' figures (or, with a queue's page open, that queue's
+ *  alone: one gathering of the statistics a second is enough), and the processes. */
+export async function refresh(queueShown = null) {
+  const query = queueShown === null
+    ? new URLSearchParams({ offset: String(offset), limit: String(PAGE) })
+    : new URLSearchParams({ name: queueShown });
+  if (filter && queueShown === null) query.set("filter", filter);
   const [stats, health] = await Promise.all([
     api("GET", "/_mq/queues?" + query),
     // health.json answers 503 with its body when a process is down; not published yet: none.
@@ -204,13 +213,16 @@ export async function refresh() {
   ]);
   sample(stats);
   // A page asked before the Find text or the page changed is not the one to show.
-  if (stats.offset === offset && (query.get("filter") || "") === filter) renderQueues(stats);
+  const current = queueShown === null && stats.offset === offset && (query.get("filter") || "") === filter;
+  if (current) renderQueues(stats);
+  else renderAbout(stats);
   // Queues deleted since the page was turned: show the last page there is.
-  if (stats.offset > 0 && stats.offset >= stats.matched) {
+  if (current && stats.offset > 0 && stats.offset >= stats.matched) {
     offset = Math.max(0, Math.floor((stats.matched - 1) / PAGE) * PAGE);
   }
   drawChart();
   if (health && health.children) renderProcesses(health, stats.time);
+  stats.shown = queueShown;    // the queue asked for alone, or null
   return stats;
 }
 

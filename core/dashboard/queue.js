@@ -41,17 +41,11 @@ export function close() {
   current = null;
 }
 
-/** Ask for the queue's figures (GET /_mq/queues?name=) and show them. */
-export async function refresh() {
-  if (current === null) return;
-  const queue = current;
-  const answer = await api("GET", "/_mq/queues?" + new URLSearchParams({ name: queue }));
-  if (queue === current) update(answer.queues[0]);
-}
-
-/** The queue's figures (undefined: no such queue): shown, and the lists again when their
- *  counts changed. */
-function update(q) {
+/** An answer of GET /_mq/queues?name= (overview.refresh's): the queue's figures (none: no
+ *  such queue) shown, and the lists loaded again when their counts changed. */
+export function update(answer) {
+  if (current === null || answer.shown !== current) return;
+  const q = answer.queues[0];
   $("q-missing").hidden = q !== undefined;
   const row = document.querySelector("#q-figures tbody tr");
   for (const [name, value] of FIGURES) {
