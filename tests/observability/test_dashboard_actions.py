@@ -259,15 +259,19 @@ class LongPoll(threading.Thread):
         self.port, self.queue, self.body = port, queue, None
 
     def run(self) -> None:
-        """Wait 20 s for a message, again and again until one comes."""
+        """Wait 20 s for a message, again and again until one comes (or the daemon is gone)."""
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
-        while self.body is None:
-            conn.request("GET", f"/{self.queue}/messages?wait=20")
-            response = conn.getresponse()
-            body = response.read()
-            if response.status == 200:
-                self.body = body
-        conn.close()
+        try:
+            while self.body is None:
+                conn.request("GET", f"/{self.queue}/messages?wait=20")
+                response = conn.getresponse()
+                body = response.read()
+                if response.status == 200:
+                    self.body = body
+        except (OSError, http.client.HTTPException):
+            pass  # The module's daemon stopped: the test failed before the message came.
+        finally:
+            conn.close()
 
 
 def test_the_consumers_of_a_queue_are_its_parked_long_polls_and_recent_clients(mq, page, shots):
@@ -284,7 +288,9 @@ def test_the_consumers_of_a_queue_are_its_parked_long_polls_and_recent_clients(m
 
     poll_for(lambda: rows(page) == ["waits"] and cells() == ("1", "2"), 60,
              what="1 long poll waiting and 2 clients")
-    assert (figures(mq, "waits")["waiting"], figures(mq, "waits")["clients"]) == (1, 2)
+    # The API agrees (between two of the thread's long polls, none waits for a moment).
+    poll_for(lambda: (f := figures(mq, "waits"))["waiting"] == 1 and f["clients"] == 2, 60,
+             what="the API to count the long poll and both clients")
     page.screenshot(path=str(shots / "consumers.png"), full_page=True)
 
     assert mq.request("POST", "/waits/messages", b"for the long poll").status == 201
