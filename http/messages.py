@@ -181,7 +181,6 @@ class MessagesHandler(StreamedBodyHandler):
     async def get(self, name: str) -> None:
         """Fetch the oldest ready message, waiting up to ?wait=N seconds; 204 when there is none."""
         queue = self.queue_name(name)
-        self.service.clients.seen(queue, self.client_address())
         wait = parse_number("wait", self.param("wait", "X-Wait"), 0.0)
         # Checked before the fetch: a bad format must not claim a message.
         cf = compound.compound_format(self.param("cf", "X-Compound-Format"))
@@ -219,7 +218,8 @@ class MessagesHandler(StreamedBodyHandler):
             # Only a long poll's watch cancels: a fetch that does not wait takes no canceller.
             return await self.service.fetch(
                 self.token, request,
-                on_sent=None if watch is None else lambda cancel: setattr(self, "poll", cancel))
+                on_sent=None if watch is None else lambda cancel: setattr(self, "poll", cancel),
+                client=self.client_address())
         finally:
             if watch is not None:
                 watch.cancel()

@@ -174,21 +174,26 @@ class QueueService:
 
     @overload
     def fetch(self, token: Token | None, request: Fetch,
-              on_sent: Callable[[Callable[[], None]], None] | None = None) -> Awaitable[Fetched]: ...
+              on_sent: Callable[[Callable[[], None]], None] | None = None,
+              client: str | None = None) -> Awaitable[Fetched]: ...
 
     @overload
     def fetch(self, token: Token | None, request: FetchBatch,
-              on_sent: Callable[[Callable[[], None]], None] | None = None) -> Awaitable[dict]: ...
+              on_sent: Callable[[Callable[[], None]], None] | None = None,
+              client: str | None = None) -> Awaitable[dict]: ...
 
     def fetch(self, token: Token | None, request: Fetch | FetchBatch,
-              on_sent: Callable[[Callable[[], None]], None] | None = None
-              ) -> Awaitable[Fetched] | Awaitable[dict]:
+              on_sent: Callable[[Callable[[], None]], None] | None = None,
+              client: str | None = None) -> Awaitable[Fetched] | Awaitable[dict]:
         """Fetch (or FetchBatch): claim the oldest ready message(s), waiting up to its wait.
 
         on_sent(cancel) is called once a request is on its way: cancel() withdraws it (its
         client went away), and the await ends with {"empty": True, "cancelled": True}.
+        client: the connection it came on, counted among the queue's clients once allowed.
         """
         check(token, request)
+        if client is not None:
+            self.clients.seen(request.queue, client)
         if self.draining and request.wait:
             request = dataclasses.replace(request, wait=0.0)
         link = self._pool.fetcher(request.queue)
