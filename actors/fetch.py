@@ -134,17 +134,19 @@ class FetchActor(Actor[FetchBatch]):
         return {}
 
     def stats(self, batch: Batch, request: ops.Stats, sender: Request) -> dict:
-        """Per queue it owns: ready messages, their files' bytes, the oldest one's age, and the
-        event counters."""
+        """Per queue it owns: ready messages, their files' bytes, the oldest one's age, the long
+        polls and pull-any watches parked on it, and the event counters."""
         self.indexes.index_owned(lambda queue: fetch_actor_for(queue, self.options.workers) == self.index)
         counted = self.counters.report()
         now_ms = time.time() * 1000
         queues = {}
+        waiting, watching = self.waiters.counts(), self.watches.counts()
         self.indexes.sizes.heal([queue for queue, index in self.indexes if not index])
         for queue, index in self.indexes:
             oldest = index.oldest()
             entry = counted.get(queue) or {"totals": {}, "rates": {}}
             entry.update(ready=len(index), bytes=self.indexes.sizes.of(queue),
+                         waiting=waiting.get(queue, 0) + watching.get(queue, 0),
                          dead_letter_queue=self.props.effective(queue)["dead_letter_queue"],
                          oldest_ready_age_s=round(max(0.0, now_ms - id_time_ms(oldest)) / 1000, 3)
                          if oldest else None)

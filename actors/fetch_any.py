@@ -85,6 +85,14 @@ class Watches:
     def __bool__(self) -> bool:
         return bool(self._parked)
 
+    def counts(self) -> dict[str, int]:
+        """How many watches wait on each queue one names."""
+        counted: dict[str, int] = {}
+        for watcher in self._parked:
+            for queue in watcher.queues:
+                counted[queue] = counted.get(queue, 0) + 1
+        return counted
+
     def park(self, watcher: Watcher) -> None:
         """Keep a watch until one of its queues has a ready message or its time is up."""
         self._parked.append(watcher)

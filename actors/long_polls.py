@@ -79,6 +79,13 @@ class Waiters:
         """The long polls waiting on the queue, oldest first (a copy)."""
         return [w for w in self._queues.get(queue, ()) if self._waits(w)]
 
+    def counts(self) -> dict[str, int]:
+        """How many long polls wait on each queue that has one."""
+        counted: dict[str, int] = {}
+        for waiter in self._parked.values():
+            counted[waiter.queue] = counted.get(waiter.queue, 0) + 1
+        return counted
+
     def cancel(self, peer: bytes, rid: bytes) -> None:
         """Drop the long poll a front gave up on (its client went away)."""
         waiter = self._parked.get((peer, rid))

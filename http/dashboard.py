@@ -1,9 +1,11 @@
 """The dashboard: GET / points to it, GET /_mq/dashboard serves its page, and its script and
 style sheet come from the package (core/dashboard/, package data: no build step, no CDN).
 
-The page polls GET /_mq/stats and GET /_mq/health every second; a queue's page (#/queue/NAME)
-reads and PATCHes /{queue}/properties, peeks at the queue and its dead-letter queue, redrives
-and purges, all through the ordinary API; it holds no state of its own.
+The page polls GET /_mq/queues (a page of the queues, filtered by name), GET /_mq/health and
+GET /_mq/history (the last hour, kept by the front: http/history.py); it creates queues, and a
+queue's page (#/queue/NAME) reads and PATCHes /{queue}/properties, publishes, peeks, fetches,
+acks and nacks, peeks at its dead-letter queue, redrives, purges and deletes the queue, all
+through the ordinary API; it holds no state of its own.
 """
 
 import functools
@@ -19,6 +21,8 @@ ASSETS = {
     "common.js": "text/javascript; charset=utf-8",
     "overview.js": "text/javascript; charset=utf-8",
     "queue.js": "text/javascript; charset=utf-8",
+    "queue_actions.js": "text/javascript; charset=utf-8",
+    "history.js": "text/javascript; charset=utf-8",
     "dashboard.css": "text/css; charset=utf-8",
 }
 

@@ -18,7 +18,8 @@ DEPTHS = ("ready", "delayed", "in_flight", "dead")
 
 def blank_queue() -> dict:
     """One queue's figures before any actor's answer is added in."""
-    return {**{depth: 0 for depth in DEPTHS}, "bytes": 0, "oldest_ready_age_s": None,
+    return {**{depth: 0 for depth in DEPTHS}, "bytes": 0, "waiting": 0, "clients": 0,
+            "oldest_ready_age_s": None,
             "dead_letter_queue": None,
             "totals": {event: 0 for event in EVENTS}, "rates": {event: 0.0 for event in EVENTS}}
 
@@ -52,6 +53,7 @@ def merge(names: list[str], answers: list, now: float) -> dict:
             if name.startswith("fetch-"):
                 existing.add(queue)
                 merged["bytes"] = entry.get("bytes", 0)
+                merged["waiting"] = entry.get("waiting", 0)
                 merged["oldest_ready_age_s"] = entry.get("oldest_ready_age_s")
                 merged["dead_letter_queue"] = entry.get("dead_letter_queue")
     if all_fetchers:

@@ -20,6 +20,7 @@ from mq.http.batches import AckBatchHandler
 from mq.http.connection_timeouts import TimedHTTPServer
 from mq.http.dashboard import DashboardHandler, HomeHandler
 from mq.http.health import read_health
+from mq.http.history import History, HistoryHandler
 from mq.http.messages import MessageHandler, MessagesHandler
 from mq.http.metrics import HealthCheckHandler, MetricsHandler
 from mq.http.queues import (
@@ -33,7 +34,7 @@ from mq.http.queues import (
 from mq.http.routed import RoutedMessagesHandler
 from mq.http.rpc_server import RpcServer
 from mq.http.service import QueueService
-from mq.http.stats import StatsHandler
+from mq.http.stats import QueueListHandler, StatsHandler
 from mq.http.statsd import StatsdSender
 from mq.tokens import TokenFile
 
@@ -100,8 +101,9 @@ def log_request(handler: tornado.web.RequestHandler) -> None:
 
 
 def make_app(service: QueueService, options, run_dir: str = "",
-             index: int = 0) -> FrontApplication:
-    """The Tornado application with every route, for front number index."""
+             index: int = 0, history: History | None = None) -> FrontApplication:
+    """The Tornado application with every route, for front number index (history: the
+    front's ring of samples that /_mq/history serves; none: an empty one)."""
     args = {"service": service, "options": options}
     name = r"([^/]+)"
     return FrontApplication(
@@ -118,6 +120,8 @@ def make_app(service: QueueService, options, run_dir: str = "",
             (r"/_mq/health", HealthHandler, {**args, "run_dir": run_dir}),
             (r"/_mq/openapi\.yaml", OpenApiHandler, args),
             (r"/_mq/stats", StatsHandler, args),
+            (r"/_mq/queues", QueueListHandler, args),
+            (r"/_mq/history", HistoryHandler, {**args, "history": history}),
             (r"/_mq/dashboard(?:/([^/]+))?", DashboardHandler, args),
             (r"/", HomeHandler, args),
             (r"/(metrics)", MetricsHandler, {**args, "run_dir": run_dir}),
@@ -164,7 +168,8 @@ async def serve(options, run_dir: str, drain_seconds: float = 10.0, index: int =
     tornado_io.install()  # Before the servers ask Tornado for the loop.
     pool = ActorPool(options, run_dir, front=index)
     service = QueueService(pool, options)
-    app = make_app(service, options, run_dir, index)
+    history = History(service, options.root)
+    app = make_app(service, options, run_dir, index, history)
     # With several fronts each has its own listening socket on a port (SO_REUSEPORT), so the
     # kernel spreads new connections over them and no front wakes for another's.
     reuse = options.fronts > 1
@@ -206,8 +211,10 @@ async def serve(options, run_dir: str, drain_seconds: float = 10.0, index: int =
     # The per-queue tables of the front ends forget gone queues (at most every SWEEP_SECONDS).
     sweep = tornado.ioloop.PeriodicCallback(service.gone, 1000)
     sweep.start()
+    history.start()
     await stop.wait()
     sweep.stop()
+    history.stop()
     if statsd is not None:
         statsd.stop()
     for server in servers:

@@ -197,6 +197,11 @@ class MessagesHandler(StreamedBodyHandler):
             return
         self.send_message(result, cf)
 
+    def client_address(self) -> str:
+        """The client's connection, host:port (the consumers the statistics count)."""
+        address = self.request.connection.context.address  # type: ignore[union-attr]
+        return f"{address[0]}:{address[1]}" if isinstance(address, tuple) else str(address)
+
     @overload
     async def poll_fetch(self, request: Fetch) -> Fetched: ...
 
@@ -213,7 +218,8 @@ class MessagesHandler(StreamedBodyHandler):
             # Only a long poll's watch cancels: a fetch that does not wait takes no canceller.
             return await self.service.fetch(
                 self.token, request,
-                on_sent=None if watch is None else lambda cancel: setattr(self, "poll", cancel))
+                on_sent=None if watch is None else lambda cancel: setattr(self, "poll", cancel),
+                client=self.client_address())
         finally:
             if watch is not None:
                 watch.cancel()

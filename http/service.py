@@ -19,6 +19,7 @@ from mq import logs
 from mq.errors import Invalid
 from mq.http import access, routing
 from mq.http.actor_links import ActorLink, ActorPool
+from mq.http.clients import Clients
 from mq.http.figures import merge
 from mq.operations import (
     MAX_FANOUT_QUEUES,
@@ -107,6 +108,9 @@ class QueueService:
         store = Store(options.root, "file")
         self.gone = GoneQueues(store.list_queues, store.queue_exists, self.queue_tables,
                                self.forget_queues, logs.get())
+        #: The clients that fetched from each queue lately (the statistics' `clients`).
+        self.clients = Clients()
+        self.keep(self.clients)
 
     def drain(self) -> None:
         """Answer every long poll and pull-any now, as their time being up would, and let no
@@ -170,21 +174,26 @@ class QueueService:
 
     @overload
     def fetch(self, token: Token | None, request: Fetch,
-              on_sent: Callable[[Callable[[], None]], None] | None = None) -> Awaitable[Fetched]: ...
+              on_sent: Callable[[Callable[[], None]], None] | None = None,
+              client: str | None = None) -> Awaitable[Fetched]: ...
 
     @overload
     def fetch(self, token: Token | None, request: FetchBatch,
-              on_sent: Callable[[Callable[[], None]], None] | None = None) -> Awaitable[dict]: ...
+              on_sent: Callable[[Callable[[], None]], None] | None = None,
+              client: str | None = None) -> Awaitable[dict]: ...
 
     def fetch(self, token: Token | None, request: Fetch | FetchBatch,
-              on_sent: Callable[[Callable[[], None]], None] | None = None
-              ) -> Awaitable[Fetched] | Awaitable[dict]:
+              on_sent: Callable[[Callable[[], None]], None] | None = None,
+              client: str | None = None) -> Awaitable[Fetched] | Awaitable[dict]:
         """Fetch (or FetchBatch): claim the oldest ready message(s), waiting up to its wait.
 
         on_sent(cancel) is called once a request is on its way: cancel() withdraws it (its
         client went away), and the await ends with {"empty": True, "cancelled": True}.
+        client: the connection it came on, counted among the queue's clients once allowed.
         """
         check(token, request)
+        if client is not None:
+            self.clients.seen(request.queue, client)
         if self.draining and request.wait:
             request = dataclasses.replace(request, wait=0.0)
         link = self._pool.fetcher(request.queue)
@@ -251,6 +260,9 @@ class QueueService:
         answers = await asyncio.gather(*(link.call(Stats()) for _, link in links),
                                        return_exceptions=True)
         figures = merge([name for name, _ in links], answers, time.time())
+        for queue, clients in self.clients.counts().items():
+            if queue in figures["queues"]:
+                figures["queues"][queue]["clients"] = clients
         figures["tables"][f"front-{self._pool.front}"] = self.gone.sizes()
         return figures
 

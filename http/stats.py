@@ -1,8 +1,11 @@
 """GET /_mq/stats: the statistics every actor keeps, merged per queue by the queue service
-(QueueService.stats, http/figures.py)."""
+(QueueService.stats, http/figures.py); GET /_mq/queues: a page of them, filtered by name."""
 
 from mq.http.api import ApiHandler, accepts
 from mq.http.root_space import root_figures
+from mq.http.history import summed, version
+from mq.http.root_space import free_space
+from mq.numbers import parse_number
 
 
 class StatsHandler(ApiHandler):
@@ -21,3 +24,38 @@ class StatsHandler(ApiHandler):
         # The front's own reading of the root's file system, as /metrics shows it.
         figures["root"] = root_figures(self.config.root)
         self.write_json(200, figures)
+
+
+#: Queues a page of GET /_mq/queues holds by default, and at most.
+PAGE_QUEUES, MAX_PAGE_QUEUES = 50, 1000
+
+
+class QueueListHandler(ApiHandler):
+    """GET /_mq/queues: the statistics of one page of the queues whose names match a filter,
+    with the sums over every queue, the root's free space and the daemon's version (what the
+    dashboard shows, without sending it the figures of 10,000 queues every second)."""
+
+    @accepts("filter", "offset", "limit", "name")
+    async def get(self) -> None:
+        """200 with the page: queues in name order, each with its figures and its name."""
+        text = (self.get_query_argument("filter", None) or "").casefold()
+        offset = parse_number("offset", self.get_query_argument("offset", None), 0, int)
+        limit = parse_number("limit", self.get_query_argument("limit", None), PAGE_QUEUES, int, 1,
+                             MAX_PAGE_QUEUES)
+        exact = self.get_query_argument("name", None)
+        self.set_header("Cache-Control", "no-store")
+        figures = await self.service.stats(self.token)
+        queues = figures["queues"]
+        if exact is not None:
+            names = [exact] if exact in queues else []
+        else:
+            names = [queue for queue in queues if text in queue.casefold()]
+        sums = summed(queues)
+        space = free_space(self.config.root)
+        self.write_json(200, {
+            "time": figures["time"], "complete": figures["complete"], "actors": figures["actors"],
+            "version": version(), "count": len(queues), "matched": len(names),
+            "offset": offset, "limit": limit, "sums": sums,
+            "root_free_bytes": space[0] if space else None,
+            "root_free_inodes": space[1] if space else None,
+            "queues": [{"name": queue, **queues[queue]} for queue in names[offset:offset + limit]]})

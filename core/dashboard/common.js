@@ -43,6 +43,25 @@ export async function api(method, path, body = undefined, keep = []) {
   return parsed;
 }
 
+/** One call to the API with a body as it is (a message's), or none: the Response once 2xx
+ *  (its headers and body for the caller to read), else an ApiError. */
+export async function raw(method, path, body = undefined, contentType = undefined) {
+  const h = headers(false);
+  if (contentType) h["Content-Type"] = contentType;
+  const response = await fetch(path, { method, headers: h, cache: "no-store", body });
+  if (!response.ok) {
+    const text = await response.text();
+    let parsed;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      parsed = { error: "unreadable", message: text.slice(0, 200) };
+    }
+    throw new ApiError(method, path, response.status, parsed);
+  }
+  return response;
+}
+
 export function queuePath(queue, rest = "") {
   return "/" + encodeURIComponent(queue) + (rest ? "/" + rest : "");
 }
@@ -83,7 +102,11 @@ export function size(bytes) {
 }
 
 export function decode(base64) {
-  const bytes = Uint8Array.from(atob(base64), (c) => c.charCodeAt(0));
+  return text(Uint8Array.from(atob(base64), (c) => c.charCodeAt(0)));
+}
+
+/** A body's bytes as text when they are UTF-8, else a line saying how many there are. */
+export function text(bytes) {
   try {
     return new TextDecoder("utf-8", { fatal: true }).decode(bytes);
   } catch {

@@ -1,9 +1,11 @@
-// The mq dashboard: polls GET /_mq/stats (and the processes, GET /_mq/health) every second and
-// shows either the overview or the page of one queue (#/queue/NAME), both through the ordinary
-// HTTP API. Plain JavaScript modules, no build step, no third-party code.
+// The mq dashboard: polls GET /_mq/queues (a page of the queues' figures; the processes, GET
+// /_mq/health; the last hour, GET /_mq/history) every second and shows either the overview or
+// the page of one queue (#/queue/NAME), both through the ordinary HTTP API. Plain JavaScript
+// modules, no build step, no third-party code.
 "use strict";
 
 import { $ } from "./common.js";
+import * as history from "./history.js";
 import * as overview from "./overview.js";
 import * as queuePage from "./queue.js";
 
@@ -21,19 +23,19 @@ function route() {
   document.title = queue === null ? "mq dashboard" : `${queue} · mq dashboard`;
   if (queue === null) queuePage.close();
   else queuePage.open(queue);
-  poll();
 }
 
 async function poll() {
   const status = $("status");
   try {
     // The overview is kept current behind a queue's page too: its chart needs every sample.
-    const stats = await overview.refresh();
+    const stats = await overview.refresh(routedQueue());
     queuePage.update(stats);
+    await history.refresh();
     const down = Object.entries(stats.actors).filter(([, state]) => state !== "ok");
     status.textContent = down.length
       ? "not answering: " + down.map(([name]) => name).join(", ")
-      : `${Object.keys(stats.queues).length} queue(s), updated ${new Date(stats.time * 1000).toLocaleTimeString()}`;
+      : `${stats.count} queue(s), updated ${new Date(stats.time * 1000).toLocaleTimeString()}`;
     status.classList.toggle("bad", down.length > 0);
   } catch (err) {
     status.textContent = "unreachable: " + err.message;
@@ -43,6 +45,11 @@ async function poll() {
 
 $("token").value = localStorage.getItem("mq-token") || "";
 $("token").addEventListener("change", (e) => localStorage.setItem("mq-token", e.target.value));
-window.addEventListener("hashchange", route);
+window.addEventListener("hashchange", () => { route(); poll(); });
 route();
-setInterval(poll, POLL_MS);
+// The next poll a second after the last one ended: a daemon slow to answer (10,000 queues on a
+// busy machine) is not asked again before it answered.
+(async function loop() {
+  await poll();
+  setTimeout(loop, POLL_MS);
+})();

@@ -1,21 +1,27 @@
-// The overview: every queue's depths and counters, a chart of the adds and fetches per second
-// drawn from the difference of the totals between two polls, and the process table from the
-// supervisor's health.json (GET /_mq/health). Peek and Purge act on a queue from its row.
+// The overview: one page of the queues whose names contain the text in the Find field, with
+// their depths, counters and consumers (GET /_mq/queues filters and pages on the daemon, so
+// 10,000 queues are never 10,000 rows), a chart of the adds and fetches per second drawn from
+// the difference of the totals between two polls, and the process table from the
+// supervisor's health.json (GET /_mq/health). Peek and Purge act on a queue from its row;
+// the form beside the pager creates one.
 "use strict";
 
 import { $, api, button, cell, duration, mebibytes, messageRows, notice, queueLink, queuePath, size,
   age } from "./common.js";
 
+const PAGE = 50;               // queues per page of the table
 const HISTORY = 120;           // samples kept for the chart: two minutes at one a second
 const COLUMNS = ["ready", "delayed", "in_flight", "dead"];
 // What each kind of process does (mqctl status says the same).
 const ROLES = { supervisor: "supervises the others", mover: "times delay/",
   reaper: "empties remove/", fetch: "fetch actor", save: "save actor", front: "HTTP front" };
 const history = [];            // {adds, fetches} per second, oldest first
-let previous = null;           // the last stats answer, for the rates between two polls
+let previous = null;           // the last answer, for the rates between two polls
+let filter = "";               // the text queue names must contain
+let offset = 0;                // the first row of the page shown
 
-function sum(stats, event) {
-  return Object.values(stats.queues).reduce((total, q) => total + q.totals[event], 0);
+function sum(answer, event) {
+  return answer.sums.totals[event];
 }
 
 function sample(stats) {
@@ -63,13 +69,14 @@ function drawChart() {
   }
 }
 
-function renderQueues(stats) {
+function renderQueues(answer) {
   const body = document.querySelector("#queues tbody");
-  const names = Object.keys(stats.queues);
+  const names = answer.queues.map((q) => q.name);
+  const shown = new Set(names);
   const rows = new Map([...body.rows].map((row) => [row.dataset.queue, row]));
-  for (const [name, row] of rows) if (!(name in stats.queues)) row.remove();
-  for (const name of names) {
-    const q = stats.queues[name];
+  for (const [name, row] of rows) if (!shown.has(name)) row.remove();
+  for (const q of answer.queues) {
+    const name = q.name;
     let row = rows.get(name);
     if (!row) {
       row = document.createElement("tr");
@@ -88,6 +95,8 @@ function renderQueues(stats) {
     cell(row, "acks", String(q.totals.acks));
     cell(row, "add-rate", q.rates.adds.toFixed(2));
     cell(row, "fetch-rate", q.rates.fetches.toFixed(2));
+    cell(row, "waiting", String(q.waiting));
+    cell(row, "clients", String(q.clients));
     if (!row.querySelector("td.actions")) {
       const td = document.createElement("td");
       td.className = "actions";
@@ -96,9 +105,27 @@ function renderQueues(stats) {
       row.appendChild(td);
     }
   }
-  // Keep the rows in the order of the names (the stats list queues alphabetically).
+  // Keep the rows in the order of the names (the daemon lists queues alphabetically).
   names.forEach((name) => body.appendChild(body.querySelector(`tr[data-queue="${CSS.escape(name)}"]`)));
-  $("empty").hidden = names.length > 0;
+  $("empty").hidden = answer.count > 0;
+  $("no-match").hidden = answer.count === 0 || answer.matched > 0;
+  const last = Math.min(answer.offset + answer.queues.length, answer.matched);
+  $("page-info").textContent = answer.matched
+    ? `${answer.offset + 1}–${last} of ${answer.matched}` + (filter ? ` matching (${answer.count} queues)` : "")
+    : "";
+  $("page-prev").disabled = answer.offset === 0;
+  $("page-next").disabled = last >= answer.matched;
+  renderAbout(answer);
+}
+
+/** The sums over every queue, the version and the root's free space. */
+function renderAbout(answer) {
+  const s = answer.sums;
+  $("totals").textContent = `${answer.count} queue(s): ${s.ready} ready, ${s.in_flight} in flight, ` +
+    `${s.delayed} delayed, ${size(s.bytes)}, ${s.waiting} long poll(s) waiting`;
+  $("version").textContent = answer.version;
+  $("disk-free").textContent = answer.root_free_bytes === null ? "unknown" : size(answer.root_free_bytes);
+  $("disk-inodes").textContent = answer.root_free_inodes === null ? "–" : String(answer.root_free_inodes);
 }
 
 /** The process table: the supervisor, then every child as health.json lists them. */
@@ -147,18 +174,60 @@ async function purge(queue) {
   }
 }
 
-/** One poll of the overview: the statistics and the processes. */
-export async function refresh() {
+async function create(event) {
+  event.preventDefault();
+  const name = $("create-name").value.trim();
+  try {
+    const answer = await api("PUT", queuePath(name));
+    notice(answer.created ? `created queue ${name}` : `queue ${name} exists already`);
+    $("create-name").value = "";
+    await refresh();
+  } catch (err) {
+    notice(err.message, true);
+  }
+}
+
+function findQueues() {
+  if (location.hash.startsWith("#/queue/")) return;
+  filter = $("queue-filter").value;
+  offset = 0;
+  refresh().catch((err) => notice(err.message, true));
+}
+
+function turn(pages) {
+  offset = Math.max(0, offset + pages * PAGE);
+  refresh().catch((err) => notice(err.message, true));
+}
+
+/** One poll: a page of the queues' figures (or, with a queue's page open, that queue's
+ *  alone: one gathering of the statistics a second is enough), and the processes. */
+export async function refresh(queueShown = null) {
+  const query = queueShown === null
+    ? new URLSearchParams({ offset: String(offset), limit: String(PAGE) })
+    : new URLSearchParams({ name: queueShown });
+  if (filter && queueShown === null) query.set("filter", filter);
   const [stats, health] = await Promise.all([
-    api("GET", "/_mq/stats"),
+    api("GET", "/_mq/queues?" + query),
     // health.json answers 503 with its body when a process is down; not published yet: none.
     api("GET", "/_mq/health", undefined, [503]).catch(() => null),
   ]);
   sample(stats);
-  renderQueues(stats);
+  // A page asked before the Find text or the page changed is not the one to show.
+  const current = queueShown === null && stats.offset === offset && (query.get("filter") || "") === filter;
+  if (current) renderQueues(stats);
+  else renderAbout(stats);
+  // Queues deleted since the page was turned: show the last page there is.
+  if (current && stats.offset > 0 && stats.offset >= stats.matched) {
+    offset = Math.max(0, Math.floor((stats.matched - 1) / PAGE) * PAGE);
+  }
   drawChart();
   if (health && health.children) renderProcesses(health, stats.time);
+  stats.shown = queueShown;    // the queue asked for alone, or null
   return stats;
 }
 
 $("peek-close").addEventListener("click", () => { $("peek").hidden = true; });
+$("create-form").addEventListener("submit", create);
+$("queue-filter").addEventListener("input", findQueues);
+$("page-prev").addEventListener("click", () => turn(-1));
+$("page-next").addEventListener("click", () => turn(1));

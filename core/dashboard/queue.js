@@ -1,10 +1,13 @@
 // The page of one queue (#/queue/NAME): its figures, its properties in a form that PATCHes
 // /{queue}/properties, its oldest ready messages (GET /{queue}/peek, nothing claimed), and its
-// dead letters with a button that moves them back (POST /{queue}/redrive). Every change goes
+// dead letters with a button that moves them back (POST /{queue}/redrive), a form that
+// publishes a message, one that peeks or fetches (then acks or nacks what it fetched), and
+// the deletion of the queue once its name is typed again (queue_actions.js). Every change goes
 // through the ordinary API, so a refused value shows the API's own error.
 "use strict";
 
 import { $, ApiError, age, api, messageRows, notice, queuePath, size } from "./common.js";
+import * as actions from "./queue_actions.js";
 
 const FIGURES = [
   ["ready", (q) => q.ready], ["delayed", (q) => q.delayed], ["in_flight", (q) => q.in_flight],
@@ -12,6 +15,7 @@ const FIGURES = [
   ["adds", (q) => q.totals.adds], ["fetches", (q) => q.totals.fetches],
   ["acks", (q) => q.totals.acks], ["nacks", (q) => q.totals.nacks],
   ["redeliveries", (q) => q.totals.redeliveries], ["dead_letters", (q) => q.totals.dead_letters],
+  ["waiting", (q) => q.waiting], ["clients", (q) => q.clients],
 ];
 const PAGE = 10;               // messages shown per list
 
@@ -29,6 +33,7 @@ export function open(queue) {
   $("props-error").textContent = "";
   document.querySelector("#props tbody").replaceChildren();
   for (const id of ["q-messages", "dlq-messages"]) document.querySelector(`#${id} tbody`).replaceChildren();
+  actions.open(queue);
   loadProperties();
 }
 
@@ -36,10 +41,11 @@ export function close() {
   current = null;
 }
 
-/** New statistics: the figures, and the lists again when their counts changed. */
-export function update(stats) {
-  if (current === null) return;
-  const q = stats.queues[current];
+/** An answer of GET /_mq/queues?name= (overview.refresh's): the queue's figures (none: no
+ *  such queue) shown, and the lists loaded again when their counts changed. */
+export function update(answer) {
+  if (current === null || answer.shown !== current) return;
+  const q = answer.queues[0];
   $("q-missing").hidden = q !== undefined;
   const row = document.querySelector("#q-figures tbody tr");
   for (const [name, value] of FIGURES) {
@@ -213,3 +219,4 @@ $("props-reset").addEventListener("click", reset);
 $("redrive").addEventListener("click", redrive);
 $("q-purge").addEventListener("click", purge);
 $("q-refresh").addEventListener("click", () => { shown = { ready: null, dead: null }; });
+actions.onChange(() => { shown = { ready: null, dead: null }; loadProperties(); });

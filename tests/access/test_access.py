@@ -302,3 +302,11 @@ def test_the_token_file_of_the_operations_guide_reads_as_it_says():
     assert [producer.allows_queue(q) for q in ("orders", "orders.eu", "orders2")] == [
         True, True, False]
     assert ops.allows("admin") and ops.every_queue
+
+
+def test_the_dashboards_data_needs_a_token_for_every_queue(daemon):
+    for path in ("/_mq/queues", "/_mq/queues?filter=orders", "/_mq/history"):
+        assert call(daemon, "GET", path).status == 401, path
+        assert call(daemon, "GET", path, "reader").status == 200, path
+        assert call(daemon, "GET", path, "orders-worker").status == 403, path
+        assert call(daemon, "GET", path, "orders-admin").status == 403, path

@@ -28,7 +28,7 @@ from support import Daemon, free_port
 SERVICE_SIDE = {"mq.http.actor_links", "mq.http.service", "mq.http.routing", "mq.http.front"}
 #: What the service shares with the front ends: the access check, the merging of statistics,
 #: the answer to a disk error of the front's own reads of the root.
-SHARED = {"mq.http.access", "mq.http.figures", "mq.http.disk_errors"}
+SHARED = {"mq.http.access", "mq.http.figures", "mq.http.disk_errors", "mq.http.clients"}
 #: The ops a front end sends (the others are notes between the daemon's own processes).
 FRONT_OPS = [cls for cls in OPS.values()
              if cls.__module__.rpartition(".")[2] in ("admin", "fetch", "save")] + [service.Stats]
