@@ -25,49 +25,6 @@ def refuse_schedule(add, props: dict) -> None:
                       "delay and at are not accepted")
 
 
-def deliver(store, batch, item) -> None:
-    """Rename a written add out of new/: into its queue (or delay/), or, as a part, into its
-    queue's open window; the batch's change set records the folders to flush."""
-    queue = item.add.queue
-    if item.accum <= 0:
-        store.deliver_new(queue, item.id, item.add.due is not None, batch.changes)
-        return
-    window, opened = store.add_part(queue, item.id, item.accum, batch.changes)
-    item.joined = (window, opened)
-    if opened:
-        batch.windows.append((queue, window))
-
-
-def take_back(store, item) -> None:
-    """Unlink a delivered add whose batch failed before the flush (all or none): a part from
-    its window, so that the compound never holds it, any other add from its queue or delay/.
-    An OSError is the caller's to log."""
-    if item.joined:
-        store.unlink_part(item.add.queue, item.joined[0], item.id)
-    else:
-        store.undeliver_new(item.add.queue, item.id, item.add.due is not None)
-
-
-def undeliver(store, item) -> None:
-    """Move a delivered add whose flush failed to remove/: it was never acknowledged."""
-    if item.joined:
-        store.remove_part(item.add.queue, item.joined[0], item.id)
-    else:
-        store.remove(item.add.queue, item.id)
-
-
-def outcome(item) -> str:
-    """The add reply's `accumulated`: "new" (opened a window), "yes" (joined one) or "no"."""
-    if not item.joined:
-        return "no"
-    return "new" if item.joined[1] else "yes"
-
-
-def closes(item) -> float:
-    """When a part's window closes (Unix seconds): its compound is ready from then on."""
-    return int(item.joined[0]) / 1000
-
-
 # -- the mover ----------------------------------------------------------------------------------
 
 

@@ -19,7 +19,7 @@ from mq.actors.base import Actor
 from mq.actors.batch import DEFERRED, Batch, Request
 from mq.actors.counters import Counters, counters_file
 from mq.actors.deliveries import Deliveries
-from mq.actors.long_polls import FetchBatch, Waiters
+from mq.actors.long_polls import FetchActorBatch, Waiters
 from mq.actors.message_groups import MessageGroups
 from mq.actors.queue_index import RELIST_EMPTY_SECONDS, ReadyIndexes
 from mq.errors import MqError, NotFound, from_os_error
@@ -27,11 +27,11 @@ from mq.ids import id_floor, id_time_ms
 from mq.protocol import fetch_actor_for
 
 
-class FetchActor(Actor[FetchBatch]):
+class FetchActor(Actor[FetchActorBatch]):
     """Everything for one queue lands on one fetch actor, so it is serialized and FIFO."""
 
     kind = "fetch"
-    batch_class = FetchBatch
+    batch_class = FetchActorBatch
 
     def __init__(self, options, index: int, run_dir: str, store=None):
         super().__init__(options, index, run_dir, store)
@@ -262,14 +262,14 @@ class FetchActor(Actor[FetchBatch]):
 
     # -- long polls: hooks of the batch loop ------------------------------------------------
 
-    def before_flush(self, batch: FetchBatch) -> None:
+    def before_flush(self, batch: FetchActorBatch) -> None:
         """Claim for the long polls the batch's own changes (or time) can answer, so that the
         batch's one flush covers them too: a separate flush would double the syncfs calls of
         a busy queue whose consumers long poll."""
         if self.sock is not None:  # In-process (tests) there is no one to answer.
             self.waiters.feed(batch, lambda queue, limit: self.take_or_error(batch, queue, limit))
 
-    def after_flush(self, batch: FetchBatch) -> None:
+    def after_flush(self, batch: FetchActorBatch) -> None:
         """Answer the long polls the batch fed, then the pull-any watches (after the claims:
         a watch claims nothing)."""
         if self.sock is None:
@@ -277,7 +277,7 @@ class FetchActor(Actor[FetchBatch]):
         self.reply_answered(batch)
         self.watches.serve(self)
 
-    def reply_answered(self, batch: FetchBatch) -> None:
+    def reply_answered(self, batch: FetchActorBatch) -> None:
         """Reply to each long poll the batch answered, with its result (after the requests'
         own in batch.results), and leave the batch only its requests' results."""
         first = len(batch.requests)

@@ -123,11 +123,11 @@ def test_a_key_left_by_a_killed_save_actor_never_answers_a_retry_and_its_success
     actors = Actors(tmp_path)
     # Save actor 0 records the key and is killed before its rename: the state it leaves.
     dying = actors.save
-    batch = dying.batch_class([request("add", queue="q", body=b"lost", dedup_id="k")])
+    batch = dying.new_batch([request("add", queue="q", body=b"lost", dedup_id="k")])
     batch.results.append(dying.dispatch(batch, batch.requests[0]))
     actors.store.flush_data()
-    dying.record_keys(batch, batch.written)
-    lost_id = batch.written[0].id
+    batch.settlement.record_keys(dying.defer)
+    lost_id = batch.settlement.written[0].id
     assert files_in(actors.store.folder("new")) == [f"q:{lost_id}"]
     # The client retries on save actor 1 while 0 restarts: no 200 with an id never stored;
     # the retry waits for the add that holds its key.
