@@ -31,8 +31,8 @@ def refuse_schedule(add, props: dict) -> None:
 def time_windows(store, timers, peers: bool = False) -> None:
     """Time every window in accum/ (at the mover's start and rescans). One found closing or
     combined was left so by a crash, unless another daemon (peers) is closing it right now."""
-    for queue, name in store.list_windows():
-        changed = store.window_changed_at(queue, name) + PEER_STALE_SECONDS if peers else 0.0
+    for queue, name in store.accumulation.list_windows():
+        changed = store.accumulation.window_changed_at(queue, name) + PEER_STALE_SECONDS if peers else 0.0
         timers.add(window_due(name, changed), queue, name)
 
 
@@ -49,7 +49,7 @@ def close_due_windows(store, timers, now: float) -> dict[str, list]:
     ready: dict[str, list] = defaultdict(list)
     for queue, name, _ in timers.pop_due(now):
         try:
-            settled = store.settle_window(queue, name)
+            settled = store.accumulation.settle_window(queue, name)
         except OSError as err:
             logs.get().error("accum.close_failed", queue=queue, window=name, error=str(err))
             timers.add(now + 1, queue, name)

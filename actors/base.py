@@ -74,7 +74,7 @@ class Actor(Generic[B]):
         self.root_watch = RootWatch(options.root, options.root_id)
         self.root_was_lost = False
         #: Forgets the queues that went without this actor hearing (actors/gone_queues.py).
-        self.gone = GoneQueues(self.store.list_queues, self.store.queue_exists,
+        self.gone = GoneQueues(self.store.queues.list_queues, self.store.queues.queue_exists,
                                self.queue_tables, self.forget_queues, self.log)
 
     # -- sockets --------------------------------------------------------------------------

@@ -91,7 +91,7 @@ class FetchActor(Actor[FetchActorBatch]):
                 if index.attempts(message_id) == attempts:
                     continue  # A listing found it first.
                 if (index.may_have_listed(message_id)
-                        and not self.store.is_ready(queue, message_id, attempts)):
+                        and not self.store.states.is_ready(queue, message_id, attempts)):
                     # Late: a listing found it first, and it was taken (handed out, acked,
                     # deleted) since. Added, it would count as ready until a fetch tried it.
                     continue
@@ -112,7 +112,7 @@ class FetchActor(Actor[FetchActorBatch]):
         result = self.take(batch, queue, request.holder)
         if result is not None:
             return result
-        if not self.store.queue_exists(queue):
+        if not self.store.queues.queue_exists(queue):
             self.forget_queue(queue)
             raise NotFound(f"queue {queue!r} does not exist")
         if wait <= 0:
@@ -202,7 +202,7 @@ class FetchActor(Actor[FetchActorBatch]):
                 return None
             due = time.time() + timeout
             try:
-                data = self.store.claim(queue, message_id, due, attempts, batch.changes)
+                data = self.store.states.claim(queue, message_id, due, attempts, batch.changes)
             except OSError:
                 index.add(message_id, attempts)
                 # If the claim could not undo its rename, the mover finds the file and returns it.
@@ -243,7 +243,7 @@ class FetchActor(Actor[FetchActorBatch]):
 
     def expire(self, batch: Batch, queue: str, message_id: str, attempts: int) -> None:
         """Remove a ready message older than its queue's retention instead of handing it out."""
-        left = self.store.remove(queue, message_id, known=("ready", attempts), changes=batch.changes)
+        left = self.store.states.remove(queue, message_id, known=("ready", attempts), changes=batch.changes)
         if left is not None:
             self.indexes.sizes.removed(queue, message_id)
             self.log.info("fetch.expired", queue=queue, id=message_id)
@@ -252,7 +252,7 @@ class FetchActor(Actor[FetchActorBatch]):
                    err: Exception) -> None:
         """Keep a claimed file that is not a message in corrupt/, for an operator."""
         try:
-            self.store.quarantine(queue, message_id, delivery, batch.changes)
+            self.store.states.quarantine(queue, message_id, delivery, batch.changes)
             self.log.error("fetch.corrupt", queue=queue, id=message_id, error=str(err),
                            moved_to="corrupt")
         except OSError as move_err:

@@ -50,7 +50,7 @@ class SaveActor(Actor[SaveActorBatch]):
     def clean_predecessor(self) -> int:
         """Move the files a killed predecessor left in new/ to remove/, dropping their keys:
         they were never acknowledged, and a retry of their adds must be stored."""
-        cleaned = self.store.clean_new(writer=self.writer())
+        cleaned = self.store.recovery.clean_new(writer=self.writer())
         if cleaned:
             self.log.info("save.cleaned_new", count=cleaned)
         return cleaned
@@ -77,9 +77,9 @@ class SaveActor(Actor[SaveActorBatch]):
                         default_delay=request.due is None)
         if props["accum"] > 0:
             add.due = None  # A part waits for its window, not for the delay property.
-        if not self.store.auto_create and not self.store.queue_exists(add.queue):
+        if not self.store.queues.auto_create and not self.store.queues.queue_exists(add.queue):
             raise NotFound(f"queue {add.queue!r} does not exist (auto-create is off)")
-        if request.must_exist and not self.store.queue_exists(add.queue):
+        if request.must_exist and not self.store.queues.queue_exists(add.queue):
             raise NotFound(f"queue {add.queue!r} does not exist")
         if add.dedup_id:
             earlier = self.store.dedup.lookup(add.queue, add.dedup_id, props["dedup_window"], now)

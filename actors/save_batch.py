@@ -21,7 +21,7 @@ def add_batch(actor, batch: SaveActorBatch, request: AddBatch, sender: Request):
     props = batch.properties(queue, actor.props)
     adds = [checked(n, queue, message, props, actor.options.max_body_bytes, now)
             for n, message in enumerate(messages)]
-    if not actor.store.auto_create and not actor.store.queue_exists(queue):
+    if not actor.store.queues.auto_create and not actor.store.queues.queue_exists(queue):
         raise NotFound(f"queue {queue!r} does not exist (auto-create is off)")
     batch.settlement.write_batch(len(batch.results), queue, adds, actor.writer(),
                                  props["dedup_window"], props["accum"], now)

@@ -308,9 +308,9 @@ class Settlement:
         queue's open window; the batch's change set records the folders to flush."""
         queue = item.add.queue
         if item.accum <= 0:
-            self.store.deliver_new(queue, item.id, item.add.due is not None, self.batch.changes)
+            self.store.states.deliver_new(queue, item.id, item.add.due is not None, self.batch.changes)
             return
-        window, opened = self.store.add_part(queue, item.id, item.accum, self.batch.changes)
+        window, opened = self.store.accumulation.add_part(queue, item.id, item.accum, self.batch.changes)
         item.joined = (window, opened)
         if opened:
             self.windows.append((queue, window))
@@ -320,16 +320,16 @@ class Settlement:
         so that the compound never holds it, any other add from its queue or delay/. An
         OSError is the caller's to log."""
         if item.joined:
-            self.store.unlink_part(item.add.queue, item.joined[0], item.id)
+            self.store.accumulation.unlink_part(item.add.queue, item.joined[0], item.id)
         else:
-            self.store.undeliver_new(item.add.queue, item.id, item.add.due is not None)
+            self.store.states.undeliver_new(item.add.queue, item.id, item.add.due is not None)
 
     def undeliver(self, item: Written) -> None:
         """Move a delivered add whose flush failed to remove/: it was never acknowledged."""
         if item.joined:
-            self.store.remove_part(item.add.queue, item.joined[0], item.id)
+            self.store.accumulation.remove_part(item.add.queue, item.joined[0], item.id)
         else:
-            self.store.remove(item.add.queue, item.id)
+            self.store.states.remove(item.add.queue, item.id)
 
     def forget(self, item: Written) -> None:
         """Drop the key an unacknowledged add recorded, so the client's retry is stored."""

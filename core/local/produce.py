@@ -88,7 +88,7 @@ def store_once(store, add: CheckedAdd, window: float) -> str | None:
                                                time.time(), changes) is not None:
             store.discard_new(add.queue, message_id)
             return None  # The caller answers the winner's id once that one is durable.
-        store.deliver_new(add.queue, message_id, add.due is not None, changes)
+        store.states.deliver_new(add.queue, message_id, add.due is not None, changes)
     except (MqError, OSError):
         forget_key(store, add, message_id)
         store.discard_new(add.queue, message_id)
@@ -96,7 +96,7 @@ def store_once(store, add: CheckedAdd, window: float) -> str | None:
     try:
         store.flush(changes)
     except OSError:
-        store.remove(add.queue, message_id)  # Never acknowledged, so not kept: the caller retries.
+        store.states.remove(add.queue, message_id)  # Never acknowledged, so not kept: the caller retries.
         forget_key(store, add, message_id)
         raise
     store.notices.post(add.queue if add.due is None else None)
