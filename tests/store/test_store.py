@@ -547,7 +547,7 @@ def test_dedup_sweep_unlinks_only_keys_older_than_their_queues_window(store):
 def test_read_all_reads_every_byte_of_a_file_in_a_buffer_of_its_size(tmp_path, size):
     import tracemalloc
 
-    from mq.store.disk import read_all
+    from mq.store.reads import read_all
 
     data = os.urandom(size)
     path = tmp_path / "message"
@@ -568,7 +568,7 @@ def test_read_all_reads_every_byte_of_a_file_in_a_buffer_of_its_size(tmp_path, s
 
 
 def test_read_all_reads_on_when_there_is_more_than_the_size_said():
-    from mq.store.disk import READ_CHUNK, read_all
+    from mq.store.reads import READ_CHUNK, read_all
 
     # A pipe's size is 0: the first read finds more, as a file that grew would.
     data = os.urandom(3 * READ_CHUNK // 2)
