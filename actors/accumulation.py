@@ -1,7 +1,8 @@
-"""Accumulation in the actors: the save actor puts parts into windows, the mover closes them.
+"""Accumulation in the actors: the save actor refuses a part a schedule, the mover closes windows.
 
 The windows themselves, and every rename of them, are mq.store's (core/store/accumulation.py,
-docs/FORMAT.md "Accumulation"); here is only what the save actor and the mover do with them.
+docs/FORMAT.md "Accumulation"); a save batch's settlement puts its parts into them
+(actors/settlement.py); here is only what the save actor checks and what the mover does.
 """
 
 from collections import defaultdict
