@@ -199,7 +199,7 @@ def test_deliver_without_auto_create_into_a_queue_deleted_since_refuses_and_disc
     store.init()
     store.queues.create_queue("q")
     ready_message(store, "q")
-    Store(store.root).delete_queue("q")
+    Store(store.root).queues.delete_queue("q")
     message_id = new_id()
     store.write_new("q", message_id, b"x", None)
     with pytest.raises(NotFound):
