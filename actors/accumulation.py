@@ -1,7 +1,8 @@
-"""Accumulation in the actors: the save actor puts parts into windows, the mover closes them.
+"""Accumulation in the actors: the save actor refuses a part a schedule, the mover closes windows.
 
 The windows themselves, and every rename of them, are mq.store's (core/store/accumulation.py,
-docs/FORMAT.md "Accumulation"); here is only what the save actor and the mover do with them.
+docs/FORMAT.md "Accumulation"); a save batch's settlement puts its parts into them
+(actors/settlement.py); here is only what the save actor checks and what the mover does.
 """
 
 from collections import defaultdict
@@ -25,57 +26,14 @@ def refuse_schedule(add, props: dict) -> None:
                       "delay and at are not accepted")
 
 
-def deliver(store, batch, item) -> None:
-    """Rename a written add out of new/: into its queue (or delay/), or, as a part, into its
-    queue's open window; the batch's change set records the folders to flush."""
-    queue = item.add.queue
-    if item.accum <= 0:
-        store.deliver_new(queue, item.id, item.add.due is not None, batch.changes)
-        return
-    window, opened = store.add_part(queue, item.id, item.accum, batch.changes)
-    item.joined = (window, opened)
-    if opened:
-        batch.windows.append((queue, window))
-
-
-def take_back(store, item) -> None:
-    """Unlink a delivered add whose batch failed before the flush (all or none): a part from
-    its window, so that the compound never holds it, any other add from its queue or delay/.
-    An OSError is the caller's to log."""
-    if item.joined:
-        store.unlink_part(item.add.queue, item.joined[0], item.id)
-    else:
-        store.undeliver_new(item.add.queue, item.id, item.add.due is not None)
-
-
-def undeliver(store, item) -> None:
-    """Move a delivered add whose flush failed to remove/: it was never acknowledged."""
-    if item.joined:
-        store.remove_part(item.add.queue, item.joined[0], item.id)
-    else:
-        store.remove(item.add.queue, item.id)
-
-
-def outcome(item) -> str:
-    """The add reply's `accumulated`: "new" (opened a window), "yes" (joined one) or "no"."""
-    if not item.joined:
-        return "no"
-    return "new" if item.joined[1] else "yes"
-
-
-def closes(item) -> float:
-    """When a part's window closes (Unix seconds): its compound is ready from then on."""
-    return int(item.joined[0]) / 1000
-
-
 # -- the mover ----------------------------------------------------------------------------------
 
 
 def time_windows(store, timers, peers: bool = False) -> None:
     """Time every window in accum/ (at the mover's start and rescans). One found closing or
     combined was left so by a crash, unless another daemon (peers) is closing it right now."""
-    for queue, name in store.list_windows():
-        changed = store.window_changed_at(queue, name) + PEER_STALE_SECONDS if peers else 0.0
+    for queue, name in store.accumulation.list_windows():
+        changed = store.accumulation.window_changed_at(queue, name) + PEER_STALE_SECONDS if peers else 0.0
         timers.add(window_due(name, changed), queue, name)
 
 
@@ -92,7 +50,7 @@ def close_due_windows(store, timers, now: float) -> dict[str, list]:
     ready: dict[str, list] = defaultdict(list)
     for queue, name, _ in timers.pop_due(now):
         try:
-            settled = store.settle_window(queue, name)
+            settled = store.accumulation.settle_window(queue, name)
         except OSError as err:
             logs.get().error("accum.close_failed", queue=queue, window=name, error=str(err))
             timers.add(now + 1, queue, name)

@@ -74,7 +74,7 @@ class Actor(Generic[B]):
         self.root_watch = RootWatch(options.root, options.root_id)
         self.root_was_lost = False
         #: Forgets the queues that went without this actor hearing (actors/gone_queues.py).
-        self.gone = GoneQueues(self.store.list_queues, self.store.queue_exists,
+        self.gone = GoneQueues(self.store.queues.list_queues, self.store.queues.queue_exists,
                                self.queue_tables, self.forget_queues, self.log)
 
     # -- sockets --------------------------------------------------------------------------
@@ -182,9 +182,13 @@ class Actor(Generic[B]):
         """Work after a batch's flush and notifications, before its requests are answered
         (the fetch actor answers the long polls and watches the batch fed)."""
 
+    def new_batch(self, requests: list[Request]) -> B:
+        """The batch the requests will be applied in (of this actor's batch_class)."""
+        return self.batch_class(requests)
+
     def handle(self, requests: list[Request]) -> B:
         """Apply a batch, flush once, send its notifications; return it with one result each."""
-        batch = self.batch_class(requests)
+        batch = self.new_batch(requests)
         for request in requests:
             batch.results.append(self.dispatch(batch, request))
         self.before_flush(batch)

@@ -54,7 +54,7 @@ class Deliveries:
         if key not in self._far and (self._far_listed_at is None or
                                      time.monotonic() - self._far_listed_at >= FAR_LIST_SECONDS):
             self._far_listed_at = time.monotonic()
-            self._far.update(store.list_delivered_past(MAX_DELIVERIES))
+            self._far.update(store.queues.list_delivered_past(MAX_DELIVERIES))
         return self._far.get(key)
 
     def queues(self) -> set[str]:

@@ -5,12 +5,11 @@ so every copy goes through the same write, flush and rename as any add and in th
 one flush makes them durable together, before the one reply. The request's answer is then
 collected from its children: every copy's id, or, when a copy failed for another reason than
 its queue having gone, that error, with the copies already delivered taken back before the
-flush (roll_back): as for a batch add, all or none.
+flush (actors/settlement.py): as for a batch add, all or none.
 """
 
 from dataclasses import dataclass
 
-from mq.actors import accumulation
 from mq.actors.batch import Request
 from mq.errors import MqError, NotFound
 from mq.operations import AddFanout, accumulated_of
@@ -58,42 +57,9 @@ def failure(result) -> bool:
     return isinstance(result, MqError) and not isinstance(result, NotFound)
 
 
-def roll_back(actor, batch, delivered: list, fanouts: list[Fanout]) -> list:
-    """Before the flush: take back every delivered copy of a fan-out that failed; return the
-    delivered adds that stay.
-
-    Its client is told it failed and retries, so a copy it was not told about would be a
-    duplicate. Taken back here, before the flush and the notes, a copy was never announced to
-    a fetch actor, and a part leaves its window before the mover can close it into a compound
-    (a part is no message of its own: no removal by id finds it).
-    """
-    doomed: dict[int, MqError] = {}
-    for place in fanouts:
-        positions = range(place.first, place.first + len(place.queues))
-        error = next((batch.results[p] for p in positions if failure(batch.results[p])), None)
-        if error is not None:
-            doomed.update(dict.fromkeys(positions, error))
-    kept, taken = [], 0
-    for item in delivered:
-        error = doomed.get(item.pos) if item.slot is None else None
-        if error is None:
-            kept.append(item)
-            continue
-        try:
-            accumulation.take_back(actor.store, item)
-            taken += 1
-        except OSError as err:
-            actor.log.error("save.fanout_take_back_failed", queue=item.add.queue, id=item.id,
-                            error=str(err))
-        batch.set_outcome(item, error)
-    if taken:
-        actor.log.warning("save.fanout_taken_back", count=taken)
-    return kept
-
-
 def collapse(batch, requests: list[Request], places: list[int | Fanout]):
     """Give the batch back its original requests, each fan-out answered from its children
-    (the copies of one that failed were taken back by roll_back)."""
+    (the copies of one that failed were taken back by its settlement)."""
     results = []
     for place in places:
         if isinstance(place, int):

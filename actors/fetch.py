@@ -19,7 +19,7 @@ from mq.actors.base import Actor
 from mq.actors.batch import DEFERRED, Batch, Request
 from mq.actors.counters import Counters, counters_file
 from mq.actors.deliveries import Deliveries
-from mq.actors.long_polls import FetchBatch, Waiters
+from mq.actors.long_polls import FetchActorBatch, Waiters
 from mq.actors.message_groups import MessageGroups
 from mq.actors.queue_index import RELIST_EMPTY_SECONDS, ReadyIndexes
 from mq.errors import MqError, NotFound, from_os_error
@@ -27,11 +27,11 @@ from mq.ids import id_floor, id_time_ms
 from mq.protocol import fetch_actor_for
 
 
-class FetchActor(Actor[FetchBatch]):
+class FetchActor(Actor[FetchActorBatch]):
     """Everything for one queue lands on one fetch actor, so it is serialized and FIFO."""
 
     kind = "fetch"
-    batch_class = FetchBatch
+    batch_class = FetchActorBatch
 
     def __init__(self, options, index: int, run_dir: str, store=None):
         super().__init__(options, index, run_dir, store)
@@ -91,7 +91,7 @@ class FetchActor(Actor[FetchBatch]):
                 if index.attempts(message_id) == attempts:
                     continue  # A listing found it first.
                 if (index.may_have_listed(message_id)
-                        and not self.store.is_ready(queue, message_id, attempts)):
+                        and not self.store.states.is_ready(queue, message_id, attempts)):
                     # Late: a listing found it first, and it was taken (handed out, acked,
                     # deleted) since. Added, it would count as ready until a fetch tried it.
                     continue
@@ -112,7 +112,7 @@ class FetchActor(Actor[FetchBatch]):
         result = self.take(batch, queue, request.holder)
         if result is not None:
             return result
-        if not self.store.queue_exists(queue):
+        if not self.store.queues.queue_exists(queue):
             self.forget_queue(queue)
             raise NotFound(f"queue {queue!r} does not exist")
         if wait <= 0:
@@ -204,7 +204,7 @@ class FetchActor(Actor[FetchBatch]):
                 return None
             due = time.time() + timeout
             try:
-                data = self.store.claim(queue, message_id, due, attempts, batch.changes)
+                data = self.store.states.claim(queue, message_id, due, attempts, batch.changes)
             except OSError:
                 index.add(message_id, attempts)
                 # If the claim could not undo its rename, the mover finds the file and returns it.
@@ -245,7 +245,7 @@ class FetchActor(Actor[FetchBatch]):
 
     def expire(self, batch: Batch, queue: str, message_id: str, attempts: int) -> None:
         """Remove a ready message older than its queue's retention instead of handing it out."""
-        left = self.store.remove(queue, message_id, known=("ready", attempts), changes=batch.changes)
+        left = self.store.states.remove(queue, message_id, known=("ready", attempts), changes=batch.changes)
         if left is not None:
             self.indexes.sizes.removed(queue, message_id)
             self.log.info("fetch.expired", queue=queue, id=message_id)
@@ -254,7 +254,7 @@ class FetchActor(Actor[FetchBatch]):
                    err: Exception) -> None:
         """Keep a claimed file that is not a message in corrupt/, for an operator."""
         try:
-            self.store.quarantine(queue, message_id, delivery, batch.changes)
+            self.store.states.quarantine(queue, message_id, delivery, batch.changes)
             self.log.error("fetch.corrupt", queue=queue, id=message_id, error=str(err),
                            moved_to="corrupt")
         except OSError as move_err:
@@ -264,14 +264,14 @@ class FetchActor(Actor[FetchBatch]):
 
     # -- long polls: hooks of the batch loop ------------------------------------------------
 
-    def before_flush(self, batch: FetchBatch) -> None:
+    def before_flush(self, batch: FetchActorBatch) -> None:
         """Claim for the long polls the batch's own changes (or time) can answer, so that the
         batch's one flush covers them too: a separate flush would double the syncfs calls of
         a busy queue whose consumers long poll."""
         if self.sock is not None:  # In-process (tests) there is no one to answer.
             self.waiters.feed(batch, lambda queue, limit: self.take_or_error(batch, queue, limit))
 
-    def after_flush(self, batch: FetchBatch) -> None:
+    def after_flush(self, batch: FetchActorBatch) -> None:
         """Answer the long polls the batch fed, then the pull-any watches (after the claims:
         a watch claims nothing)."""
         if self.sock is None:
@@ -279,7 +279,7 @@ class FetchActor(Actor[FetchBatch]):
         self.reply_answered(batch)
         self.watches.serve(self)
 
-    def reply_answered(self, batch: FetchBatch) -> None:
+    def reply_answered(self, batch: FetchActorBatch) -> None:
         """Reply to each long poll the batch answered, with its result (after the requests'
         own in batch.results), and leave the batch only its requests' results."""
         first = len(batch.requests)

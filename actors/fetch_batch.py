@@ -20,7 +20,7 @@ def fetch_batch(actor, batch, request: FetchBatch, sender):
     messages = take_many(actor, batch, queue, limit)
     if messages:
         return {"messages": messages}
-    if not actor.store.queue_exists(queue):
+    if not actor.store.queues.queue_exists(queue):
         actor.forget_queue(queue)
         raise NotFound(f"queue {queue!r} does not exist")
     if wait <= 0:

@@ -5,8 +5,8 @@ methods: the fetch commands park a waiter, a front's cancel drops one, a drainin
 `end_waits` ends its own, and between batches (or inside one, before its flush:
 actors/fetch.py) `feed` answers those that can have a message or whose time is up. Each is
 answered by its own deadline, wherever it stands in its queue: a short poll behind a longer
-one does not wait for it (docs/DELIVERY.md, "Long polling"). `FetchBatch` carries the waiters a
-batch answered to the reply that follows its flush.
+one does not wait for it (docs/DELIVERY.md, "Long polling"). `FetchActorBatch` carries the
+waiters a batch answered to the reply that follows its flush.
 """
 
 import heapq
@@ -32,7 +32,7 @@ class Waiter:
 
 
 @dataclass
-class FetchBatch(Batch):
+class FetchActorBatch(Batch):
     """A fetch actor's batch; answered: (peer, request id) of each long poll it answered, whose
     results follow the requests' own in `results`, replied to once the batch is flushed."""
 
@@ -111,7 +111,7 @@ class Waiters:
             heapq.heappop(deadlines)
         return deadlines[0][0] if deadlines else None
 
-    def feed(self, batch: FetchBatch, take: Callable[[str, int | None], object]) -> None:
+    def feed(self, batch: FetchActorBatch, take: Callable[[str, int | None], object]) -> None:
         """Answer each long poll whose time is up, with nothing, then each that can have a
         message (take(queue, limit), None when there is none), oldest first in each queue:
         its answer joins the batch's results, its address batch.answered, in that order."""
@@ -142,7 +142,7 @@ class Waiters:
                 self._queues.pop(queue, None)
 
     @staticmethod
-    def _answer(batch: FetchBatch, waiter: Waiter, result) -> None:
+    def _answer(batch: FetchActorBatch, waiter: Waiter, result) -> None:
         batch.answered.append((waiter.peer, waiter.rid))
         batch.results.append(result or ({"empty": True} if waiter.limit is None
                                         else {"messages": []}))

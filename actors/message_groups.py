@@ -52,7 +52,7 @@ class MessageGroups:
         if queue in self.loaded:
             return
         self.loaded.add(queue)
-        for message_id, delivery in self.store.list_in_flight(queue):
+        for message_id, delivery in self.store.queues.list_in_flight(queue):
             group = self.group_of(queue, message_id, self.store.delay_path(queue, message_id, delivery))
             if group:
                 self.held.setdefault((queue, group), {})[(message_id, delivery)] = ""

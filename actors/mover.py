@@ -206,7 +206,7 @@ class MoverActor(Actor[Batch]):
         self.notice = self.store.notices.read()
         self.noticed_at = time.monotonic()
         known = self.timers.due if only_new else ()
-        for due, queue, message_id, attempts in self.store.list_delayed(known=known):
+        for due, queue, message_id, attempts in self.store.states.list_delayed(known=known):
             self.timers.add(due, queue, message_id, attempts)
         accumulation.time_windows(self.store, self.windows, bool(self.options.peers))
         self.scanned_at = time.monotonic()
@@ -225,7 +225,7 @@ class MoverActor(Actor[Batch]):
         `entries`, every [queue, id, attempts, due] of a batch)."""
         for queue, message_id, attempts, due in request.all_entries():
             if self.timers.purged_lately(queue) and \
-                    not self.store.is_delayed(queue, message_id, int(attempts)):
+                    not self.store.states.is_delayed(queue, message_id, int(attempts)):
                 continue  # Made before a purge that took it, and told after.
             self.timers.add(float(due), queue, message_id, int(attempts))
         return {}
@@ -268,7 +268,7 @@ class MoverActor(Actor[Batch]):
         for queue in gone:
             self.counters.forget(queue)
             self.props.forget(queue)
-        self.timers.forget(gone, self.store.is_delayed)
+        self.timers.forget(gone, self.store.states.is_delayed)
 
     COMMANDS = {"delayed": (ops.Delayed, delayed), "relay": (ops.Relay, relay),
                 "rescan": (ops.Rescan, rescan_all), "settled": (ops.Settled, settled),
@@ -309,7 +309,7 @@ def move_due(store, timers: DueHeap, now: float, props=None, counters=None) -> d
             dead, dead_count = properties.dead_letter(props.effective(queue), attempts,
                                                       props.effective)
         try:
-            outcome, due = store.release(queue, message_id, now, attempts, dead,
+            outcome, due = store.states.release(queue, message_id, now, attempts, dead,
                                          dead_count=dead_count, changes=changes)
         except OSError as err:
             logs.get().error("mover.error", queue=queue, id=message_id, error=str(err), kind=errno_kind(err))

@@ -21,13 +21,13 @@ def queue_get(actor, batch, request: ops.QueueGet, sender) -> dict:
     delay/, so only when asked).
     """
     queue = request.queue
-    if not actor.store.queue_exists(queue):
+    if not actor.store.queues.queue_exists(queue):
         raise NotFound(f"queue {queue!r} does not exist")
     index = actor.indexes.of(queue)
     actor.drop_expired(batch, queue)
     result = {"queue": queue, "properties": actor.props.effective(queue), "ready": len(index)}
     if request.hidden:
-        result["in_flight"], result["delayed"] = actor.store.count_hidden(queue)
+        result["in_flight"], result["delayed"] = actor.store.queues.count_hidden(queue)
     return result
 
 
@@ -35,7 +35,7 @@ def peek(actor, batch, request: ops.Peek, sender) -> dict:
     """Up to `max` of the oldest ready messages (ids after `after`, if given), their bodies
     within the answer's byte cap (mq.delivery.joins_answer); none is claimed."""
     queue, count, after = request.queue, request.max, request.after
-    if not actor.store.queue_exists(queue):
+    if not actor.store.queues.queue_exists(queue):
         actor.forget_queue(queue)
         raise NotFound(f"queue {queue!r} does not exist")
     index = actor.indexes.of(queue)
@@ -63,7 +63,7 @@ def purge(actor, batch, request: ops.Purge, sender) -> dict:
     """Remove every message of the queue, in every state (with `keys`, its de-duplication keys
     too); the queue and its settings stay."""
     queue = request.queue
-    purged = actor.store.purge_queue(queue, keys=request.keys)
+    purged = actor.store.queues.purge_queue(queue, keys=request.keys)
     actor.forget_queue(queue)
     batch.settled.append((queue, None, None))
     actor.indexes.watched(queue)  # When statistics are watched, the queue stays in them, empty.
@@ -73,7 +73,7 @@ def purge(actor, batch, request: ops.Purge, sender) -> dict:
 def queue_put(actor, batch, request: ops.QueuePut, sender) -> dict:
     """Create the queue (durably); created is False when it existed."""
     queue = request.queue
-    created = actor.store.create_queue(queue)
+    created = actor.store.queues.create_queue(queue)
     actor.indexes.watched(queue)  # When statistics are watched, they show the new queue at once.
     return {"queue": queue, "created": created}
 
@@ -82,7 +82,7 @@ def queue_delete(actor, batch, request: ops.QueueDelete, sender) -> dict:
     """Delete the queue with its messages in every state, its keys and properties."""
     queue = request.queue
     actor.forget_queue(queue)
-    in_flight = actor.store.delete_queue(queue)
+    in_flight = actor.store.queues.delete_queue(queue)
     actor.counters.forget(queue)
     actor.props.forget(queue)
     batch.settled.append((queue, None, None))
@@ -93,9 +93,9 @@ def redrive(actor, batch, request: ops.Redrive, sender) -> dict:
     """Move every message of the queue's dead-letter queue (or of `source`) into the queue."""
     queue = request.queue
     dead = request.source or actor.props.effective(queue)["dead_letter_queue"]
-    if not actor.store.queue_exists(dead):
+    if not actor.store.queues.queue_exists(dead):
         return {"queue": queue, "dead_letter_queue": dead, "moved": 0}
-    ids = actor.store.redrive(dead, queue, batch.changes)
+    ids = actor.store.states.redrive(dead, queue, batch.changes)
     index = actor.indexes.of(queue)
     for message_id in ids:
         if index.attempts(message_id) is None:  # Not found by a listing of the index above.

@@ -163,10 +163,10 @@ class ReadyIndexes:
             # The notice is read before the listing, so one posted meanwhile is seen as new;
             # the folder's mtime likewise, so a change meanwhile is seen on the next fetch.
             self._notices[queue] = self.store.notices.read(queue)
-            changed = self.store.queue_changed_ns(queue)
+            changed = self.store.queues.queue_changed_ns(queue)
             if queue not in self.sizes:
                 self.sizes.scan(queue)  # Before the listing: an add between them counts once.
-            listed = self.store.list_ready(queue)
+            listed = self.store.states.list_ready(queue)
             if index is not None:
                 for message_id, attempts in listed:
                     self.sizes.became_ready(queue, message_id, attempts)
@@ -180,7 +180,7 @@ class ReadyIndexes:
         that fetch; the folder's mtime has changed by then (one stat per such fetch)."""
         if time.monotonic() - index.listed_at > RELIST_EMPTY_SECONDS:
             return True
-        changed = self.store.queue_changed_ns(queue)
+        changed = self.store.queues.queue_changed_ns(queue)
         return changed is not None and (changed != index.changed_ns
                                         or time.time_ns() - changed < COARSE_MTIME_NS)
 
@@ -205,7 +205,7 @@ class ReadyIndexes:
             return 0
         if rescan:
             self.sizes.scan(queue)  # Before the listing, which then adds no size of its own.
-        found = self.store.list_ready(queue, known=index.members)
+        found = self.store.states.list_ready(queue, known=index.members)
         for message_id, attempts in found:
             index.add(message_id, attempts)
             if not rescan:
@@ -242,7 +242,7 @@ class ReadyIndexes:
         if listed_at is not None and now - listed_at < STATS_LIST_SECONDS:
             return
         self._owned_listed_at = now
-        for queue in self.store.list_queues():
+        for queue in self.store.queues.list_queues():
             heartbeat.beat()  # Working, not stuck, however many queues there are.
             if queue not in self._indexes and owns(queue):
                 self.of(queue)

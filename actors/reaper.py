@@ -79,7 +79,7 @@ def run_actor(options) -> None:
     def sweep_keys():
         # First the files of writers that died mid-add (a broker-less process, a whole daemon
         # killed with -9): their keys go with them, so a retry is stored, not kept waiting.
-        cleaned = store.clean_new(dead=writer_is_dead)
+        cleaned = store.recovery.clean_new(dead=writer_is_dead)
         if cleaned:
             logs.get().info("reaper.cleaned_new", count=cleaned)
         swept = store.dedup.sweep(window)

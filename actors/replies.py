@@ -23,9 +23,9 @@ def delete(actor, batch, request: Delete | Ack, sender=None) -> Acked:
     # out); the probe of every name the message may have follows if it is wrong.
     guess = ("ready", known) if known is not None else \
         ("in_flight", handed) if handed is not None else None
-    found = actor.store.remove_entry(queue, message_id, MAX_ATTEMPTS, guess, batch.changes)
+    found = actor.store.states.remove_entry(queue, message_id, MAX_ATTEMPTS, guess, batch.changes)
     if found is None and (near := far_count(actor, queue, message_id, handed)) is not None:
-        found = actor.store.remove_entry(queue, message_id, MAX_ATTEMPTS, None, batch.changes, near)
+        found = actor.store.states.remove_entry(queue, message_id, MAX_ATTEMPTS, None, batch.changes, near)
         actor.deliveries.settled(queue, message_id)  # What the listing found of it is over.
     if found is None:
         raise gone(actor.store, queue, message_id)
@@ -46,7 +46,7 @@ def far_count(actor, queue: str, message_id: str, handed: int | None = None) -> 
     had, for a lookup that missed: the one handed out, its ready name in the queue's index,
     or one this actor recorded or listed in delay/ (actors/deliveries.py); None if none."""
     index = actor.indexes.known(queue)
-    if index is None and actor.store.queue_exists(queue):
+    if index is None and actor.store.queues.queue_exists(queue):
         index = actor.indexes.of(queue)  # Listed once: a restarted actor has no index yet.
     ready = index.attempts(message_id) if index else None
     counts = [count for count in (handed, ready, actor.deliveries.far(actor.store, queue, message_id))
@@ -78,7 +78,7 @@ def ack(actor, batch, request: Ack, sender) -> Acked:
 
 def ack_delivery(actor, batch, queue: str, message_id: str, delivery: int) -> None:
     """Remove one in-flight delivery (NotFound or Conflict when it is over); flushed with batch."""
-    if not actor.store.ack(queue, message_id, delivery, batch.changes):
+    if not actor.store.states.ack(queue, message_id, delivery, batch.changes):
         refuse_stale(actor, queue, message_id, delivery)
     actor.indexes.sizes.removed(queue, message_id)
     batch.settled.append((queue, message_id, delivery))
@@ -93,7 +93,7 @@ def extend(actor, batch, request: Extend, sender) -> dict:
     # 0 or nil is the queue's timeout (the request's own limit is checked on decoding).
     seconds = request.seconds or actor.props.effective(queue)["timeout"]
     due = time.time() + seconds
-    if not actor.store.extend(queue, message_id, delivery, due, batch.changes):
+    if not actor.store.states.extend(queue, message_id, delivery, due, batch.changes):
         refuse_stale(actor, queue, message_id, delivery)
     batch.hidden.append((queue, message_id, delivery, due))
     return {"id": message_id, "due": due, "receipt": f"{message_id}.{delivery}"}
@@ -105,7 +105,7 @@ def nack(actor, batch, request: Nack, sender) -> dict:
     delivery = delivery_of(actor, request)
     props = actor.props.effective(queue)
     dead, dead_count = properties.dead_letter(props, delivery, actor.props.effective)
-    outcome, _ = actor.store.release(queue, message_id, time.time(), delivery, dead, force=True,
+    outcome, _ = actor.store.states.release(queue, message_id, time.time(), delivery, dead, force=True,
                                      dead_count=dead_count, changes=batch.changes)
     if outcome not in ("ready", "dead"):
         refuse_stale(actor, queue, message_id, delivery)

@@ -28,7 +28,7 @@ class RetentionSweep:
     def due_cutoffs(self, now: float) -> dict[str, int]:
         """Per queue worth listing now, the creation time (Unix ms) before which messages expire."""
         cutoffs = {}
-        queues = self.store.list_queues()
+        queues = self.store.queues.list_queues()
         self.oldest = {q: self.oldest[q] for q in queues if q in self.oldest}  # drop deleted ones
         for gone in self.props.queues().difference(queues):
             self.props.forget(gone)
@@ -48,7 +48,7 @@ class RetentionSweep:
         cutoffs = self.due_cutoffs(now)
         if not cutoffs:
             return
-        removed, oldest = self.store.remove_expired(cutoffs)
+        removed, oldest = self.store.queues.remove_expired(cutoffs)
         listed = time.monotonic()
         for queue in cutoffs:
             # An empty queue gets only younger messages (ids are made when a message is added).

@@ -25,7 +25,7 @@ Target: the 1-million figures within 2x of the 1-thousand figures.
 
 The fast fill path, for benchmark set-up only: while no daemon runs, messages are written with
 the store module's own functions, exactly the save actor's write and rename
-(`Store.write_new` then `Store.deliver_new`, ids from `mq.ids.new_id`, bytes from
+(`Store.write_new` then `store.states.deliver_new`, ids from `mq.ids.new_id`, bytes from
 `mq.store.encode_message`), but with no flush per message: one syncfs(2) at the end of each
 fill. The daemon is started after the fill, so the fetch actor rebuilds its index from the
 folder on the queue's first fetch; that first fetch is timed apart ("index rebuild") and the
@@ -65,7 +65,7 @@ def fill(store: Store, count: int, say) -> float:
         now_ms = int(time.time() * 1000)
         message_id = new_id(now_ms)
         store.write_new(QUEUE, message_id, encode_message(BODY, "text/plain", now_ms), None)
-        store.deliver_new(QUEUE, message_id, False)
+        store.states.deliver_new(QUEUE, message_id, False)
         if done and done % 200_000 == 0:
             say(f"    {done} written")
     store.flush_data()  # One syncfs for the whole fill.
@@ -76,13 +76,13 @@ def fill_queues(store: Store, count: int, queues: list[str], say) -> float:
     """fill() spread round-robin over queues; return messages per second."""
     started = time.monotonic()
     for queue in queues:
-        store.create_queue(queue)
+        store.queues.create_queue(queue)
     for done in range(count):
         now_ms = int(time.time() * 1000)
         message_id = new_id(now_ms)
         queue = queues[done % len(queues)]
         store.write_new(queue, message_id, encode_message(BODY, "text/plain", now_ms), None)
-        store.deliver_new(queue, message_id, False)
+        store.states.deliver_new(queue, message_id, False)
         if done and done % 200_000 == 0:
             say(f"    {done} written")
     store.flush_data()
@@ -231,7 +231,7 @@ def main(argv=None) -> int:
             root = os.path.join(base, f"depth-{depth}", "root")
             store = Store(root, sync="fs")
             store.init()
-            store.create_queue(QUEUE)
+            store.queues.create_queue(QUEUE)
             say(f"depth {depth}: filling (fast fill, no daemon running)")
             rate = fill(store, depth, say)
             say(f"  filled at {rate:,.0f} messages/s")

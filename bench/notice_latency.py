@@ -58,7 +58,7 @@ def fill(store: Store, depth: int) -> float:
         now_ms = int(time.time() * 1000)
         message_id = new_id(now_ms)
         store.write_new(QUEUE, message_id, encode_message(b"f" * 100, "text/plain", now_ms), None)
-        store.deliver_new(QUEUE, message_id, False)
+        store.states.deliver_new(QUEUE, message_id, False)
     store.flush_data()
     return time.monotonic() - started
 
@@ -79,7 +79,7 @@ def main(argv=None) -> int:
     root = os.path.join(base, "root")
     store = Store(root)
     store.init()
-    store.create_queue(QUEUE)
+    store.queues.create_queue(QUEUE)
     results = []
     try:
         staged = stage_jobs(root, args.jobs, args.rows)

@@ -50,7 +50,7 @@ def fill(root: str, count: int) -> float:
     for _ in range(count):
         message_id = new_id()
         store.write_new(QUEUE, message_id, fmt.encode_message(BODY, "text/plain", now_ms, message_id), None)
-        store.deliver_new(QUEUE, message_id, False)
+        store.states.deliver_new(QUEUE, message_id, False)
     store.flush({store.folder("new"), store.queue_dir(QUEUE)})
     return time.monotonic() - started
 

@@ -21,7 +21,7 @@ Two more views of the same run, to tell the mover from the fetch path:
 
 Fills:
   * store (default, set-up only): with no daemon running, Store.write_new(q, id, data, due)
-    + Store.deliver_new(q, id, delayed=True) per message and one flush at the end: the save
+    + store.states.deliver_new(q, id, delayed=True) per message and one flush at the end: the save
     actor's own write and rename (docs/FORMAT.md, "The fast fill path"). The daemon started
     afterwards loads delay/ once at start.
   * http: P concurrent producers `POST /{q}/messages?at=DUE` to the running daemon.

@@ -39,10 +39,10 @@ def mover_cost(args):
                     message_id = new_id()
                     due = now + 3600 if i < waiting else groups[(i - waiting) % repeats]
                     store.write_new(QUEUE, message_id, b"x", due)
-                    store.deliver_new(QUEUE, message_id, delayed=True)
+                    store.states.deliver_new(QUEUE, message_id, delayed=True)
                 store.flush(set())
                 heap = DueHeap()
-                for entry in store.list_delayed():  # what the mover loads at start
+                for entry in store.states.list_delayed():  # what the mover loads at start
                     heap.add(*entry)
                 # A tick with nothing due (what every poll wake-up costs), on the same heap.
                 t = time.perf_counter()

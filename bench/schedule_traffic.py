@@ -27,7 +27,7 @@ def store_fill(root, dues):
         data = fmt.encode_message(f"{due:.6f}".encode(), "text/plain", int(time.time() * 1000),
                                   message_id)
         store.write_new(QUEUE, message_id, data, due)
-        store.deliver_new(QUEUE, message_id, delayed=True)
+        store.states.deliver_new(QUEUE, message_id, delayed=True)
         ids[message_id] = due
     store.flush({store.folder("new"), store.folder("delay"), store.folder("queues")})
     return ids

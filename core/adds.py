@@ -28,7 +28,7 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 @dataclass
-class Add:
+class CheckedAdd:
     """A checked add: where it goes, what it holds, when it becomes visible, its key."""
 
     queue: str
@@ -113,7 +113,7 @@ def check_attributes(attributes) -> dict:
 
 
 def check_add(queue, body, content_type=None, due=None, dedup_id=None, now: float = 0.0,
-              group=None, attributes=None) -> Add:
+              group=None, attributes=None) -> CheckedAdd:
     """The add of writers that build no operation (mq.local, the Spark stager), checked field
     by field as the add operation's fields are (mq.operations.Add); Invalid naming the first
     thing wrong with it. None: the field is not given."""
@@ -130,16 +130,16 @@ def check_add(queue, body, content_type=None, due=None, dedup_id=None, now: floa
 
 def checked_add(queue: str, body: bytes, content_type: str | None, due: float | None,
                 dedup_id: str | None, now: float, group: str | None = None,
-                attributes: dict | None = None) -> Add:
-    """The Add of fields already checked: the default content type, a due time not ahead as
-    none (ready now), no key or group as empty."""
-    return Add(queue, body, content_type or DEFAULT_CONTENT_TYPE,
-               float(due) if due is not None and due > now else None, dedup_id or "",
-               group or "", attributes or None)
+                attributes: dict | None = None) -> CheckedAdd:
+    """The CheckedAdd of fields already checked: the default content type, a due time not
+    ahead as none (ready now), no key or group as empty."""
+    return CheckedAdd(queue, body, content_type or DEFAULT_CONTENT_TYPE,
+                      float(due) if due is not None and due > now else None, dedup_id or "",
+                      group or "", attributes or None)
 
 
-def with_properties(add: Add, props: dict, max_body_bytes: int, now: float,
-                    default_delay: bool = True) -> Add:
+def with_properties(add: CheckedAdd, props: dict, max_body_bytes: int, now: float,
+                    default_delay: bool = True) -> CheckedAdd:
     """Apply a queue's properties: its body size limit (TooLarge) and its default delay (unless
     the add gave a due time of its own, default_delay False: one not ahead means now)."""
     limit = min(props["max_body_bytes"], max_body_bytes)

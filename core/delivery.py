@@ -106,7 +106,7 @@ def parse_receipt(receipt, message_id: str | None = None) -> tuple[str, int]:
 def located(store, queue: str, message_id: str, near: int | None = None) -> tuple[str, int]:
     """(state, deliveries) of a message, by the names it may have (also from `near`, a count
     it had, on: mq.store's probe_counts); NotFound when it is gone."""
-    found = store.locate(queue, message_id, MAX_DELIVERIES, near)
+    found = store.states.locate(queue, message_id, MAX_DELIVERIES, near)
     if found is None:
         raise NotFound(f"message {message_id} not found in queue {queue!r}")
     return found
@@ -125,7 +125,7 @@ def gone(store, queue: str, message_id: str) -> MqError:
     """Why a delete whose every rename failed as a lost race removed nothing: the message is
     gone (NotFound), or is still there, so the file system failed the rename (ENOENT, ESTALE
     while a replica or metadata server comes back: Unavailable)."""
-    if store.locate(queue, message_id, MAX_DELIVERIES) is None:
+    if store.states.locate(queue, message_id, MAX_DELIVERIES) is None:
         return NotFound(f"message {message_id} not found in queue {queue!r}")
     return Unavailable(f"cannot delete message {message_id}: the file system did not find its "
                        "file, which is still there; retry")

@@ -55,7 +55,7 @@ def matching_queues(root: str, pattern, token: Token | None = None) -> list[str]
     order; NotFound when there is none (a queue the token may not use is not revealed)."""
     regex = compile_pattern(pattern)
     try:
-        names = _store(root).list_queues()
+        names = _store(root).queues.list_queues()
     except OSError as err:
         raise disk_error(err, "cannot list the queues", root) from None
     queues = access.allowed(token, [queue for queue in names if regex.fullmatch(queue)])

@@ -106,7 +106,7 @@ class QueueService:
         #: queues gone from them (the front calls it: mq.store.gone_queues).
         self._keepers: list = []
         store = Store(options.root, "file")
-        self.gone = GoneQueues(store.list_queues, store.queue_exists, self.queue_tables,
+        self.gone = GoneQueues(store.queues.list_queues, store.queues.queue_exists, self.queue_tables,
                                self.forget_queues, logs.get())
         #: The clients that fetched from each queue lately (the statistics' `clients`).
         self.clients = Clients()

@@ -109,4 +109,4 @@ class SourceOptions:
             return [self.queue]
         assert self.queues is not None, "the readers call require_queues() first"
         pattern = re.compile(self.queues)
-        return [q for q in store.list_queues() if pattern.fullmatch(q)]
+        return [q for q in store.queues.list_queues() if pattern.fullmatch(q)]

@@ -40,9 +40,9 @@ class Publisher:
         started = time.time()
         store = self.options.open_store()
         tasks = [m.task for m in messages if m is not None]
-        folder = store.make_stage_folder(self.job)  # A job with no rows still commits.
+        folder = store.staging.make_stage_folder(self.job)  # A job with no rows still commits.
         check_staged(store, self.job, tasks)
-        store.mark_committing(self.job, tasks)
+        store.staging.mark_committing(self.job, tasks)
         window = dedup_window(store)
         tell = tell_daemons if self.options.notify else None
         report = publish_job(store, folder, tasks, window, tell)
@@ -58,7 +58,7 @@ class Publisher:
         """Remove every file the job staged; none was ever visible."""
         # Not open_store: removing makes nothing, and a root gone must not hide the job's failure.
         store = fmt.Store(self.options.root, self.options.sync)
-        store.remove_stage(store.stage_folder(self.job))
+        store.staging.remove_stage(store.staging.stage_folder(self.job))
 
 
 def check_staged(store: fmt.Store, job: str, tasks: list[str]) -> None:
@@ -67,10 +67,10 @@ def check_staged(store: fmt.Store, job: str, tasks: list[str]) -> None:
     Before the COMMIT marker nothing publishes a job, so a missing task folder was removed
     by something else (an operator, or the abandoned-stage sweep of a job idle for a day).
     """
-    missing = [t for t in tasks if not os.path.isdir(store.stage_folder(job, t))]
+    missing = [t for t in tasks if not os.path.isdir(store.staging.stage_folder(job, t))]
     if missing:
         raise Unavailable(f"job {job}: the staged files of task(s) {', '.join(missing)} are gone "
-                          f"from {store.stage_folder(job)}; nothing was published")
+                          f"from {store.staging.stage_folder(job)}; nothing was published")
 
 
 def dedup_window(store: fmt.Store):

@@ -64,7 +64,7 @@ class Stager:
         self.job = job
         self.store = options.open_store()
         self.task = new_id()
-        self.folder = self.store.make_stage_folder(job, self.task)
+        self.folder = self.store.staging.make_stage_folder(job, self.task)
         self.props = properties.PropertyFiles(self.store)
         self.checked: dict[str, dict] = {}
         self.count = 0
@@ -111,7 +111,7 @@ class Stager:
         now_ms = int(now * 1000)
         message_id = new_id(now_ms)
         data = fmt.encode_message(add.body, add.content_type, now_ms, message_id, add.dedup_id)
-        self.store.write_staged(self.folder,
+        self.store.staging.write_staged(self.folder,
                                 staged_name(queue, message_id, add.due is not None, bool(add.dedup_id)),
                                 data, add.due)
         self.count += 1
@@ -121,7 +121,7 @@ class Stager:
         """Make every staged file durable with one flush; return the commit message."""
         # sync=fs: one syncfs covers the files and their names; sync=file: the files were
         # fsynced as written, so the folders' entries are what is left.
-        self.store.flush({self.folder, self.store.stage_folder(self.job)})
+        self.store.flush({self.folder, self.store.staging.stage_folder(self.job)})
         return StagedTask(self.job, self.task, self.count, sorted(self.queues))
 
 

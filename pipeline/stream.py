@@ -1,11 +1,13 @@
 """Streaming read: claim messages into micro-batches, acknowledge them once the sink committed.
 
 Each micro-batch is a manifest, streams/{consumer}/{seq}.json, listing the (queue, id,
-delivery) it claimed. Claiming is the fetch actor's own move (Store.claim: the message goes
-to delay/ as in flight, due after visibilityTimeout), so the daemon and other consumers never
-hand it out meanwhile. The offset is {"seq": N}. Spark replays a batch from its manifest after
-a restart; a batch is acknowledged (Store.ack: delay/ -> remove/) when Spark asks for the
-offset after it, since by then the batch is in the sink's commit log (docs/PIPELINE.md).
+delivery) it claimed. Claiming is the fetch actor's own move (store.states.claim: the message
+goes to delay/ as in flight, due after visibilityTimeout), so the daemon and other consumers
+never hand it out meanwhile. The offset is {"seq": N}. Spark replays a batch from its manifest
+after a restart; a batch is acknowledged (store.states.ack: delay/ -> remove/) when Spark asks
+for the offset after it, since by then the batch is in the sink's commit log
+(docs/PIPELINE.md). Both record what they change on a Changes, flushed once before anyone
+hears of it, as the actors' are.
 """
 
 import os
@@ -46,7 +48,7 @@ class ClaimingStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def initialOffset(self) -> dict:
         """Before the first batch of a new checkpoint: just before any manifest left over."""
-        seqs = self.store().list_manifests(self.options.consumer)
+        seqs = self.store().streams.list_manifests(self.options.consumer)
         # Leftover manifests (a run whose checkpoint was deleted) hold claimed messages:
         # starting before them delivers those first instead of leaving them in flight.
         return {"seq": seqs[0] - 1 if seqs else 0}
@@ -59,14 +61,14 @@ class ClaimingStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Remember what is ready now; an availableNow run claims nothing added later."""
         store = self.store()
         self.target = {(q, i) for q in self.options.matching_queues(store)
-                       for i, _ in store.list_ready(q)}
+                       for i, _ in store.states.list_ready(q)}
 
     def latestOffset(self, start: dict, limit) -> dict:
         """Acknowledge batches up to start; replay a planned manifest, or claim a new batch."""
         store = self.store()
         done = int(start["seq"])
         self.acknowledge_through(store, done)
-        later = [s for s in store.list_manifests(self.options.consumer) if s > done]
+        later = [s for s in store.streams.list_manifests(self.options.consumer) if s > done]
         if later:
             return {"seq": later[-1]}  # Claimed before a restart: deliver those first.
         cap = None if isinstance(limit, ReadAllAvailable) else (
@@ -74,26 +76,25 @@ class ClaimingStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         claimed = self.claim(store, cap)
         if not claimed:
             return {"seq": done}
-        store.write_manifest(self.options.consumer, done + 1, claimed)
+        store.streams.write_manifest(self.options.consumer, done + 1, claimed)
         return {"seq": done + 1}
 
     def claim(self, store: fmt.Store, cap: int | None) -> list:
         """Claim up to cap ready messages, oldest first per queue; flush once; tell the mover."""
         due = time.time() + self.options.visibility_timeout
         claimed: list[list] = []
-        dirs: set[str] = set()
+        changes = fmt.Changes()
         for queue in self.options.matching_queues(store):
-            for message_id, attempts in sorted(store.list_ready(queue)):
+            for message_id, attempts in sorted(store.states.list_ready(queue)):
                 if cap is not None and len(claimed) >= cap:
                     break
                 if self.target is not None and (queue, message_id) not in self.target:
                     continue
-                if store.claim(queue, message_id, due, attempts) is None:
+                if store.states.claim(queue, message_id, due, attempts, changes) is None:
                     continue  # Taken by the daemon or another consumer meanwhile.
                 claimed.append([queue, message_id, attempts + 1])
-                dirs.add(store.queue_dir(queue))
         if claimed:
-            store.flush(dirs | {store.folder("delay")})
+            store.flush(changes)
             # So that a daemon's mover hands them out again if this query dies for good: the
             # notice reaches daemons on any host, the notification those on this one at once.
             store.notices.post()
@@ -103,19 +104,18 @@ class ClaimingStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def acknowledge_through(self, store: fmt.Store, seq: int) -> int:
         """Remove every message of the manifests up to seq (their batches are in the sink)."""
-        acked, dirs, paths = 0, set(), []
-        for number in store.list_manifests(self.options.consumer):
+        acked, changes, paths = 0, fmt.Changes(), []
+        for number in store.streams.list_manifests(self.options.consumer):
             if number > seq:
                 break
             path = store.manifest_path(self.options.consumer, number)
             for queue, message_id, delivery in load_manifest(path):
                 # False: the delivery is over (timed out and handed out again): a duplicate.
-                acked += store.ack(queue, message_id, delivery)
-            dirs.update({store.folder("delay"), store.folder("remove")})
+                acked += store.states.ack(queue, message_id, delivery, changes)
             paths.append(number)
         if paths:
-            store.flush(dirs)
-            store.remove_manifests(self.options.consumer, paths)
+            store.flush(changes)
+            store.streams.remove_manifests(self.options.consumer, paths)
         return acked
 
     def partitions(self, start: dict, end: dict):

@@ -113,7 +113,7 @@ def prepare(options, chosen_by: str, ipc_dir: str = ""):
                           f"({', '.join(others)}); start every daemon of a shared root with "
                           f"--peers=N, N the number of other daemons")
         exclusive = check_renames(store, options)
-        cleaned = store.clean_new(PEER_NEW_GRACE_SECONDS if options.peers else 0.0)
+        cleaned = store.recovery.clean_new(PEER_NEW_GRACE_SECONDS if options.peers else 0.0)
     except BaseException:
         # Refused: nothing of this daemon stays (sockets bound already, in ipc_dir, are the
         # caller's to remove).

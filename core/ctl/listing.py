@@ -41,7 +41,7 @@ def from_root(client, keep) -> dict[str, dict]:
     """{queue: counts} of the matching queues of a root, through mq.store's listings; dead is
     the ready count of each queue's dead-letter queue."""
     store = client.store
-    names = [name for name in store.list_queues() if keep(name)]
+    names = [name for name in store.queues.list_queues() if keep(name)]
     shown = set(names)
     hidden: dict[str, list[int]] = {}
     # One listing of delay/ for every queue: its names say the queue and the deliveries.
@@ -53,7 +53,7 @@ def from_root(client, keep) -> dict[str, dict]:
 
     def ready_of(queue: str) -> int:
         if queue not in ready:
-            ready[queue] = len(store.list_ready(queue))
+            ready[queue] = len(store.states.list_ready(queue))
         return ready[queue]
 
     queues = {}

@@ -56,18 +56,18 @@ class LocalClient:
     @translated
     def create_queue(self, queue: str) -> bool:
         """Create a queue durably; True when it was created, False when it existed."""
-        return self.store.create_queue(validate_queue(queue))
+        return self.store.queues.create_queue(validate_queue(queue))
 
     @translated
     def delete_queue(self, queue: str) -> None:
         """Delete a queue with its messages in every state, its keys and properties."""
-        self.store.delete_queue(validate_queue(queue))
+        self.store.queues.delete_queue(validate_queue(queue))
         self.taker.forget(queue)
 
     @translated
     def queue_exists(self, queue: str) -> bool:
         """True when the queue exists."""
-        return self.store.queue_exists(validate_queue(queue))
+        return self.store.queues.queue_exists(validate_queue(queue))
 
     @translated
     def stat(self, queue: str) -> dict:
@@ -76,7 +76,7 @@ class LocalClient:
         self.must_exist(queue)
         effective = self.props.effective(queue)
         cutoff = rules.expiry_cutoff_ms(effective["retention"], time.time())
-        ready = sum(1 for message_id, _ in self.store.list_ready(queue)
+        ready = sum(1 for message_id, _ in self.store.states.list_ready(queue)
                     if not rules.expired(message_id, cutoff))
         return {"queue": queue, "ready": ready, "properties": effective}
 
@@ -103,7 +103,7 @@ class LocalClient:
         out: list[Message] = []
         size = 0
         cutoff = rules.expiry_cutoff_ms(self.props.effective(queue)["retention"], time.time())
-        for message_id, attempts in sorted(self.store.list_ready(queue)):
+        for message_id, attempts in sorted(self.store.states.list_ready(queue)):
             if (after is not None and message_id <= after) or rules.expired(message_id, cutoff):
                 continue
             path = self.store.ready_path(queue, message_id, attempts)
@@ -126,7 +126,7 @@ class LocalClient:
     @translated
     def purge(self, queue: str) -> int:
         """Remove every message of the queue in every state; keep the queue and its settings."""
-        purged = self.store.purge_queue(validate_queue(queue))
+        purged = self.store.queues.purge_queue(validate_queue(queue))
         self.taker.forget(queue)
         return purged
 
@@ -136,9 +136,9 @@ class LocalClient:
         {"queue", "dead_letter_queue", "moved"}."""
         dead = self.props.effective(validate_queue(queue))["dead_letter_queue"]
         moved: list[str] = []
-        if self.store.queue_exists(dead):
+        if self.store.queues.queue_exists(dead):
             changes = Changes()
-            moved = self.store.redrive(dead, queue, changes)
+            moved = self.store.states.redrive(dead, queue, changes)
             self.store.flush(changes)
             self.store.notices.post(queue)  # Daemons' fetch actors list the queue again.
             self.taker.forget(dead)
@@ -146,7 +146,7 @@ class LocalClient:
 
     def must_exist(self, queue: str) -> None:
         """Raise NotFound unless the queue exists (the name checked first)."""
-        if not self.store.queue_exists(validate_queue(queue)):
+        if not self.store.queues.queue_exists(validate_queue(queue)):
             raise NotFound(f"queue {queue!r} does not exist")
 
     # -- messages -------------------------------------------------------------------------

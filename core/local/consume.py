@@ -1,6 +1,6 @@
 """Fetching without a daemon: list a queue's ready messages, claim the oldest, flush, notice.
 
-A claim is the fetch actor's rename into delay/ (Store.claim), so local consumers, other
+A claim is the fetch actor's rename into delay/ (store.states.claim), so local consumers, other
 processes and daemons on the root race for a message by one rename and exactly one wins.
 """
 
@@ -70,10 +70,10 @@ class Taker:
         cutoff = rules.expiry_cutoff_ms(props["retention"], time.time())
         for message_id, attempts, group in candidates:
             if rules.expired(message_id, cutoff):
-                self.store.remove(queue, message_id, known=("ready", attempts), changes=changes)
+                self.store.states.remove(queue, message_id, known=("ready", attempts), changes=changes)
                 continue
             due = time.time() + props["timeout"]
-            data = self.store.claim(queue, message_id, due, attempts, changes)
+            data = self.store.states.claim(queue, message_id, due, attempts, changes)
             if data is None:
                 # Taken by another consumer or removed: the next one. A message of its group
                 # may be in flight now: its group waits until the next get looks again.
@@ -83,7 +83,7 @@ class Taker:
             try:
                 message = decode_message(queue, message_id, data)
             except CorruptMessage:
-                self.store.quarantine(queue, message_id, delivery, changes)
+                self.store.states.quarantine(queue, message_id, delivery, changes)
                 continue
             return Message(queue, message_id, message.body, message.content_type,
                            f"{message_id}.{delivery}", delivery, message.created_ms,
@@ -94,11 +94,11 @@ class Taker:
         """(id, deliveries, "") of the next message to try; None when a fresh listing is empty."""
         if self.strict:
             # Ids are v7 UUIDs: the smallest is the oldest message.
-            oldest = min(self.store.list_ready(queue), default=None)
+            oldest = min(self.store.states.list_ready(queue), default=None)
             return None if oldest is None else (*oldest, "")
         listed_at, pending = self.listings.get(queue, (float("-inf"), deque()))
         if not pending or time.monotonic() - listed_at >= RELIST_SECONDS:
-            pending = deque(sorted(self.store.list_ready(queue)))
+            pending = deque(sorted(self.store.states.list_ready(queue)))
             self.listings[queue] = (time.monotonic(), pending)
         return (*pending.popleft(), "") if pending else None
 
@@ -127,10 +127,10 @@ class Groups:
         (still held, at worst, for this get).
         """
         self.blocked = set()
-        before = self.store.list_in_flight(queue)
-        ready = sorted(self.store.list_ready(queue))
+        before = self.store.queues.list_in_flight(queue)
+        ready = sorted(self.store.states.list_ready(queue))
         in_flight: dict[str, list] = {}
-        for message_id, delivery in set(before) | set(self.store.list_in_flight(queue)):
+        for message_id, delivery in set(before) | set(self.store.queues.list_in_flight(queue)):
             group = self.group_of(queue, message_id, self.store.delay_path(queue, message_id, delivery))
             if group:
                 in_flight.setdefault(group, []).append((message_id, None))
@@ -173,7 +173,7 @@ def release_due(store, props, queue: str) -> float:
     earliest due time of those left (infinity when none).
 
     This is what a daemon's mover does, for one queue: with no daemon on the root, a message
-    whose consumer died comes back here. Beside a daemon both may try; Store.release re-reads
+    whose consumer died comes back here. Beside a daemon both may try; store.states.release re-reads
     the due time and moves a message once, so the loser finds it gone or back in delay/.
     A message delivered more than the queue's retry allows goes to its dead-letter queue; one
     past the queue's retention is removed, delayed or in flight, as the daemon's reaper does.
@@ -181,17 +181,17 @@ def release_due(store, props, queue: str) -> float:
     now, later, changes, noticed = time.time(), math.inf, Changes(), set()
     effective = props.effective(queue)
     cutoff = rules.expiry_cutoff_ms(effective["retention"], now)
-    for due, owner, message_id, attempts in store.list_delayed():
+    for due, owner, message_id, attempts in store.states.list_delayed():
         if owner != queue:
             continue
         if rules.expired(message_id, cutoff):
-            store.remove(queue, message_id, known=("in_flight", attempts), changes=changes)
+            store.states.remove(queue, message_id, known=("in_flight", attempts), changes=changes)
             continue
         if due > now:
             later = min(later, due)
             continue
         dead, dead_count = properties.dead_letter(effective, attempts, props.effective)
-        outcome, due = store.release(queue, message_id, now, attempts, dead, dead_count=dead_count,
+        outcome, due = store.states.release(queue, message_id, now, attempts, dead, dead_count=dead_count,
                                      changes=changes)
         if outcome in ("ready", "dead"):
             noticed.add(dead if outcome == "dead" else queue)

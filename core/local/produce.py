@@ -9,7 +9,7 @@ import socket
 import time
 
 from mq import trace_context
-from mq.adds import Add, check_add, with_properties
+from mq.adds import CheckedAdd, check_add, with_properties
 from mq.client import tracing
 from mq.errors import MqError, Unavailable
 from mq.ids import new_id
@@ -74,7 +74,7 @@ def trace_of(traceparent: str | None, tracestate: str | None) -> dict:
     return trace_context.parse(traceparent, tracestate)
 
 
-def store_once(store, add: Add, window: float) -> str | None:
+def store_once(store, add: CheckedAdd, window: float) -> str | None:
     """Write, key, deliver and flush one message; None when another add won its key."""
     created_ms = int(time.time() * 1000)
     message_id = new_id(created_ms)
@@ -88,7 +88,7 @@ def store_once(store, add: Add, window: float) -> str | None:
                                                time.time(), changes) is not None:
             store.discard_new(add.queue, message_id)
             return None  # The caller answers the winner's id once that one is durable.
-        store.deliver_new(add.queue, message_id, add.due is not None, changes)
+        store.states.deliver_new(add.queue, message_id, add.due is not None, changes)
     except (MqError, OSError):
         forget_key(store, add, message_id)
         store.discard_new(add.queue, message_id)
@@ -96,14 +96,14 @@ def store_once(store, add: Add, window: float) -> str | None:
     try:
         store.flush(changes)
     except OSError:
-        store.remove(add.queue, message_id)  # Never acknowledged, so not kept: the caller retries.
+        store.states.remove(add.queue, message_id)  # Never acknowledged, so not kept: the caller retries.
         forget_key(store, add, message_id)
         raise
     store.notices.post(add.queue if add.due is None else None)
     return message_id
 
 
-def forget_key(store, add: Add, message_id: str) -> None:
+def forget_key(store, add: CheckedAdd, message_id: str) -> None:
     """Drop the key an add that failed recorded, so that its retry is stored."""
     if add.dedup_id:
         store.dedup.forget(add.queue, dedup_digest(add.dedup_id), message_id)

@@ -23,7 +23,7 @@ def far_count(store, props, queue: str, message_id: str) -> int | None:
     only there does a message pass the MAX_DELIVERIES names probed); else None."""
     if props.effective(queue)["retry"] != properties.UNLIMITED_RETRY:
         return None
-    return store.listed_delivery(queue, message_id)
+    return store.queues.listed_delivery(queue, message_id)
 
 
 def delivery(store, props, message) -> int:
@@ -56,7 +56,7 @@ def ack(store, props, message) -> None:
     if message.receipt is None:
         return revoke(store, props, message.queue, message.id)
     number, changes = delivery(store, props, message), Changes()
-    if not store.ack(message.queue, message.id, number, changes):
+    if not store.states.ack(message.queue, message.id, number, changes):
         raise refused(store, props, message, number)
     store.flush(changes)
 
@@ -67,7 +67,7 @@ def nack(store, props, message) -> None:
     dead, dead_count = properties.dead_letter(props.effective(message.queue), number,
                                               props.effective)
     changes = Changes()
-    outcome, _ = store.release(message.queue, message.id, time.time(), number, dead, force=True,
+    outcome, _ = store.states.release(message.queue, message.id, time.time(), number, dead, force=True,
                                dead_count=dead_count, changes=changes)
     if outcome not in ("ready", "dead"):
         raise refused(store, props, message, number)
@@ -83,7 +83,7 @@ def extend(store, props, message, seconds=None) -> float:
     if not seconds:
         seconds = props.effective(message.queue)["timeout"]
     due, changes = time.time() + seconds, Changes()
-    if not store.extend(message.queue, message.id, number, due, changes):
+    if not store.states.extend(message.queue, message.id, number, due, changes):
         raise refused(store, props, message, number)
     store.flush(changes)
     # A daemon's mover that missed the claim times it from here on; one that timed it reads its
@@ -99,9 +99,9 @@ def revoke(store, props, queue: str, message_id: str) -> None:
     validate_queue(queue)
     validate_id(message_id)
     changes = Changes()
-    found = store.remove(queue, message_id, MAX_DELIVERIES, changes=changes)
+    found = store.states.remove(queue, message_id, MAX_DELIVERIES, changes=changes)
     if found is None and (near := far_count(store, props, queue, message_id)) is not None:
-        found = store.remove(queue, message_id, MAX_DELIVERIES, changes=changes, near=near)
+        found = store.states.remove(queue, message_id, MAX_DELIVERIES, changes=changes, near=near)
     if found is None:
         raise gone(store, queue, message_id)
     store.flush(changes)

@@ -63,9 +63,9 @@ class Store(Root):
 
     The Store is its paths (Root) and holds its parts, each built here with what it uses (the
     paths, the one Disk, the timed flush, another part) and owning its own state
-    (docs/ARCHITECTURE.md, "The store's parts"). The operations callers outside the store use
-    are the parts' methods, bound here under the names callers know: store.claim is
-    store.states.claim.
+    (docs/ARCHITECTURE.md, "The store's parts"). Callers use the parts themselves
+    (store.states.claim, store.queues.create_queue); the Store's own methods are what joins
+    parts or needs none.
     """
 
     def __init__(self, root: str, sync: str = "auto", auto_create: bool = True,
@@ -87,74 +87,22 @@ class Store(Root):
         self.spares = Spares(self, self.disk, self.flush)
         #: The queues: their folders, purges and deletions, and whether an add creates one.
         self.queues = Queues(self, self.disk, self.flush, auto_create)
-        self.queue_changed_ns = self.queues.queue_changed_ns
-        self.queue_exists = self.queues.queue_exists
-        self.create_queue = self.queues.create_queue
-        self.list_queues = self.queues.list_queues
-        self.delete_queue = self.queues.delete_queue
-        self.purge_queue = self.queues.purge_queue
-        self.count_hidden = self.queues.count_hidden
-        self.list_in_flight = self.queues.list_in_flight
-        self.list_delivered_past = self.queues.list_delivered_past
-        self.listed_delivery = self.queues.listed_delivery
-        self.remove_expired = self.queues.remove_expired
         #: The renames of a message between its states.
         self.states = MessageStates(self, self.disk, self.queues)
-        self.deliver_new = self.states.deliver_new
-        self.undeliver_new = self.states.undeliver_new
-        self.claim = self.states.claim
-        self.locate = self.states.locate
-        self.remove = self.states.remove
-        self.remove_entry = self.states.remove_entry
-        self.ack = self.states.ack
-        self.extend = self.states.extend
-        self.release = self.states.release
-        self.redrive = self.states.redrive
-        self.quarantine = self.states.quarantine
-        self.list_ready = self.states.list_ready
-        self.is_ready = self.states.is_ready
-        self.is_delayed = self.states.is_delayed
-        self.list_delayed = self.states.list_delayed
         #: Accumulation windows (accum/): their parts, and the compounds they close into.
         self.accumulation = Accumulation(self, self.disk, self.flush, self.queues)
-        self.add_part = self.accumulation.add_part
-        self.unlink_part = self.accumulation.unlink_part
-        self.remove_part = self.accumulation.remove_part
-        self.list_windows = self.accumulation.list_windows
-        self.window_changed_at = self.accumulation.window_changed_at
-        self.settle_window = self.accumulation.settle_window
         #: Crash clean-up of new/ and reaping of remove/.
         self.recovery = Recovery(self, self.disk, self.flush, self.dedup)
-        self.clean_new = self.recovery.clean_new
-        self.reap = self.recovery.reap
         #: The Spark write jobs' staged files (stage/) and their publishing.
         self.staging = Staging(self, self.disk, self.queues)
-        self.stage_folder = self.staging.stage_folder
-        self.write_staged = self.staging.write_staged
-        self.publish_staged = self.staging.publish_staged
-        self.list_stages = self.staging.list_stages
-        self.stage_newest_mtime = self.staging.stage_newest_mtime
-        self.commit_marker_mtime = self.staging.commit_marker_mtime
-        self.touch_commit_marker = self.staging.touch_commit_marker
-        self.make_stage_folder = self.staging.make_stage_folder
-        self.remove_stage = self.staging.remove_stage
-        self.mark_committing = self.staging.mark_committing
         #: The manifests of the pipeline's streaming reads (streams/).
         self.streams = Streams(self, self.disk)
-        self.list_manifests = self.streams.list_manifests
-        self.write_manifest = self.streams.write_manifest
-        self.remove_manifests = self.streams.remove_manifests
 
     @property
     def disk(self) -> Disk:
         """The one Disk every part of this store changes the root through: given at
         construction and never replaced, since each part holds it."""
         return self._disk
-
-    @property
-    def auto_create(self) -> bool:
-        """Whether an add to a missing queue creates it (the queues' setting)."""
-        return self.queues.auto_create
 
     def init(self, make: bool = True, expect_id: str = "") -> str:
         """Create the folders, ID and FORMAT, or check an existing root; return its id

@@ -16,8 +16,6 @@ from mq.store.renames import UNSUPPORTED, checked_rename, rename_noreplace
 #: The flush policies: "fs" is one syncfs(2) of the root's file system per batch, "file" an
 #: fsync of every file written and every folder changed.
 SYNC_MODES = ("fs", "file")
-#: Bytes asked for by each read after the first, for a file that grew while it was read.
-READ_CHUNK = 1 << 16
 
 #: statfs(2) f_type of file systems on which syncfs(2) may not reach stable storage: on FUSE
 #: (GlusterFS, CephFS's ceph-fuse, virtiofs...) it never reaches the file system's daemon; on
@@ -281,33 +279,3 @@ class Disk:
             os.fsync(fd)
         finally:
             os.close(fd)
-
-
-def read_all(fd: int) -> bytes:
-    """Every byte of an open file, read in one call when its size holds still.
-
-    The first read asks for one byte more than the file's size, so a short read is the end;
-    a file that grew meanwhile is read on to its end. A fixed 1 MiB buffer per read, shrunk
-    to the body, fragmented the fetch actor's heap: memory in use held still while freed
-    memory glibc never reused grew by about 0.3 KB a message (bench/RESULTS.md, "Soak").
-    """
-    size = os.fstat(fd).st_size
-    data = os.read(fd, size + 1)
-    if len(data) <= size:
-        return data
-    chunks = [data]
-    while chunk := os.read(fd, READ_CHUNK):
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def may_exist(path: str) -> bool:
-    """Whether an entry may be there: False only when it is known to be gone (on any other
-    error, whoever acts on the entry finds out)."""
-    try:
-        os.lstat(path)
-    except FileNotFoundError:
-        return False
-    except OSError:
-        return True
-    return True

@@ -4,9 +4,9 @@ import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from mq.store.disk import read_all
 from mq.store.message import Message, decode_message
 from mq.store.names import parse_entry
+from mq.store.reads import read_all
 from mq.store.root import Root
 
 

@@ -81,7 +81,7 @@ def publish_job(store: Store, folder: str, tasks: list[str], dedup_window: Dedup
     def publish(chunk) -> Published:
         """Publish one chunk, then show any other committer that this one is alive."""
         part = publish_chunk(store, dedup_window, *chunk)
-        store.touch_commit_marker(folder)  # Still publishing: roll forwards keep out.
+        store.staging.touch_commit_marker(folder)  # Still publishing: roll forwards keep out.
         return part
 
     with ThreadPoolExecutor(PUBLISH_THREADS) as pool:
@@ -91,7 +91,7 @@ def publish_job(store: Store, folder: str, tasks: list[str], dedup_window: Dedup
         total.merge(part)
     _flush(store, total)
     try:
-        store.remove_stage(folder)
+        store.staging.remove_stage(folder)
     except OSError:
         pass  # Everything is published; the marker left behind makes a later roll forward remove it.
     # Notices reach daemons on every host within a second; tell, those the caller knows at once.
@@ -131,7 +131,7 @@ def publish_chunk(store: Store, dedup_window: DedupWindow, task_dir: str, names:
         queue, message_id, is_delayed, keyed = parsed
         if queue not in known_queues:
             # One check per queue and chunk, not per file; a delayed message needs its queue too.
-            store.create_queue(queue)
+            store.queues.create_queue(queue)
             known_queues.add(queue)
         try:
             if keyed and _is_duplicate(store, dedup_window, task_dir, name, queue, message_id, now, out.dirs):
@@ -140,7 +140,7 @@ def publish_chunk(store: Store, dedup_window: DedupWindow, task_dir: str, names:
             due = os.stat(os.path.join(task_dir, name)).st_mtime if is_delayed else None
         except FileNotFoundError:
             continue  # Published by another committer of the same job.
-        target = store.publish_staged(task_dir, name, parsed)
+        target = store.staging.publish_staged(task_dir, name, parsed)
         if target is None:
             continue
         out.dirs.add(target)
@@ -189,10 +189,10 @@ def roll_forward(store: Store, dedup_window: DedupWindow, skip: str = "",
     that would otherwise fail the same way at every pass).
     """
     finished = {}
-    for job, folder, _ in store.list_stages():
+    for job, folder, _ in store.staging.list_stages():
         if job == skip:
             continue
-        touched = store.commit_marker_mtime(folder)
+        touched = store.staging.commit_marker_mtime(folder)
         if touched is None or time.time() - touched < grace_seconds:
             continue
         tasks = committing_tasks(folder)
@@ -214,17 +214,17 @@ def sweep_abandoned_stages(store: Store, min_age_seconds: float = ABANDONED_STAG
     before its commit, files a task Spark was still cancelling staged after abort().
     """
     removed = []
-    for job, folder, mtime in store.list_stages():
+    for job, folder, mtime in store.staging.list_stages():
         if committing_tasks(folder) is not None:
             continue  # Decided to commit: roll_forward's, never removed unpublished.
         cutoff = time.time() - min_age_seconds
         if mtime >= cutoff:
             continue  # Young job folder: no need to look at its task folders.
-        newest = store.stage_newest_mtime(folder)
+        newest = store.staging.stage_newest_mtime(folder)
         if newest is None or newest >= cutoff:
             continue
         try:
-            store.remove_stage(folder)
+            store.staging.remove_stage(folder)
         except OSError:
             continue  # Left for the next pass.
         removed.append(job)

@@ -10,14 +10,14 @@ from collections.abc import Container, Iterator
 
 from mq.errors import Unavailable, lost_race
 from mq.store.changes import Changes, tracked
-from mq.store.disk import Disk, may_exist, read_all
+from mq.store.disk import Disk
 from mq.store.names import parse_entry, probe_counts, split_name
 from mq.store.queues import Queues
+from mq.store.reads import may_exist, read_all
 from mq.store.root import Root
 
 #: Seconds a file in delay/ must have been left alone before the mover releases it: a claim
-#: renames a message into delay/ first and sets its due time right after, so a release must
-#: not act on the old mtime in between.
+#: sets its due time right after its rename, so a release must not act on the mtime between.
 SETTLE_SECONDS = 0.05
 #: Most queue names MessageStates.admitted holds (a set of names, emptied when full).
 ADMITTED_MAX = 10_000

@@ -89,4 +89,4 @@ class SqsService:
 
     def queue_names(self) -> list[str]:
         """Every queue of the root, sorted."""
-        return self.store.list_queues()
+        return self.store.queues.list_queues()

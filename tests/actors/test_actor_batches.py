@@ -73,7 +73,7 @@ def test_an_unknown_op_and_an_unexpected_exception_answer_only_their_own_request
                                      {"flush": errno.EIO}, {"rename": errno.EIO}])
 def test_an_add_the_disk_fails_answers_503_and_leaves_nothing(tmp_path, sync, failure):
     disk, actors = disarmed_failing_disk(tmp_path, sync, **failure)
-    actors.store.create_queue("q")
+    actors.store.queues.create_queue("q")
     disk.armed = True
     assert_failed_leaving_nothing(actors, actors.add({"queue": "q", "body": b"a"},
                                                      {"queue": "q", "body": b"b", "dedup_id": "k"}))
@@ -87,7 +87,7 @@ def test_an_add_the_disk_fails_answers_503_and_leaves_nothing(tmp_path, sync, fa
                                      {"rename": errno.EIO}])
 def test_a_batch_of_plain_adds_the_disk_fails_answers_503_and_leaves_nothing(tmp_path, failure):
     disk, actors = disarmed_failing_disk(tmp_path, "fs", **failure)
-    actors.store.create_queue("q")
+    actors.store.queues.create_queue("q")
     disk.armed = True
     assert_failed_leaving_nothing(actors, actors.add({"queue": "q", "body": b"a"},
                                                      {"queue": "q", "body": b"b"}))
@@ -123,11 +123,11 @@ def test_a_key_left_by_a_killed_save_actor_never_answers_a_retry_and_its_success
     actors = Actors(tmp_path)
     # Save actor 0 records the key and is killed before its rename: the state it leaves.
     dying = actors.save
-    batch = dying.batch_class([request("add", queue="q", body=b"lost", dedup_id="k")])
+    batch = dying.new_batch([request("add", queue="q", body=b"lost", dedup_id="k")])
     batch.results.append(dying.dispatch(batch, batch.requests[0]))
     actors.store.flush_data()
-    dying.record_keys(batch, batch.written)
-    lost_id = batch.written[0].id
+    batch.settlement.record_keys(dying.defer)
+    lost_id = batch.settlement.written[0].id
     assert files_in(actors.store.folder("new")) == [f"q:{lost_id}"]
     # The client retries on save actor 1 while 0 restarts: no 200 with an id never stored;
     # the retry waits for the add that holds its key.
@@ -205,7 +205,7 @@ def test_a_relist_finds_a_message_whose_ready_was_lost(tmp_path):
     # Stored by an actor killed before it told the fetch actor: only a relist finds it.
     late = new_id()
     actors.store.write_new("q", late, fmt.encode_message(b"late", "text/plain", 0, late), None)
-    actors.store.deliver_new("q", late, False)
+    actors.store.states.deliver_new("q", late, False)
     assert actors.call("relist") == {}
     got = {ok(actors.call("fetch", queue="q"))["id"] for _ in range(2)}
     assert late in got
@@ -226,7 +226,7 @@ def test_a_corrupt_file_is_quarantined_and_the_others_are_served(tmp_path):
 def assert_passed_over(actors: Actors, bad: str, data: bytes) -> None:
     """A file of queue q named bad (older than any new id: it comes first) holding data is put
     in corrupt/ by a fetch, which hands out the message added after it instead."""
-    actors.store.create_queue("q")
+    actors.store.queues.create_queue("q")
     with open(actors.store.ready_path("q", bad), "wb") as f:
         f.write(data)
     good = ok(actors.add({"queue": "q", "body": b"good"})[0])["id"]
@@ -237,7 +237,7 @@ def assert_passed_over(actors: Actors, bad: str, data: bytes) -> None:
 
 def test_a_corrupt_file_does_not_end_a_long_poll_or_the_actor(tmp_path):
     actors = Actors(tmp_path)
-    actors.store.create_queue("q")
+    actors.store.queues.create_queue("q")
     bad = minute_old_id(2)
     with open(actors.store.ready_path("q", bad), "wb") as f:
         f.write(fmt.MAGIC + b"\x00\x00\x00\x01\xc1")  # 0xc1: never valid msgpack.
@@ -306,7 +306,7 @@ def test_a_torn_file_is_quarantined_never_handed_out(tmp_path, shape):
 
 def test_a_file_written_before_bodies_had_a_length_and_crc_is_read(tmp_path):
     actors = Actors(tmp_path)
-    actors.store.create_queue("q")
+    actors.store.queues.create_queue("q")
     older = minute_old_id(4)
     header = msgpack.packb({"ct": "text/plain", "t": 1, "id": older})
     with open(actors.store.ready_path("q", older), "wb") as f:
@@ -409,11 +409,11 @@ def test_a_claim_never_sets_its_due_time_on_a_file_a_peer_took(tmp_path, monkeyp
     def peer_claims_meanwhile(fd):
         data = real_read_all(fd)
         monkeypatch.setattr(states, "read_all", real_read_all)
-        assert peer.claim("q", message_id, 1_000_000_000.0) is not None  # The peer's due time.
+        assert peer.states.claim("q", message_id, 1_000_000_000.0) is not None  # The peer's due time.
         return data
 
     monkeypatch.setattr(states, "read_all", peer_claims_meanwhile)
-    assert actors.store.claim("q", message_id, 2_000_000_000.0) is None
+    assert actors.store.states.claim("q", message_id, 2_000_000_000.0) is None
     assert os.stat(actors.store.delay_path("q", message_id, 1)).st_mtime == 1_000_000_000.0
 
 
@@ -462,7 +462,7 @@ def test_a_timer_that_comes_after_its_delivery_was_settled_is_ignored(monkeypatc
 
 def test_a_message_whose_ready_note_is_late_is_fetched_from_an_index_just_listed_empty(tmp_path):
     actors = Actors(tmp_path)  # In-process: the save actor sends no "ready" at all.
-    actors.store.create_queue("q")
+    actors.store.queues.create_queue("q")
     assert actors.call("fetch", queue="q") == {"empty": True}  # Listed now, empty.
     message_id = ok(actors.add({"queue": "q", "body": b"answered 201"})[0])["id"]
     # Well within RELIST_EMPTY_SECONDS of the listing: only the folder's change shows it.
@@ -471,7 +471,7 @@ def test_a_message_whose_ready_note_is_late_is_fetched_from_an_index_just_listed
 
 def test_a_late_ready_note_of_a_message_already_listed_and_handed_out_is_ignored(tmp_path):
     actors = Actors(tmp_path)  # In-process: the save actor sends no "ready" at all.
-    actors.store.create_queue("q")
+    actors.store.queues.create_queue("q")
     assert actors.call("fetch", queue="q") == {"empty": True}
     message_id = ok(actors.add({"queue": "q", "body": b"listed before its note"})[0])["id"]
     assert actors.call("fetch", queue="q")["id"] == message_id  # Found by a listing.
@@ -485,7 +485,7 @@ def test_a_ready_note_that_comes_after_its_message_was_removed_is_ignored(tmp_pa
     # The save actor tells the fetch actor on another socket than the one a client's next
     # requests come by: a fetch and an ack, or a delete by id, may be served before the note.
     actors = Actors(tmp_path)  # In-process: the save actor sends no "ready" at all.
-    actors.store.create_queue("q")
+    actors.store.queues.create_queue("q")
     assert actors.call("fetch", queue="q") == {"empty": True}
     message_id = ok(actors.add({"queue": "q", "body": b"gone before its note"})[0])["id"]
     if removal == "ack":

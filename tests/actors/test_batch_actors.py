@@ -19,7 +19,7 @@ def batch_of(n: int, prefix: str = "m", **extra) -> list[dict]:
 
 def visible(actors: Actors, queue: str = "q") -> list[str]:
     """Every file a client could ever be handed: the queue's folder and delay/."""
-    ready = os.listdir(actors.store.queue_dir(queue)) if actors.store.queue_exists(queue) else []
+    ready = os.listdir(actors.store.queue_dir(queue)) if actors.store.queues.queue_exists(queue) else []
     return ready + [n for n in os.listdir(actors.store.folder("delay")) if n.startswith(f"{queue}:")]
 
 
@@ -268,7 +268,7 @@ def test_a_timer_told_after_a_purge_counts_only_a_message_the_purge_did_not_take
 
 def parts_in_windows(actors: Actors, queue: str = "q") -> list[str]:
     """Every part waiting in the queue's accumulation windows, whatever their stage."""
-    return sorted(part for _, window in actors.store.list_windows()
+    return sorted(part for _, window in actors.store.accumulation.list_windows()
                   for part in os.listdir(actors.store.window_dir(queue, window)))
 
 
@@ -293,7 +293,7 @@ def test_a_failed_batch_to_an_accumulating_queue_leaves_no_part_in_its_window(tm
     disk.armed = False  # The retry is stored whole, and its compound holds each part once.
     [retry] = actors.save.handle([request("add_batch", queue="q", messages=batch_of(4))]).results
     assert parts_in_windows(actors) == sorted(m["id"] for m in retry["messages"])
-    for queue, window in actors.store.list_windows():
-        actors.store.settle_window(queue, window)
+    for queue, window in actors.store.accumulation.list_windows():
+        actors.store.accumulation.settle_window(queue, window)
     [compound] = actors.call("fetch_batch", queue="q", max=10)["messages"]
     assert compound["parts"] == 4

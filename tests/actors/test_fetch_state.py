@@ -20,7 +20,7 @@ def asked(op: str, rid: int, **fields) -> Request:
 
 def test_a_cancel_drops_only_the_long_poll_or_watch_it_names(tmp_path):
     actors = Actors(tmp_path)
-    actors.store.create_queue("q")
+    actors.store.queues.create_queue("q")
     parked = actors.fetcher.handle([asked("fetch", 1, queue="q", wait=10),
                                     asked("fetch_batch", 2, queue="q", max=3, wait=10),
                                     asked("watch", 3, queues=["q"], wait=10)]).results
@@ -49,8 +49,8 @@ def test_deliveries_past_the_probed_counts_are_kept_and_delay_is_listed_for_them
     actors = Actors(tmp_path)
     store = actors.store
     listed = []
-    list_past = store.list_delivered_past
-    store.list_delivered_past = lambda count: listed.append(count) or list_past(count)
+    list_past = store.queues.list_delivered_past
+    store.queues.list_delivered_past = lambda count: listed.append(count) or list_past(count)
     deliveries = Deliveries(limit=1)
     deliveries.handed("q", "far", 200)
     deliveries.handed("q", "near", 3)
@@ -68,7 +68,7 @@ def test_indexing_every_owned_queue_beats_once_a_queue(tmp_path):
     # --hang-timeout, and a supervisor that heard nothing meanwhile killed a working actor.
     actors = Actors(tmp_path)
     for queue in ("q1", "q2", "q3"):
-        actors.store.create_queue(queue)
+        actors.store.queues.create_queue(queue)
     slot = Heartbeats(1).slot(0)
     slot.stamp(0.0)
     beats = []
@@ -98,7 +98,7 @@ def answered_by(fetcher) -> list:
 
 def test_a_short_poll_behind_a_longer_one_is_answered_at_its_own_deadline(tmp_path):
     actors = Actors(tmp_path)
-    actors.store.create_queue("q")
+    actors.store.queues.create_queue("q")
     fetcher = actors.fetcher
     fetcher.handle([asked("fetch", 1, queue="q", wait=20), asked("fetch_batch", 2, queue="q", max=2,
                                                                   wait=0.05)])
@@ -113,7 +113,7 @@ def test_a_short_poll_behind_a_longer_one_is_answered_at_its_own_deadline(tmp_pa
 
 def test_end_waits_answers_only_the_long_polls_and_watches_of_its_link(tmp_path):
     actors = Actors(tmp_path)
-    actors.store.create_queue("q")
+    actors.store.queues.create_queue("q")
     fetcher = actors.fetcher
     other = Request(b"other front", bytes([0] * 7 + [9]), {"op": "fetch", "queue": "q", "wait": 20})
     fetcher.handle([asked("fetch", 1, queue="q", wait=20), other,

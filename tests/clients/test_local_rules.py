@@ -33,7 +33,7 @@ def stored(root, queue: str, body: bytes, group: str = "", age: float = 0.0,
     store.write_new(queue, message_id, encode_message(body, "text/plain", created_ms,
                                                       message_id, group=group), due)
     store.flush_data()
-    folder = store.deliver_new(queue, message_id, due is not None)
+    folder = store.states.deliver_new(queue, message_id, due is not None)
     store.flush({folder, store.folder("new")})
     return message_id
 
@@ -158,7 +158,7 @@ def consume_groups(root: str, log: str, stop: str) -> None:
                 continue
             group, number = message.body.decode().split()
             out.write(f"got {group} {number}\n")
-            for other, delivery in store.list_in_flight("f"):
+            for other, delivery in store.queues.list_in_flight("f"):
                 if other != message.id and group_in_file(
                         store.delay_path("f", other, delivery), "f", other) == group:
                     out.write(f"overlap {group} {number}\n")

@@ -33,12 +33,12 @@ def new_root(path) -> Store:
 def stage_task(store: Store, job: str, queue: str, bodies, keys=None) -> str:
     """Stage one task's messages as a write task does (one flush at its end); return the task."""
     task = new_id()
-    folder = store.stage_folder(job, task)
+    folder = store.staging.stage_folder(job, task)
     os.makedirs(folder)
     for body, key in zip(bodies, keys or [None] * len(bodies)):
         message_id = new_id()
         data = encode_message(body, "text/plain", int(time.time() * 1000), message_id, key or "")
-        store.write_staged(folder, staged_name(queue, message_id, False, bool(key)), data, None)
+        store.staging.write_staged(folder, staged_name(queue, message_id, False, bool(key)), data, None)
     store.flush({folder, os.path.dirname(folder)})
     return task
 
@@ -51,7 +51,7 @@ def set_mtime(when: float, *paths) -> None:
 
 def staged_counts(store: Store, job: str) -> dict:
     """{task: files} of a job's stage folder; {} when the folder is gone."""
-    folder = store.stage_folder(job)
+    folder = store.staging.stage_folder(job)
     if not os.path.isdir(folder):
         return {}
     return {t: len(os.listdir(os.path.join(folder, t))) for t in os.listdir(folder)
@@ -62,11 +62,11 @@ def test_the_daemons_reaper_publishes_a_job_whose_driver_died_after_its_commit(s
     store = new_root(tmp_path / "root")
     job = new_id()
     task = stage_task(store, job, "orphan", [b"one", b"two", b"three"], [None, None, "key-3"])
-    store.mark_committing(job, [task])
+    store.staging.mark_committing(job, [task])
     # The driver published its first file, then died: the job is half visible.
-    task_dir = store.stage_folder(job, task)
-    store.publish_staged(task_dir, sorted(os.listdir(task_dir))[0])
-    set_mtime(QUIET, os.path.join(store.stage_folder(job), "COMMIT"))
+    task_dir = store.staging.stage_folder(job, task)
+    store.staging.publish_staged(task_dir, sorted(os.listdir(task_dir))[0])
+    set_mtime(QUIET, os.path.join(store.staging.stage_folder(job), "COMMIT"))
 
     daemon = start_mq(root=tmp_path / "root", workers=1, timeout=30)
     served = []
@@ -80,7 +80,7 @@ def test_the_daemons_reaper_publishes_a_job_whose_driver_died_after_its_commit(s
 
     poll_for(everything_served, timeout=10, what="the reaper to roll the job forward")
     assert sorted(served) == [b"one", b"three", b"two"]
-    assert not os.path.exists(store.stage_folder(job))
+    assert not os.path.exists(store.staging.stage_folder(job))
     assert [line["messages"] for line in daemon.events("reaper.rolled_forward")] == [2]
     # The rolled-forward message's key was recorded, as the driver's commit would have.
     again = daemon.request("POST", "/orphan/messages?dedup_id=key-3", b"again")
@@ -91,22 +91,22 @@ def test_the_daemons_reaper_removes_only_stage_folders_idle_for_a_day(start_mq, 
     store = new_root(tmp_path / "root")
     abandoned = new_id()
     gone = stage_task(store, abandoned, "q", [b"never"])
-    set_mtime(A_DAY_AGO, store.stage_folder(abandoned, gone), store.stage_folder(abandoned))
+    set_mtime(A_DAY_AGO, store.staging.stage_folder(abandoned, gone), store.staging.stage_folder(abandoned))
     # A slow job: its first task finished a day ago, its second one is still writing.
     slow = new_id()
     done = stage_task(store, slow, "q", [b"done"])
     writing = stage_task(store, slow, "q", [b"writing"])
-    set_mtime(A_DAY_AGO, store.stage_folder(slow, done), store.stage_folder(slow))
+    set_mtime(A_DAY_AGO, store.staging.stage_folder(slow, done), store.staging.stage_folder(slow))
     young = new_id()
     stage_task(store, young, "q", [b"young"])
     # A live driver's commit: a fresh marker keeps the reaper out.
     live = new_id()
-    store.mark_committing(live, [stage_task(store, live, "live", [b"live"])])
-    set_mtime(A_DAY_AGO, store.stage_folder(live))
+    store.staging.mark_committing(live, [stage_task(store, live, "live", [b"live"])])
+    set_mtime(A_DAY_AGO, store.staging.stage_folder(live))
 
     daemon = start_mq(root=tmp_path / "root", workers=1, timeout=30, args=("--log-level=debug",))
 
-    poll_for(lambda: not os.path.exists(store.stage_folder(abandoned)), timeout=10,
+    poll_for(lambda: not os.path.exists(store.staging.stage_folder(abandoned)), timeout=10,
              what="the reaper to remove the abandoned stage folder")
     # The pass that removed it has looked at every other folder too once it logs its end.
     daemon.wait_for_events("reaper.stage_pass", removed=1)
@@ -119,19 +119,19 @@ def test_the_daemons_reaper_removes_only_stage_folders_idle_for_a_day(start_mq, 
 def test_roll_forward_leaves_a_fresh_marker_and_folders_without_one(tmp_path):
     store = new_root(tmp_path / "root")
     committing, unmarked = new_id(), new_id()
-    store.mark_committing(committing, [stage_task(store, committing, "rf", [b"a", b"b"])])
+    store.staging.mark_committing(committing, [stage_task(store, committing, "rf", [b"a", b"b"])])
     stage_task(store, unmarked, "rf", [b"not decided"])
-    set_mtime(A_DAY_AGO, *(os.path.join(store.stage_folder(unmarked), t)
-                           for t in os.listdir(store.stage_folder(unmarked))),
-              store.stage_folder(unmarked))
+    set_mtime(A_DAY_AGO, *(os.path.join(store.staging.stage_folder(unmarked), t)
+                           for t in os.listdir(store.staging.stage_folder(unmarked))),
+              store.staging.stage_folder(unmarked))
     window = lambda queue: 300.0  # noqa: E731 -- the default dedup window
 
     assert publishing.roll_forward(store, window) == {}  # A live driver may be publishing it.
-    set_mtime(QUIET, os.path.join(store.stage_folder(committing), "COMMIT"))
+    set_mtime(QUIET, os.path.join(store.staging.stage_folder(committing), "COMMIT"))
     finished = publishing.roll_forward(store, window)
 
     assert {job: report["messages"] for job, report in finished.items()} == {committing: 2}
-    assert len(store.list_ready("rf")) == 2
+    assert len(store.states.list_ready("rf")) == 2
     assert os.listdir(store.stage_dir()) == [unmarked]  # Removing it is the sweep's, not this.
 
 
@@ -144,7 +144,7 @@ def test_two_committers_of_one_job_publish_each_message_once(tmp_path, monkeypat
     job = new_id()
     tasks = [stage_task(store, job, "twice", [b"%d-%d" % (t, i) for i in range(400)],
                         [f"k{t}-{i}" if i % 2 else None for i in range(400)]) for t in range(3)]
-    store.mark_committing(job, tasks)
+    store.staging.mark_committing(job, tasks)
     window = lambda queue: 300.0  # noqa: E731 -- the default dedup window
     start = threading.Barrier(2)
     reports, errors = [], []
@@ -153,7 +153,7 @@ def test_two_committers_of_one_job_publish_each_message_once(tmp_path, monkeypat
         """One committer: the driver, or a reaper that took it for dead."""
         start.wait()
         try:
-            reports.append(publishing.publish_job(store, store.stage_folder(job), tasks, window))
+            reports.append(publishing.publish_job(store, store.staging.stage_folder(job), tasks, window))
         except Exception as err:  # noqa: BLE001 -- any failure fails the test below
             errors.append(err)
 
@@ -165,5 +165,5 @@ def test_two_committers_of_one_job_publish_each_message_once(tmp_path, monkeypat
 
     assert errors == []
     assert sum(r["messages"] for r in reports) == 1200 and sum(r["duplicates"] for r in reports) == 0
-    assert len({i for i, _ in store.list_ready("twice")}) == len(store.list_ready("twice")) == 1200
-    assert not os.path.exists(store.stage_folder(job))
+    assert len({i for i, _ in store.states.list_ready("twice")}) == len(store.states.list_ready("twice")) == 1200
+    assert not os.path.exists(store.staging.stage_folder(job))

@@ -83,7 +83,7 @@ def test_without_a_retention_an_old_message_is_kept(shared_mq):
     store = Store(str(shared_mq.root))
     old = "01800000-0000-7000-8000-000000000001"  # Added in 2022, by another writer on the root.
     store.write_new(queue, old, encode_message(b"old", "text/plain", 1, old), None)
-    store.deliver_new(queue, old, delayed=False)
+    store.states.deliver_new(queue, old, delayed=False)
     store.flush({store.queue_dir(queue)})
     wait_past(added(shared_mq, queue, b"young"), 1.5)  # A reaper pass and more.
     resp = fetch(shared_mq, queue)

@@ -141,7 +141,7 @@ def test_a_fan_out_the_disk_fails_answers_503_and_leaves_no_copy(tmp_path, failu
     actors = Actors(tmp_path, disk)
     disk.armed = False
     for queue in ("a", "b", "c"):
-        actors.store.create_queue(queue)
+        actors.store.queues.create_queue(queue)
     # A failing write lets the plain add and the first copy through: the second copy fails.
     disk.after["write"] = disk.calls.get("write", 0) + 2
     disk.armed = True
@@ -159,7 +159,7 @@ def test_a_fan_out_the_disk_fails_answers_503_and_leaves_no_copy(tmp_path, failu
 def test_fan_outs_and_adds_in_one_batch_each_get_their_own_answer(tmp_path):
     actors = Actors(tmp_path)
     for queue in ("a", "b"):
-        actors.store.create_queue(queue)
+        actors.store.queues.create_queue(queue)
     results = fan_out_in_process(
         actors,
         actor_request("add_fanout", queues=["a", "b"], body=b"1", content_type="", due=None),
@@ -171,7 +171,7 @@ def test_fan_outs_and_adds_in_one_batch_each_get_their_own_answer(tmp_path):
     assert plain["queue"] == "a" and isinstance(repeated, Invalid)
     # A queue that no longer exists is left out; it is not created.
     assert [m["queue"] for m in partly["messages"]] == ["b"]
-    assert not actors.store.queue_exists("gone")
+    assert not actors.store.queues.queue_exists("gone")
     assert len(files_in(actors.store.queue_dir("a"))) == 2
     assert len(files_in(actors.store.queue_dir("b"))) == 2
 
@@ -186,7 +186,7 @@ def test_a_failed_fan_out_is_taken_back_before_its_flush_and_announced_to_no_one
     actors = Actors(tmp_path, disk)
     for queue, props in (("a", {}), ("b", {"accum": 3600}), ("c", {"delay": 60}),
                          ("d", {"max_body_bytes": 1} if failure == "refused" else {})):
-        actors.store.create_queue(queue)
+        actors.store.queues.create_queue(queue)
         if props:
             assert isinstance(actors.call("props_put", queue=queue, properties=props), dict)
     disk.armed = failure == "rename"
@@ -199,7 +199,7 @@ def test_a_failed_fan_out_is_taken_back_before_its_flush_and_announced_to_no_one
     assert (batch.ready, batch.hidden) == ({}, [])
     for queue in ("a", "b", "c", "d"):
         assert files_in(actors.store.queue_dir(queue)) == []
-    assert [part for _, window in actors.store.list_windows()
+    assert [part for _, window in actors.store.accumulation.list_windows()
             for part in files_in(actors.store.window_dir("b", window))] == []
     for folder in ("new", "delay"):
         assert [name for name in files_in(actors.store.folder(folder)) if ":" in name] == []

@@ -48,7 +48,7 @@ def test_a_queue_another_writer_deleted_is_forgotten_by_every_process(daemon):
                     what="the fetched message to be timed")
     assert held["fetch-0"]["counters"] + held["fetch-1"]["counters"] == 1
     assert held["save-0"]["counters"] + held["save-1"]["counters"] >= 1
-    Store(str(daemon.root)).delete_queue("elsewhere")
+    Store(str(daemon.root)).queues.delete_queue("elsewhere")
     no_table_holds_more_than(daemon, 0)
     assert "elsewhere" not in daemon.request("GET", "/_mq/stats").json()["queues"]
 

@@ -69,7 +69,7 @@ def add_directly(store: fmt.Store, queue: str, body: bytes) -> str:
     message_id = new_id()
     store.write_new(queue, message_id, fmt.encode_message(body, "text/plain", int(time.time() * 1000),
                                                           message_id), None)
-    store.deliver_new(queue, message_id, False)
+    store.states.deliver_new(queue, message_id, False)
     return message_id
 
 
@@ -223,7 +223,7 @@ def test_a_failed_job_leaves_nothing_visible(spark, start_mq):
     # staged files after that. Without a COMMIT marker they are never published, and the
     # reaper's sweep of abandoned stages removes them.
     store = fmt.Store(str(daemon.root))
-    assert all(committing_tasks(folder) is None for _, folder, _ in store.list_stages())
+    assert all(committing_tasks(folder) is None for _, folder, _ in store.staging.list_stages())
     publishing.sweep_abandoned_stages(store, min_age_seconds=0)
     assert not os.listdir(os.path.join(daemon.root, "stage"))
     assert read(spark, daemon.root, queues="fail").count() == 0
@@ -271,7 +271,7 @@ def test_a_retried_task_is_published_once(tmp_path):
     assert first.task != second.task
     writer.commit([second])
     assert sorted(body for body in bodies_of(root, "retry")) == [b"a", b"b"]
-    assert not os.path.exists(fmt.Store(root).stage_folder(writer.job))
+    assert not os.path.exists(fmt.Store(root).staging.stage_folder(writer.job))
 
 
 def test_a_commit_killed_midway_is_finished_by_the_next_write_once_its_marker_is_quiet(tmp_path):
@@ -282,9 +282,9 @@ def test_a_commit_killed_midway_is_finished_by_the_next_write_once_its_marker_is
     killed = sink.BatchWriter(options, spark_schema("body binary"))
     task = killed.write(iter(Rows.of(b"1", b"2", b"3")))
     # The driver decided to commit, published one file, then died.
-    store.mark_committing(killed.job, [task.task])
-    folder = store.stage_folder(killed.job, task.task)
-    store.publish_staged(folder, sorted(os.listdir(folder))[0])
+    store.staging.mark_committing(killed.job, [task.task])
+    folder = store.staging.stage_folder(killed.job, task.task)
+    store.staging.publish_staged(folder, sorted(os.listdir(folder))[0])
     assert len(bodies_of(root, "roll")) == 1
 
     # A fresh marker may be a live driver's, still publishing: another commit leaves it.
@@ -293,7 +293,7 @@ def test_a_commit_killed_midway_is_finished_by_the_next_write_once_its_marker_is
     assert len(bodies_of(root, "roll")) == 2 and os.path.isdir(folder)
 
     quiet = time.time() - publishing.COMMIT_GRACE_SECONDS - 1
-    os.utime(os.path.join(store.stage_folder(killed.job), "COMMIT"), (quiet, quiet))
+    os.utime(os.path.join(store.staging.stage_folder(killed.job), "COMMIT"), (quiet, quiet))
     last = sink.BatchWriter(options, spark_schema("body binary"))
     last.commit([last.write(iter(Rows.of(b"5")))])
 
@@ -310,7 +310,7 @@ def test_an_abandoned_stage_is_never_published_nor_removed_by_commits_and_swept_
     task = dead.write(iter(Rows.of(b"never")))
     assert publishing.sweep_abandoned_stages(store) == []  # Young: may be a job still running.
     old = time.time() - publishing.ABANDONED_STAGE_SECONDS - 60
-    for path in (store.stage_folder(dead.job, task.task), store.stage_folder(dead.job)):
+    for path in (store.staging.stage_folder(dead.job, task.task), store.staging.stage_folder(dead.job)):
         os.utime(path, (old, old))
     other = sink.BatchWriter(options, spark_schema("body binary"))
     other.commit([other.write(iter(Rows.of(b"kept")))])

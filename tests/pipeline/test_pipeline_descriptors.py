@@ -40,12 +40,12 @@ def flush_round(options: SourceOptions, reader: ClaimingStreamReader, seq: int) 
     stager.stage_batch(pa.RecordBatch.from_pydict({"body": [b"row %d" % seq]}))
     task = stager.finish()
     store = fmt.Store(options.root, options.sync)
-    store.mark_committing(job, [task.task])
-    report = publish_job(store, store.stage_folder(job), [task.task], dedup_window(store), tell_daemons)
+    store.staging.mark_committing(job, [task.task])
+    report = publish_job(store, store.staging.stage_folder(job), [task.task], dedup_window(store), tell_daemons)
     assert report["messages"] == 1
     claimed = reader.claim(reader.store(), 1)
     assert len(claimed) == 1
-    store.write_manifest(options.consumer, seq, claimed)
+    store.streams.write_manifest(options.consumer, seq, claimed)
     assert reader.acknowledge_through(reader.store(), seq) == 1
 
 
@@ -63,4 +63,4 @@ def test_flushing_calls_leak_no_descriptor(tmp_path):
 
     after = open_descriptors()
     assert after <= before, f"{after - before} descriptors leaked over {ROUNDS} rounds"
-    assert fmt.Store(root).list_ready("fds") == []  # Every round's message went all the way.
+    assert fmt.Store(root).states.list_ready("fds") == []  # Every round's message went all the way.

@@ -27,7 +27,7 @@ def add_created(store: fmt.Store, queue: str, body: bytes, created_ms: int) -> s
     """A ready message with a given creation time."""
     message_id = new_id(created_ms)
     store.write_new(queue, message_id, fmt.encode_message(body, "text/plain", created_ms, message_id), None)
-    store.deliver_new(queue, message_id, False)
+    store.states.deliver_new(queue, message_id, False)
     return message_id
 
 
@@ -52,7 +52,7 @@ def test_export_snapshot_partitions_by_queue_and_date_and_consumes_nothing(spark
     assert os.listdir(os.path.join(output, "queue=ex2")) and not os.path.exists(os.path.join(output, "queue=other"))
     table = spark.read.parquet(output)
     assert table.count() == 18 and {"body", "id", "state", "created", "queue", "date"} <= set(table.columns)
-    assert len(store.list_ready("ex1")) == 12 and len(store.list_ready("ex2")) == 6
+    assert len(store.states.list_ready("ex1")) == 12 and len(store.states.list_ready("ex2")) == 6
 
 
 def test_export_drain_consumes_what_it_wrote_and_load_puts_it_back(spark, capsys, tmp_path):
@@ -67,7 +67,7 @@ def test_export_drain_consumes_what_it_wrote_and_load_puts_it_back(spark, capsys
                           "--output", output, "--drain", "--max-per-batch", "12")
 
     assert result["read"] == 30 and result["batches"] >= 3 and "drained 30 messages" in printed
-    assert store.list_ready("dr") == [] and store.list_manifests("spark") == []
+    assert store.states.list_ready("dr") == [] and store.streams.list_manifests("spark") == []
     assert not [n for n in os.listdir(store.folder("delay")) if n.startswith("dr:")]
     assert sorted(r["body"] for r in spark.read.parquet(output).collect()) == bodies
 
@@ -75,7 +75,7 @@ def test_export_drain_consumes_what_it_wrote_and_load_puts_it_back(spark, capsys
     result, printed = run(spark, capsys, "load", "--root", store.root, "--queue", "back",
                           "--input", output, "--format", "parquet")
     assert result["messages"] == 30 and "wrote 30 messages" in printed
-    assert sorted(bodies_of(store.root, "back")) == bodies and store.list_ready("dr") == []
+    assert sorted(bodies_of(store.root, "back")) == bodies and store.states.list_ready("dr") == []
 
 
 def test_load_reads_json_lines_text_lines_and_a_folder_of_files(spark, capsys, tmp_path):

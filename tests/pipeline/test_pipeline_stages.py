@@ -39,7 +39,7 @@ def set_mtime(when: float, *paths) -> None:
 
 def staged(store: fmt.Store, job: str) -> dict:
     """{task: staged files} of a job; {} when its folder is gone."""
-    folder = store.stage_folder(job)
+    folder = store.staging.stage_folder(job)
     if not os.path.isdir(folder):
         return {}
     return {t: len(os.listdir(os.path.join(folder, t))) for t in os.listdir(folder)}
@@ -56,13 +56,13 @@ def test_a_slow_job_survives_other_commits_and_the_reaper_and_publishes_every_ro
     running.stage_batch(rows(b"late 1"))
     # Both tasks started a day ago and the first one finished then; the second one is still
     # writing, and each file it creates bumps its own folder's mtime, not the job folder's.
-    set_mtime(A_DAY_AGO, store.stage_folder(slow.job, finished.task), running.folder,
-              store.stage_folder(slow.job))
+    set_mtime(A_DAY_AGO, store.staging.stage_folder(slow.job, finished.task), running.folder,
+              store.staging.stage_folder(slow.job))
     running.stage_batch(rows(b"late 2"))
     # An abandoned job beside it: its removal shows that the reaper has made a pass.
     dead = sink.BatchWriter(options, SCHEMA)
     dead_task = dead.write(iter([rows(b"never")]))
-    set_mtime(A_DAY_AGO, store.stage_folder(dead.job, dead_task.task), store.stage_folder(dead.job))
+    set_mtime(A_DAY_AGO, store.staging.stage_folder(dead.job, dead_task.task), store.staging.stage_folder(dead.job))
     expected = {finished.task: 2, running.task: 2}
 
     other = sink.BatchWriter(SourceOptions.parse({"root": str(root), "queue": "other"}), SCHEMA)
@@ -71,7 +71,7 @@ def test_a_slow_job_survives_other_commits_and_the_reaper_and_publishes_every_ro
     assert staged(store, dead.job) == {dead_task.task: 1}  # Removing it is the reaper's alone.
 
     daemon = start_mq(root=root, workers=1, timeout=30, args=("--log-level=debug",))
-    poll_for(lambda: not os.path.exists(store.stage_folder(dead.job)), timeout=10,
+    poll_for(lambda: not os.path.exists(store.staging.stage_folder(dead.job)), timeout=10,
              what="the reaper to remove the abandoned job")
     daemon.wait_for_events("reaper.stage_pass", removed=1)  # That pass looked at every folder.
     assert staged(store, slow.job) == expected, "the reaper removed the slow job's files"

@@ -20,9 +20,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 def leftovers(store: fmt.Store, queue: str) -> dict:
     """Whatever of a queue is still ready, in flight, or listed in a manifest."""
-    return {"ready": store.list_ready(queue),
+    return {"ready": store.states.list_ready(queue),
             "delay": [n for n in os.listdir(store.folder("delay")) if n.startswith(queue + ":")],
-            "manifests": store.list_manifests("spark")}
+            "manifests": store.streams.list_manifests("spark")}
 
 
 def test_stream_consumes_in_capped_batches_and_nothing_lingers(spark, tmp_path):
@@ -43,7 +43,7 @@ def test_stream_consumes_in_capped_batches_and_nothing_lingers(spark, tmp_path):
     assert all(r["state"] == "in_flight" and r["attempts"] == 1 for r in out)
     # The last batch was acknowledged too (Spark never calls commit() for it).
     assert leftovers(store, "st") == {"ready": [], "delay": [], "manifests": []}
-    assert len(store.list_ready("other")) == 1
+    assert len(store.states.list_ready("other")) == 1
 
 
 def run_driver(root, queue, checkpoint, sink, mode, per_batch=25) -> subprocess.Popen:

@@ -49,11 +49,11 @@ def recovered_and_settled(path: str):
     window (an open one as if its close time had come). Returns (view, windows left)."""
     store = Store(path, disk=UnflushedDisk())
     store.init()
-    store.clean_new()
+    store.recovery.clean_new()
     timers = DueHeap()
     time_windows(store, timers)
     close_due_windows(store, timers, float("inf"))
-    return View(path), store.list_windows()
+    return View(path), store.accumulation.list_windows()
 
 
 def parts_in_compounds(view: View) -> Counter:
@@ -132,7 +132,7 @@ def test_with_peers_a_window_found_closing_waits_until_it_is_stale(tmp_path):
     store.init()
     part = new_id()
     store.write_new(QUEUE, part, encode_message(b"p", "text/plain", 0, part), None)
-    window, opened = store.add_part(QUEUE, part, 3600)
+    window, opened = store.accumulation.add_part(QUEUE, part, 3600)
     assert opened
     closing = f"{new_id()}.closing"
     store.disk.rename(store.window_dir(QUEUE, window), store.window_dir(QUEUE, closing))

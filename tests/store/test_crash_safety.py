@@ -220,7 +220,7 @@ def test_a_message_hidden_by_a_fetch_actor_killed_before_it_told_the_mover_comes
     queue = queue_owned_by(0, 2)
     message_id = mq.add(queue, b"claimed, then the claimer died")
     # The first half of a fetch, as the fetch actor does it: rename into delay/ with a due time.
-    assert Store(str(mq.root)).claim(queue, message_id, time.time() + 0.5) is not None
+    assert Store(str(mq.root)).states.claim(queue, message_id, time.time() + 0.5) is not None
     # ...and the fetch actor dies before its notification to the mover goes out.
     old = mq.kill_child("fetch-0")
     mq.wait_for_new_pid("fetch-0", old)

@@ -27,7 +27,7 @@ def ready_message(store: Store, queue: str, body: bytes = b"x") -> str:
     """Add one ready message the way the save actor does; return its id."""
     message_id = new_id()
     store.write_new(queue, message_id, encode_message(body, "text/plain", 1, message_id), None)
-    store.deliver_new(queue, message_id, delayed=False)
+    store.states.deliver_new(queue, message_id, delayed=False)
     return message_id
 
 
@@ -64,7 +64,7 @@ def test_a_claim_whose_target_already_names_the_file_is_a_lost_race(store):
     message_id = ready_message(store, "q", b"once")
     source, target = store.ready_path("q", message_id), store.delay_path("q", message_id, 1)
     os.link(source, target)
-    assert store.claim("q", message_id, time.time() + 30) is None
+    assert store.states.claim("q", message_id, time.time() + 30) is None
     assert os.path.samefile(source, target)  # Untouched: it is the winner's.
 
 

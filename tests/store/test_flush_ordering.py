@@ -139,7 +139,7 @@ def restart(path: str) -> Store:
     """The recovery a restart runs before any actor serves: folders, FORMAT, new/ cleaned."""
     store = Store(path)
     store.init()
-    store.clean_new()
+    store.recovery.clean_new()
     return store
 
 
@@ -479,7 +479,7 @@ def test_acknowledged_queue_properties_survive_whole_at_every_point(tmp_path, sy
 def staged_rows(store: Store, job: str) -> dict:
     """body -> (queue, id, mtime_ns) of every file staged for a job."""
     rows = {}
-    for folder, _, names in os.walk(store.stage_folder(job)):
+    for folder, _, names in os.walk(store.staging.stage_folder(job)):
         for name in names:
             if parsed := parse_staged(name):
                 path = os.path.join(folder, name)
@@ -525,9 +525,9 @@ def test_a_returned_spark_commit_has_every_row_in_its_queue_at_every_point(tmp_p
     tasks = [first.finish().task, second.finish().task]
     failed.finish()
     rows = staged_rows(store, job)
-    store.mark_committing(job, tasks)
+    store.staging.mark_committing(job, tasks)
     rig.acked("decided")
-    report = publish_job(store, store.stage_folder(job), tasks, dedup_window)
+    report = publish_job(store, store.staging.stage_folder(job), tasks, dedup_window)
     assert (report["messages"], report["duplicates"]) == (3, 1), report
     rig.acked("committed")
 

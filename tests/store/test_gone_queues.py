@@ -15,8 +15,8 @@ def store(tmp_path):
     """A root with the queues a and b."""
     store = Store(str(tmp_path / "root"))
     store.init()
-    store.create_queue("a")
-    store.create_queue("b")
+    store.queues.create_queue("a")
+    store.queues.create_queue("b")
     return store
 
 
@@ -28,7 +28,7 @@ def sweep(store, kept: set[str], list_queues=None):
         forgotten.append(gone)
         kept.difference_update(gone)
 
-    gone = GoneQueues(list_queues or store.list_queues, store.queue_exists,
+    gone = GoneQueues(list_queues or store.queues.list_queues, store.queues.queue_exists,
                       lambda: {"table": kept}, forget, logging.getLogger("test"),
                       clock=lambda: now[0])
     return gone, now, forgotten
@@ -37,7 +37,7 @@ def sweep(store, kept: set[str], list_queues=None):
 def test_a_deleted_queue_is_forgotten_at_the_next_sweep_and_an_existing_one_kept(store):
     kept = {"a", "b", "never-made"}
     gone, now, forgotten = sweep(store, kept)
-    store.delete_queue("b")
+    store.queues.delete_queue("b")
     gone()
     assert forgotten == []  # Not yet: one listing every SWEEP_SECONDS.
     now[0] += SWEEP_SECONDS
@@ -61,7 +61,7 @@ def test_nothing_is_forgotten_while_queues_cannot_be_listed(store, tmp_path):
         raise ConnectionAbortedError("the file system went away")
 
     gone, now, forgotten = sweep(store, kept, list_queues=unlisted)
-    store.delete_queue("b")
+    store.queues.delete_queue("b")
     now[0] += SWEEP_SECONDS
     gone()
     assert forgotten == [] and kept == {"a", "b"}

@@ -25,7 +25,7 @@ def stored(store: Store, queue: str, body: bytes) -> str:
     message_id = new_id()
     store.write_new(queue, message_id, encode_message(body, "text/plain", 1, message_id), None)
     store.flush_data()
-    store.deliver_new(queue, message_id, False)
+    store.states.deliver_new(queue, message_id, False)
     store.flush({store.queue_dir(queue), store.folder("new")})
     return message_id
 
@@ -54,7 +54,7 @@ def store(tmp_path):
 @pytest.mark.usefixtures("list_spares_at_once")
 def test_an_add_writes_into_a_removed_message_s_file_and_cuts_it_to_length(store):
     old = stored(store, "q", b"a much longer body than the next one" * 10)
-    store.remove("q", old)
+    store.states.remove("q", old)
     assert store.spares.recycle_removed(10, grace=0) == (1, 0)
     [inode] = spares_of(store)
     new = stored(store, "q", b"short")
@@ -73,7 +73,7 @@ def test_the_reaper_flushes_the_removals_before_it_keeps_any_file(tmp_path):
     store.init()
     ids = [stored(store, "q", b"m%d" % i) for i in range(3)]
     for message_id in ids:
-        store.remove("q", message_id)
+        store.states.remove("q", message_id)
     disk.syncfs(store.root)
     recording = disk.start_recording(store.root)
     assert store.spares.recycle_removed(10, grace=0) == (3, 0)
@@ -91,10 +91,10 @@ def test_the_reaper_unlinks_what_it_must_not_keep(store):
     os.link(store.ready_path("q", linked), os.path.join(store.root, "elsewhere"))
     linked_inode = os.stat(store.ready_path("q", linked)).st_ino
     for message_id in small + [big, linked]:
-        store.remove("q", message_id)
+        store.states.remove("q", message_id)
     foreign = stored(store, "q", b"written by another user")
     os.chown(store.ready_path("q", foreign), 12345, 12345)
-    store.remove("q", foreign)
+    store.states.remove("q", foreign)
     os.mkdir(store.trash_path("q", "queue"))
     # The big file, the one with another name, the other user's and the folder are unlinked.
     assert store.spares.recycle_removed(10, grace=0) == (2, 4)
@@ -102,7 +102,7 @@ def test_the_reaper_unlinks_what_it_must_not_keep(store):
     assert os.listdir(store.folder("remove")) == []
     # Room for one more: of three, one is kept.
     for message_id in [stored(store, "q", b"more %d" % i) for i in range(3)]:
-        store.remove("q", message_id)
+        store.states.remove("q", message_id)
     assert store.spares.recycle_removed(3, grace=0) == (1, 2)
     assert len(spares_of(store)) == 3
 
@@ -113,10 +113,10 @@ def test_without_recycling_the_reaper_empties_remove_and_spare(tmp_path, sync, l
     store = Store(str(tmp_path / "root"), "fs")
     store.init()
     kept = stored(store, "q", b"kept by an earlier run")
-    store.remove("q", kept)
+    store.states.remove("q", kept)
     assert store.spares.recycle_removed(10, grace=0) == (1, 0)
     gone = stored(store, "q", b"removed now")
-    store.remove("q", gone)
+    store.states.remove("q", gone)
     store = Store(store.root, sync)
     assert store.spares.recycle_removed(limit, grace=0) == (0, 2)
     assert spares_of(store) == {} and os.listdir(store.folder("remove")) == []
@@ -126,7 +126,7 @@ def test_without_recycling_the_reaper_empties_remove_and_spare(tmp_path, sync, l
 def test_a_removed_file_is_kept_only_once_nobody_changed_it_for_the_grace(store):
     # A process that opened it before the removal may still write it or set its time.
     message_id = stored(store, "q", b"removed just now")
-    store.remove("q", message_id)
+    store.states.remove("q", message_id)
     assert store.spares.recycle_removed(10, grace=60) == (0, 0)
     assert os.listdir(store.folder("remove")) == [f"q:{message_id}"]
     poll_for(lambda: store.spares.recycle_removed(10, grace=0.3) == (1, 0), what="kept after 0.3 s")
@@ -139,7 +139,7 @@ def test_the_grace_of_a_removed_file_counts_from_the_pass_that_first_listed_it(s
     # remove/ holds the last grace seconds of removals, and a stat of each at every pass was
     # most of the reaper's work. So an old file is kept only after a second pass.
     message_id = stored(store, "q", b"removed a while ago")
-    store.remove("q", message_id)
+    store.states.remove("q", message_id)
     removed = os.lstat(os.path.join(store.folder("remove"), f"q:{message_id}")).st_ctime
     poll_for(lambda: time.time() - removed > 0.5, what="the removal half a second old")
     assert store.spares.recycle_removed(10, grace=0.3) == (0, 0)
@@ -156,7 +156,7 @@ def test_two_reapers_on_one_root_keep_spare_within_its_limit(store, monkeypatch)
     peer = Store(store.root, "fs")
     for reaper, count in ((store, 2), (peer, 2), (store, 2)):
         for message_id in [stored(store, "q", b"m%d" % i) for i in range(count)]:
-            store.remove("q", message_id)
+            store.states.remove("q", message_id)
         reaper.spares.recycle_removed(5, grace=0)
     assert len(spares_of(store)) == 5
     assert os.listdir(store.folder("remove")) == []
@@ -169,11 +169,11 @@ def test_a_spare_just_taken_into_new_is_not_old_for_the_clean_up_of_new(store, m
     with open(path, "wb") as f:
         f.write(encode_message(b"old message", "text/plain", 1, new_id()))
     os.utime(path, (1, 1))
-    assert store.clean_new(min_age=60) == 0
+    assert store.recovery.clean_new(min_age=60) == 0
     # Its writer died before writing: no header of its own; the reaper moves it once it is old.
-    assert store.clean_new(dead=lambda writer: False) == 0
+    assert store.recovery.clean_new(dead=lambda writer: False) == 0
     monkeypatch.setattr(recovery, "ABANDONED_SECONDS", 0.0)
-    assert store.clean_new(dead=lambda writer: False) == 1
+    assert store.recovery.clean_new(dead=lambda writer: False) == 1
     assert os.listdir(store.folder("new")) == []
 
 
@@ -181,7 +181,7 @@ def test_a_spare_just_taken_into_new_is_not_old_for_the_clean_up_of_new(store, m
 @pytest.mark.usefixtures("list_spares_at_once")
 def test_a_writer_of_another_user_takes_no_spare(store):
     old = stored(store, "q", b"removed")
-    store.remove("q", old)
+    store.states.remove("q", old)
     assert store.spares.recycle_removed(10, grace=0) == (1, 0)
     os.chown(store.folder("spare"), 12345, 12345)
     stored(store, "q", b"created, not written into a spare")
@@ -246,7 +246,7 @@ def test_a_message_written_into_a_spare_has_its_own_time_not_the_old_message_s(s
     # ahead); the add's write moves it to the add's time, or the delayed add's due time.
     old = stored(store, "q", b"removed while in flight" * 10)
     os.utime(store.ready_path("q", old), (4e9, 4e9))
-    store.remove("q", old)
+    store.states.remove("q", old)
     assert store.spares.recycle_removed(10, grace=0) == (1, 0)
     message_id, before = new_id(), time.time()
     due = None if delay is None else before + delay
@@ -269,7 +269,7 @@ def test_a_reader_whose_file_became_another_message_sees_its_message_gone(store,
     real_read_all = listing.read_all
 
     def recycled_meanwhile(fd):
-        store.remove("q", old)
+        store.states.remove("q", old)
         assert store.spares.recycle_removed(10, grace=0) == (1, 0)
         new = stored(store, "q", b"new body")
         assert os.stat(store.ready_path("q", new)).st_ino == os.fstat(fd).st_ino
@@ -298,7 +298,7 @@ def test_a_recycled_file_never_shows_its_new_bytes_under_the_old_name_at_every_p
     rig.disk.recording.leak_data = True
     # The removal's rename, and the reaper's pass before the remover's own flush (the
     # reaper is another process).
-    rig.store.remove("q", gone["id"])
+    rig.store.states.remove("q", gone["id"])
     assert rig.store.spares.recycle_removed(10, grace=0) == (1, 0)
     [inode] = spares_of(rig.store)
     [new] = rig.add({"queue": "q", "body": b"new"})

@@ -33,7 +33,7 @@ def ready_message(store, queue: str, body: bytes = b"body", message_id: str | No
     """Write and deliver a message the way a save actor does; return its id."""
     message_id = message_id or new_id()
     store.write_new(queue, message_id, fmt.encode_message(body, "text/plain", 1, message_id), None)
-    store.deliver_new(queue, message_id, delayed=False)
+    store.states.deliver_new(queue, message_id, delayed=False)
     return message_id
 
 
@@ -183,13 +183,13 @@ def test_deliver_without_auto_create_refuses_a_missing_queue_and_discards(tmp_pa
     message_id = new_id()
     store.write_new("nope", message_id, b"x", None)
     with pytest.raises(NotFound):
-        store.deliver_new("nope", message_id, delayed=False)
+        store.states.deliver_new("nope", message_id, delayed=False)
     assert files_in(store.folder("new")) == []
 
 
 def test_deliver_into_a_queue_another_store_deleted_creates_it_again(store):
     ready_message(store, "q")  # Now known to this store: the next rename goes straight in.
-    Store(store.root, sync="file").delete_queue("q")
+    Store(store.root, sync="file").queues.delete_queue("q")
     message_id = ready_message(store, "q")
     assert files_in(store.queue_dir("q")) == [message_id]
 
@@ -197,13 +197,13 @@ def test_deliver_into_a_queue_another_store_deleted_creates_it_again(store):
 def test_deliver_without_auto_create_into_a_queue_deleted_since_refuses_and_discards(tmp_path):
     store = Store(str(tmp_path / "root"), auto_create=False)
     store.init()
-    store.create_queue("q")
+    store.queues.create_queue("q")
     ready_message(store, "q")
-    Store(store.root).delete_queue("q")
+    Store(store.root).queues.delete_queue("q")
     message_id = new_id()
     store.write_new("q", message_id, b"x", None)
     with pytest.raises(NotFound):
-        store.deliver_new("q", message_id, delayed=False)
+        store.states.deliver_new("q", message_id, delayed=False)
     assert files_in(store.folder("new")) == []
 
 
@@ -217,54 +217,54 @@ def test_a_written_message_the_file_system_lost_is_unavailable_not_a_storage_fau
     path = store.write_new("q", message_id, fmt.encode_message(b"x", "", 1, message_id), None)
     os.unlink(path)
     with pytest.raises(Unavailable, match="the file system lost it"):
-        store.deliver_new("q", message_id, delayed=False)
+        store.states.deliver_new("q", message_id, delayed=False)
     assert message_id not in files_in(store.queue_dir("q"))
 
 
 def test_claim_moves_a_ready_message_to_delay_with_its_due_time(store):
     message_id = ready_message(store, "q")
     due = time.time() + 30
-    data = store.claim("q", message_id, due)
+    data = store.states.claim("q", message_id, due)
     assert fmt.decode_message("q", message_id, data).body == b"body"
     assert files_in(store.queue_dir("q")) == []
     assert files_in(store.folder("delay")) == [f"q:{message_id}.1"]
     assert os.stat(store.delay_path("q", message_id, 1)).st_mtime == pytest.approx(due, abs=1e-3)
-    assert store.claim("q", message_id, due) is None  # already taken: the caller tries the next
+    assert store.states.claim("q", message_id, due) is None  # already taken: the caller tries the next
 
 
 def test_release_returns_a_due_message_to_its_queue_and_keeps_one_not_due(store):
     message_id = ready_message(store, "q")
     now = time.time()
-    store.claim("q", message_id, now + 10)
-    assert store.release("q", message_id, now, attempts=1) == ("not_due", pytest.approx(now + 10, abs=1e-3))
-    outcome, _ = store.release("q", message_id, now + 11, attempts=1)
+    store.states.claim("q", message_id, now + 10)
+    assert store.states.release("q", message_id, now, attempts=1) == ("not_due", pytest.approx(now + 10, abs=1e-3))
+    outcome, _ = store.states.release("q", message_id, now + 11, attempts=1)
     assert outcome == "ready"
     assert files_in(store.queue_dir("q")) == [f"{message_id}.1"]
-    assert store.release("q", message_id, now + 11, attempts=1)[0] == "gone"
+    assert store.states.release("q", message_id, now + 11, attempts=1)[0] == "gone"
 
 
 def test_an_extend_between_the_movers_stat_and_its_rename_keeps_the_message_hidden(store, monkeypatch):
     message_id = ready_message(store, "q")
     now = time.time() + 1  # The mover acts a second after the claim (see SETTLE_SECONDS).
-    store.claim("q", message_id, now - 1)  # Its timer ran out: the mover is about to release it.
+    store.states.claim("q", message_id, now - 1)  # Its timer ran out: the mover is about to release it.
     in_delay = store.delay_path("q", message_id, 1)
     real_rename, extended = disk_module.rename_noreplace, []
 
     def extend_first(source, target):
         # A consumer's extend lands after the mover read the due time, before its rename.
         if source == in_delay and not extended:
-            extended.append(store.extend("q", message_id, 1, now + 30))
+            extended.append(store.states.extend("q", message_id, 1, now + 30))
         real_rename(source, target)
 
     monkeypatch.setattr(disk_module, "rename_noreplace", extend_first)
-    outcome, due = store.release("q", message_id, now, attempts=1)
+    outcome, due = store.states.release("q", message_id, now, attempts=1)
     assert extended == [True]  # The extend answered 200, so it must hold.
     assert (outcome, due) == ("not_due", pytest.approx(now + 30, abs=1e-3))
     assert os.path.exists(in_delay) and files_in(store.queue_dir("q")) == []
     # An extend that comes after the rename finds no file in delay/ and is refused instead.
     monkeypatch.setattr(disk_module, "rename_noreplace", real_rename)
-    assert store.release("q", message_id, now + 31, attempts=1)[0] == "ready"
-    assert store.extend("q", message_id, 1, now + 60) is False
+    assert store.states.release("q", message_id, now + 31, attempts=1)[0] == "ready"
+    assert store.states.extend("q", message_id, 1, now + 60) is False
 
 
 def test_a_release_that_finds_the_message_away_and_back_times_it_again_never_removes_it(store, monkeypatch):
@@ -272,7 +272,7 @@ def test_a_release_that_finds_the_message_away_and_back_times_it_again_never_rem
     # an extend and puts it back, all while this one's rename runs.
     message_id = ready_message(store, "q")
     now = time.time() + 1  # The mover acts a second after the claim (see SETTLE_SECONDS).
-    store.claim("q", message_id, now - 1)
+    store.states.claim("q", message_id, now - 1)
     in_delay, in_queue = store.delay_path("q", message_id, 1), store.ready_path("q", message_id, 1)
     real_rename = disk_module.rename_noreplace
 
@@ -287,7 +287,7 @@ def test_a_release_that_finds_the_message_away_and_back_times_it_again_never_rem
             real_rename(in_queue, in_delay)                      # its putting back
 
     monkeypatch.setattr(disk_module, "rename_noreplace", the_other_mover_meanwhile)
-    outcome, due = store.release("q", message_id, now, attempts=1)
+    outcome, due = store.states.release("q", message_id, now, attempts=1)
     monkeypatch.setattr(disk_module, "rename_noreplace", real_rename)
     assert (outcome, due) == ("not_due", pytest.approx(now + 30, abs=1e-3))
     assert os.path.exists(in_delay) and files_in(store.folder("remove")) == []
@@ -318,9 +318,9 @@ def test_sweep_notice_temps_unlinks_only_old_temporary_files(store):
 
 def test_release_of_a_message_whose_queue_was_deleted_sends_it_to_remove(store):
     message_id = ready_message(store, "q")
-    store.claim("q", message_id, time.time())
+    store.states.claim("q", message_id, time.time())
     os.rename(store.queue_dir("q"), os.path.join(store.folder("remove"), "q:old.queue"))
-    assert store.release("q", message_id, time.time() + 1, attempts=1)[0] == "removed"
+    assert store.states.release("q", message_id, time.time() + 1, attempts=1)[0] == "removed"
     assert f"q:{message_id}" in files_in(store.folder("remove"))
 
 
@@ -329,18 +329,18 @@ def test_remove_finds_a_message_in_every_state(store, state):
     message_id = new_id()
     store.write_new("q", message_id, b"x", time.time() + 60 if state == "delayed" else None)
     if state != "new":
-        store.deliver_new("q", message_id, delayed=state == "delayed")
+        store.states.deliver_new("q", message_id, delayed=state == "delayed")
     if state in ("in_flight", "redelivered"):
-        store.claim("q", message_id, time.time())
+        store.states.claim("q", message_id, time.time())
     if state == "redelivered":
-        store.release("q", message_id, time.time() + 1, attempts=1)
-        store.claim("q", message_id, time.time(), attempts=1)  # now delay/q:id.2
-    assert store.remove("q", message_id, max_attempts=3) is not None
+        store.states.release("q", message_id, time.time() + 1, attempts=1)
+        store.states.claim("q", message_id, time.time(), attempts=1)  # now delay/q:id.2
+    assert store.states.remove("q", message_id, max_attempts=3) is not None
     assert files_in(store.folder("remove")) == [f"q:{message_id}"]
     for folder in ("new", "delay"):
         assert files_in(store.folder(folder)) == []
     assert files_in(store.queue_dir("q")) == []
-    assert store.remove("q", message_id, max_attempts=3) is None
+    assert store.states.remove("q", message_id, max_attempts=3) is None
 
 
 def test_a_message_past_the_probed_counts_is_found_from_a_count_it_had(store):
@@ -348,40 +348,40 @@ def test_a_message_past_the_probed_counts_is_found_from_a_count_it_had(store):
     # the message had (a fetch actor's record, a listing), as many names again, never more.
     message_id = ready_message(store, "q")
     os.rename(store.ready_path("q", message_id, 0), store.ready_path("q", message_id, 499))
-    assert store.locate("q", message_id, 101) is None
-    assert store.listed_delivery("q", message_id) == 499
-    assert store.locate("q", message_id, 101, near=420) == ("ready", 499)
-    assert store.locate("q", message_id, 101, near=300) is None  # Past near + 101.
-    store.claim("q", message_id, time.time(), attempts=499)
-    assert store.list_delivered_past(101) == {("q", message_id): 500}
-    assert store.list_delivered_past(500) == {}
-    assert store.listed_delivery("q", message_id) == 500
-    assert store.locate("q", message_id, 101, near=499) == ("in_flight", 500)
+    assert store.states.locate("q", message_id, 101) is None
+    assert store.queues.listed_delivery("q", message_id) == 499
+    assert store.states.locate("q", message_id, 101, near=420) == ("ready", 499)
+    assert store.states.locate("q", message_id, 101, near=300) is None  # Past near + 101.
+    store.states.claim("q", message_id, time.time(), attempts=499)
+    assert store.queues.list_delivered_past(101) == {("q", message_id): 500}
+    assert store.queues.list_delivered_past(500) == {}
+    assert store.queues.listed_delivery("q", message_id) == 500
+    assert store.states.locate("q", message_id, 101, near=499) == ("in_flight", 500)
     assert len(list(store.states.candidates("q", message_id, 101, near=10**9))) == 1 + 2 * 2 * 102
-    assert store.remove("q", message_id, 101) is None
-    assert store.remove("q", message_id, 101, near=499) is not None
+    assert store.states.remove("q", message_id, 101) is None
+    assert store.states.remove("q", message_id, 101, near=499) is not None
     assert files_in(store.folder("remove")) == [f"q:{message_id}"]
-    assert store.listed_delivery("q", message_id) is None
+    assert store.queues.listed_delivery("q", message_id) is None
 
 
 def test_delete_queue_moves_its_messages_in_every_state_to_remove(store):
     ready = ready_message(store, "q")
     flying = ready_message(store, "q")
-    store.claim("q", flying, time.time() + 60)
+    store.states.claim("q", flying, time.time() + 60)
     fresh = new_id()
     store.write_new("q", fresh, b"x", None)
     other = ready_message(store, "qq")
     store.write_new("qq", new_id(), b"y", None)
 
-    assert store.delete_queue("q") == 2  # the in-flight one and the one in new/
-    assert not store.queue_exists("q")
+    assert store.queues.delete_queue("q") == 2  # the in-flight one and the one in new/
+    assert not store.queues.queue_exists("q")
     assert files_in(store.folder("delay")) == []
     assert [n for n in files_in(store.folder("new")) if n.startswith("q:")] == []
     assert len(files_in(store.folder("new"))) == 1  # queue qq's is untouched
     assert files_in(store.queue_dir("qq")) == [other]
     assert ready not in files_in(store.queue_dir("qq"))
     with pytest.raises(NotFound):
-        store.delete_queue("q")
+        store.queues.delete_queue("q")
 
 
 def test_clean_new_moves_every_leftover_to_remove_and_spares_fresh_ones_with_min_age(store):
@@ -393,9 +393,9 @@ def test_clean_new_moves_every_leftover_to_remove_and_spares_fresh_ones_with_min
     # Age is the later of mtime and ctime (a spare taken keeps an old mtime): let them age.
     poll_for(lambda: time.time() - os.stat(path).st_ctime > 0.3, what="files 0.3 s old")
     fresh = store.write_new("q", new_id(), b"in progress", None)
-    assert store.clean_new(min_age=0.3) == 4
+    assert store.recovery.clean_new(min_age=0.3) == 4
     assert files_in(store.folder("new")) == [os.path.basename(fresh)]
-    assert store.clean_new() == 1
+    assert store.recovery.clean_new() == 1
     assert files_in(store.folder("new")) == []
     assert sorted(files_in(store.folder("remove"))) == sorted(old + [os.path.basename(fresh)])
 
@@ -403,26 +403,26 @@ def test_clean_new_moves_every_leftover_to_remove_and_spares_fresh_ones_with_min
 def test_reap_unlinks_files_and_deleted_queue_folders(store):
     ready_message(store, "q")
     ready_message(store, "q")
-    store.delete_queue("q")
+    store.queues.delete_queue("q")
     store.write_new("x", new_id(), b"x", None)
-    store.clean_new()
-    assert store.reap() == 2
+    store.recovery.clean_new()
+    assert store.recovery.reap() == 2
     assert files_in(store.folder("remove")) == []
 
 
 def test_list_ready_and_list_delayed_read_the_folders(store):
     a, b = ready_message(store, "q"), ready_message(store, "q")
     due = time.time() + 5
-    store.claim("q", b, due)
-    assert store.list_ready("q") == [(a, 0)]
-    assert store.list_ready("missing") == []
-    assert store.list_ready("q", known={a}) == []  # Names the caller has are skipped.
-    [(found_due, queue, message_id, attempts)] = store.list_delayed()
+    store.states.claim("q", b, due)
+    assert store.states.list_ready("q") == [(a, 0)]
+    assert store.states.list_ready("missing") == []
+    assert store.states.list_ready("q", known={a}) == []  # Names the caller has are skipped.
+    [(found_due, queue, message_id, attempts)] = store.states.list_delayed()
     assert (queue, message_id, attempts) == ("q", b, 1)
     assert found_due == pytest.approx(due, abs=1e-3)
     # What the mover already times is skipped: only new entries come back.
-    store.claim("q", a, due)
-    assert [entry[1:] for entry in store.list_delayed(known={("q", b, 1)})] == [("q", a, 1)]
+    store.states.claim("q", a, due)
+    assert [entry[1:] for entry in store.states.list_delayed(known={("q", b, 1)})] == [("q", a, 1)]
 
 
 def test_both_sync_modes_flush_without_error(tmp_path):
@@ -432,7 +432,7 @@ def test_both_sync_modes_flush_without_error(tmp_path):
         message_id = new_id()
         store.write_new("q", message_id, b"x", None)
         store.flush_data()
-        store.flush({store.folder("new"), store.deliver_new("q", message_id, False)})
+        store.flush({store.folder("new"), store.states.deliver_new("q", message_id, False)})
     with pytest.raises(ValueError):
         Store(str(tmp_path / "x"), sync="sometimes")
 
@@ -547,7 +547,7 @@ def test_dedup_sweep_unlinks_only_keys_older_than_their_queues_window(store):
 def test_read_all_reads_every_byte_of_a_file_in_a_buffer_of_its_size(tmp_path, size):
     import tracemalloc
 
-    from mq.store.disk import read_all
+    from mq.store.reads import read_all
 
     data = os.urandom(size)
     path = tmp_path / "message"
@@ -568,7 +568,7 @@ def test_read_all_reads_every_byte_of_a_file_in_a_buffer_of_its_size(tmp_path, s
 
 
 def test_read_all_reads_on_when_there_is_more_than_the_size_said():
-    from mq.store.disk import READ_CHUNK, read_all
+    from mq.store.reads import READ_CHUNK, read_all
 
     # A pipe's size is 0: the first read finds more, as a file that grew would.
     data = os.urandom(3 * READ_CHUNK // 2)

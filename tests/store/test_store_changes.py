@@ -36,14 +36,14 @@ def written(store: Store, queue: str, body: bytes = b"body") -> str:
 def ready(store: Store, queue: str, body: bytes = b"body") -> str:
     """A ready message of the queue; return its id."""
     message_id = written(store, queue, body)
-    store.deliver_new(queue, message_id, delayed=False)
+    store.states.deliver_new(queue, message_id, delayed=False)
     return message_id
 
 
 def claimed(store: Store, queue: str) -> str:
     """A message in flight (delivery 1); return its id."""
     message_id = ready(store, queue)
-    assert store.claim(queue, message_id, time.time() + 60) is not None
+    assert store.states.claim(queue, message_id, time.time() + 60) is not None
     return message_id
 
 
@@ -67,22 +67,22 @@ def unflushed_folders(store: Store, operation) -> tuple[set, set]:
 
 def deliver_ready(store):
     message_id = written(store, "q")
-    return lambda changes: store.deliver_new("q", message_id, False, changes)
+    return lambda changes: store.states.deliver_new("q", message_id, False, changes)
 
 
 def deliver_delayed(store):
     message_id = written(store, "q")
-    return lambda changes: store.deliver_new("q", message_id, True, changes)
+    return lambda changes: store.states.deliver_new("q", message_id, True, changes)
 
 
 def deliver_to_new_queue(store):
     message_id = written(store, "fresh")
-    return lambda changes: store.deliver_new("fresh", message_id, False, changes)
+    return lambda changes: store.states.deliver_new("fresh", message_id, False, changes)
 
 
 def undeliver(store):
     message_id = ready(store, "q")
-    return lambda changes: store.undeliver_new("q", message_id, False, changes)
+    return lambda changes: store.states.undeliver_new("q", message_id, False, changes)
 
 
 def discard(store):
@@ -92,51 +92,51 @@ def discard(store):
 
 def claim(store):
     message_id = ready(store, "q")
-    return lambda changes: store.claim("q", message_id, time.time() + 60, 0, changes)
+    return lambda changes: store.states.claim("q", message_id, time.time() + 60, 0, changes)
 
 
 def ack(store):
     message_id = claimed(store, "q")
-    return lambda changes: store.ack("q", message_id, 1, changes)
+    return lambda changes: store.states.ack("q", message_id, 1, changes)
 
 
 def remove_guessed(store):
     message_id = claimed(store, "q")
-    return lambda changes: store.remove("q", message_id, 3, ("in_flight", 1), changes)
+    return lambda changes: store.states.remove("q", message_id, 3, ("in_flight", 1), changes)
 
 
 def remove_probed(store):
     message_id = ready(store, "q")
-    return lambda changes: store.remove("q", message_id, 3, ("in_flight", 2), changes)
+    return lambda changes: store.states.remove("q", message_id, 3, ("in_flight", 2), changes)
 
 
 def release(store):
     message_id = claimed(store, "q")
-    return lambda changes: store.release("q", message_id, time.time(), 1, force=True,
+    return lambda changes: store.states.release("q", message_id, time.time(), 1, force=True,
                                          changes=changes)
 
 
 def release_dead(store):
     message_id = claimed(store, "q")
-    return lambda changes: store.release("q", message_id, time.time(), 1, "dlq", force=True,
+    return lambda changes: store.states.release("q", message_id, time.time(), 1, "dlq", force=True,
                                          dead_count=1, changes=changes)
 
 
 def release_removed(store):
     message_id = claimed(store, "gone")
     os.rmdir(store.queue_dir("gone"))  # Deleted meanwhile: the release moves it to remove/.
-    return lambda changes: store.release("gone", message_id, time.time(), 1, force=True,
+    return lambda changes: store.states.release("gone", message_id, time.time(), 1, force=True,
                                          changes=changes)
 
 
 def quarantine(store):
     message_id = claimed(store, "q")
-    return lambda changes: store.quarantine("q", message_id, 1, changes)
+    return lambda changes: store.states.quarantine("q", message_id, 1, changes)
 
 
 def redrive(store):
     ready(store, "dlq")
-    return lambda changes: store.redrive("dlq", "q", changes)
+    return lambda changes: store.states.redrive("dlq", "q", changes)
 
 
 def dedup_record(store):
@@ -146,13 +146,13 @@ def dedup_record(store):
 
 def add_part(store):
     part_id = written(store, "q")
-    return lambda changes: store.add_part("q", part_id, 5.0, changes)
+    return lambda changes: store.accumulation.add_part("q", part_id, 5.0, changes)
 
 
 def remove_part(store):
     part_id = written(store, "q")
-    window, _ = store.add_part("q", part_id, 5.0)
-    return lambda changes: store.remove_part("q", window, part_id, changes)
+    window, _ = store.accumulation.add_part("q", part_id, 5.0)
+    return lambda changes: store.accumulation.remove_part("q", window, part_id, changes)
 
 
 SCENARIOS = [deliver_ready, deliver_delayed, deliver_to_new_queue, undeliver, discard, claim,
@@ -162,22 +162,22 @@ SCENARIOS = [deliver_ready, deliver_delayed, deliver_to_new_queue, undeliver, di
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda scenario: scenario.__name__)
 def test_a_change_set_names_the_folders_the_operation_left_unflushed(store, scenario):
-    store.create_queue("q")
+    store.queues.create_queue("q")
     left, named = unflushed_folders(store, scenario(store))
     assert left, "the operation changed no folder: the test looks at nothing"
     assert left <= named, f"changed but not named: {sorted(left - named)}"
 
 
 def test_an_extend_names_the_folder_of_the_file_it_timed(store):
-    store.create_queue("q")
+    store.queues.create_queue("q")
     message_id = claimed(store, "q")
     changes = Changes()
-    assert store.extend("q", message_id, 1, time.time() + 120, changes)
+    assert store.states.extend("q", message_id, 1, time.time() + 120, changes)
     assert changes == {store.folder("delay")}
 
 
 def test_a_key_not_pending_names_the_folders_its_add_entered(store):
-    store.create_queue("q")
+    store.queues.create_queue("q")
     message_id, changes = ready(store, "q"), Changes()
     assert not store.dedup.pending("q", message_id, changes)
     assert changes == {store.queue_dir("q"), store.folder("delay"), store.dedup_dir("q")}
@@ -194,19 +194,19 @@ def clean_new_with_key(store):
     data = fmt.encode_message(b"body", "text/plain", 1, message_id, dedup_key="key", writer="w")
     store.write_new("q", message_id, data, None)
     assert store.dedup.record("q", "key", message_id, 60, time.time()) is None
-    return lambda: store.clean_new(writer="w") == 1
+    return lambda: store.recovery.clean_new(writer="w") == 1
 
 
 def retention_sweep(store):
     ready(store, "q")
     claimed(store, "q")
-    return lambda: store.remove_expired({"q": int(time.time() * 1000) + 60_000})[0] == {"q": 2}
+    return lambda: store.queues.remove_expired({"q": int(time.time() * 1000) + 60_000})[0] == {"q": 2}
 
 
 @pytest.mark.parametrize("scenario", [clean_new_with_key, retention_sweep],
                          ids=lambda scenario: scenario.__name__)
 def test_an_operation_that_flushes_itself_leaves_no_change_unflushed(store, scenario):
-    store.create_queue("q")
+    store.queues.create_queue("q")
     operation = scenario(store)
     done = []
     left, _ = unflushed_folders(store, lambda changes: done.append(operation()))
