@@ -6,12 +6,10 @@ request is the op's request (mq.operations), checked.
 """
 
 from mq import operations as ops
-from mq import store as fmt
 from mq.actors.queue_bytes import file_size
-from mq.delivery import joins_answer
+from mq.delivery import peeked
 from mq.errors import NotFound
 from mq.protocol import fetch_actor_for
-from mq.store.listing import read_unclaimed
 
 
 def queue_get(actor, batch, request: ops.QueueGet, sender) -> dict:
@@ -39,23 +37,11 @@ def peek(actor, batch, request: ops.Peek, sender) -> dict:
         actor.forget_queue(queue)
         raise NotFound(f"queue {queue!r} does not exist")
     index = actor.indexes.of(queue)
-    messages: list[dict] = []
-    size = 0
-    for message_id, attempts in index.oldest_ready(count, after):
-        try:
-            found = read_unclaimed(actor.store.ready_path(queue, message_id, attempts), queue,
-                                   message_id)
-        except fmt.CorruptMessage:
-            continue  # Not a message: a fetch deals with it.
-        if found is None:
-            continue  # Taken meanwhile by a peer.
-        message = found[0]
-        if not joins_answer(size, len(messages), len(message.body)):
-            break
-        size += len(message.body)
-        messages.append({"id": message_id, "content_type": message.content_type,
-                         "attempts": attempts, "created_ms": message.created_ms,
-                         "body": message.body, "attributes": message.attributes})
+    messages = [{"id": message_id, "content_type": message.content_type, "attempts": attempts,
+                 "created_ms": message.created_ms, "body": message.body,
+                 "attributes": message.attributes}
+                for message_id, attempts, message in
+                peeked(actor.store, queue, index.oldest_ready(count, after), count)]
     return {"queue": queue, "messages": messages}
 
 
