@@ -26,7 +26,7 @@ from mq.store.root import RootWatch, actor_endpoint, mover_endpoint, socket_path
 from mq.supervisor import heartbeat
 
 #: Most requests taken from the socket into one batch (one flush serves them all).
-MAX_BATCH = 256
+MAX_BATCH_REQUESTS = 256
 #: Send high-water mark of the actors' own DEALER sockets (notifications to other actors).
 NOTE_HWM = 100_000
 #: Ops served while the root is away: they read the actor's memory only.
@@ -328,11 +328,11 @@ class Actor(Generic[B]):
         self.stopping = True
 
     def serve(self) -> None:
-        """Take every request waiting (from MAX_BATCH on, no further message), handle them as
+        """Take every request waiting (from MAX_BATCH_REQUESTS on, no further message), handle them as
         one batch, reply."""
         assert self.sock is not None, "run() binds the socket before it serves"
         requests: list[Request] = []
-        while len(requests) < MAX_BATCH:
+        while len(requests) < MAX_BATCH_REQUESTS:
             try:
                 frames = self.sock.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
