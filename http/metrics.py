@@ -57,10 +57,10 @@ class Snapshot:
                     family.add_metric([queue], entry[key])
             yield family
         for event, name, help_text in QUEUE_COUNTERS:
-            family = CounterMetricFamily(name, help_text, labels=["queue"])
+            counter = CounterMetricFamily(name, help_text, labels=["queue"])
             for queue, entry in queues.items():
-                family.add_metric([queue], entry["totals"][event])
-            yield family
+                counter.add_metric([queue], entry["totals"][event])
+            yield counter
         up = GaugeMetricFamily("mq_actor_up", "1 when the actor answered for these statistics.",
                                labels=["actor"])
         for actor, state in self.figures["actors"].items():

@@ -327,7 +327,8 @@ class Tree:
         self.stopping = True
 
     def _forward_hup(self, *_):
-        logs._sink and logs._sink.reopen()
+        if logs._sink:
+            logs._sink.reopen()
         for child in self.children:
             if child.proc is not None:
                 child.proc.send_signal(signal.SIGHUP)
