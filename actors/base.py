@@ -17,6 +17,7 @@ import zmq
 from mq import logs, protocol
 from mq.actors.batch import DEFERRED, Batch, Request
 from mq.actors.mover_notes import MoverNotes
+from mq.config import Options
 from mq.errors import Invalid, MqError, Unavailable, from_os_error
 from mq.operations import Cancel, Operation, Ready, Relist, Rescan, Stats, Taken
 from mq.store import Store
@@ -57,7 +58,7 @@ class Actor(Generic[B]):
     #: The Batch class this actor's batches use (each actor class names its own).
     batch_class: type[B]
 
-    def __init__(self, options, index: int, run_dir: str, store: Store | None = None):
+    def __init__(self, options: Options, index: int, run_dir: str, store: Store | None = None):
         self.options = options
         self.index = index
         self.run_dir = run_dir

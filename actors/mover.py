@@ -15,6 +15,7 @@ from mq.actors import accumulation
 from mq.actors.base import Actor
 from mq.actors.batch import Batch
 from mq.actors.counters import Counters, counters_file
+from mq.config import Options
 from mq.errors import errno_kind
 from mq.store import Changes, Disk
 from mq.store.notices import RETIME
@@ -178,7 +179,7 @@ class MoverActor(Actor[Batch]):
     kind = "mover"
     batch_class = Batch
 
-    def __init__(self, options, index: int, run_dir: str, store=None):
+    def __init__(self, options: Options, index: int, run_dir: str, store=None):
         super().__init__(options, index, run_dir, store)
         self.timers = DueHeap()
         self.windows = DueHeap()  # accumulation windows: (due, queue, window name, 0)

@@ -17,6 +17,7 @@ from mq.actors.base import Actor
 from mq.actors.batch import DEFERRED, Request
 from mq.actors.counters import Counters, counters_file
 from mq.adds import checked_add, with_properties
+from mq.config import Options
 from mq.errors import MqError, NotFound, Unavailable, from_os_error
 from mq.ids import new_id
 
@@ -33,7 +34,7 @@ class SaveActor(Actor[AddBatch]):
     kind = "save"
     batch_class = AddBatch
 
-    def __init__(self, options, index: int, run_dir: str, store=None):
+    def __init__(self, options: Options, index: int, run_dir: str, store=None):
         super().__init__(options, index, run_dir, store)
         self.props = properties.PropertyFiles(self.store, {"max_body_bytes": options.max_body_bytes})
         self.pending_keys: list = []  # (request, deadline) of adds waiting for their key's add

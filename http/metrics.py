@@ -9,6 +9,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from mq import event_loops
+from mq.config import Options
 from mq.errors import MqError
 from mq.http import responses
 from mq.http.health import read_health
@@ -141,7 +142,7 @@ class MetricsHandler(QueueHandler):
         self.finish(generate_latest(Snapshot(figures, health, self.application.front_name,
                                              self.config.root)))
 
-    def initialize(self, service, options, run_dir: str = "") -> None:
+    def initialize(self, service, options: Options, run_dir: str = "") -> None:
         """Also take the run folder, where the supervisor publishes health.json."""
         super().initialize(service, options)
         self.run_dir = run_dir
@@ -155,7 +156,7 @@ class HealthCheckHandler(QueueHandler):
     # Open, like /_mq/health: a load balancer probes it without a token.
     open_methods = frozenset({"GET"})
 
-    def initialize(self, service, options, run_dir: str = "") -> None:
+    def initialize(self, service, options: Options, run_dir: str = "") -> None:
         """Also take the run folder, where the supervisor publishes health.json."""
         super().initialize(service, options)
         self.run_dir = run_dir
