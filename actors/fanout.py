@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from mq.actors import accumulation
 from mq.actors.batch import Request
+from mq.actors.commands import SaveCommandActor
 from mq.errors import MqError, NotFound
 from mq.operations import AddFanout, accumulated_of
 
@@ -19,7 +20,7 @@ from mq.operations import AddFanout, accumulated_of
 COPY = {"op": "add"}
 
 
-def add_fanout(actor, batch, request: AddFanout, sender: Request):
+def add_fanout(actor: SaveCommandActor, batch, request: AddFanout, sender: Request):
     """Command: a fan-out that expand() left whole; one that decodes is always expanded."""
     raise MqError("fan-out add was not expanded")
 
@@ -58,7 +59,7 @@ def failure(result) -> bool:
     return isinstance(result, MqError) and not isinstance(result, NotFound)
 
 
-def roll_back(actor, batch, delivered: list, fanouts: list[Fanout]) -> list:
+def roll_back(actor: SaveCommandActor, batch, delivered: list, fanouts: list[Fanout]) -> list:
     """Before the flush: take back every delivered copy of a fan-out that failed; return the
     delivered adds that stay.
 

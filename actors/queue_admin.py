@@ -6,13 +6,14 @@ request is the op's request (mq.operations), checked.
 """
 
 from mq import operations as ops
+from mq.actors.commands import FetchCommandActor
 from mq.actors.queue_bytes import file_size
 from mq.delivery import peeked
 from mq.errors import NotFound
 from mq.protocol import fetch_actor_for
 
 
-def queue_get(actor, batch, request: ops.QueueGet, sender) -> dict:
+def queue_get(actor: FetchCommandActor, batch, request: ops.QueueGet, sender) -> dict:
     """The queue's effective properties; 404 when it does not exist.
 
     With `hidden`, also how many of its messages are in flight and delayed (a listing of
@@ -29,7 +30,7 @@ def queue_get(actor, batch, request: ops.QueueGet, sender) -> dict:
     return result
 
 
-def peek(actor, batch, request: ops.Peek, sender) -> dict:
+def peek(actor: FetchCommandActor, batch, request: ops.Peek, sender) -> dict:
     """Up to `max` of the oldest ready messages (ids after `after`, if given), their bodies
     within the answer's byte cap (mq.delivery.joins_answer); none is claimed."""
     queue, count, after = request.queue, request.max, request.after
@@ -45,7 +46,7 @@ def peek(actor, batch, request: ops.Peek, sender) -> dict:
     return {"queue": queue, "messages": messages}
 
 
-def purge(actor, batch, request: ops.Purge, sender) -> dict:
+def purge(actor: FetchCommandActor, batch, request: ops.Purge, sender) -> dict:
     """Remove every message of the queue, in every state (with `keys`, its de-duplication keys
     too); the queue and its settings stay."""
     queue = request.queue
@@ -56,7 +57,7 @@ def purge(actor, batch, request: ops.Purge, sender) -> dict:
     return {"queue": queue, "purged": purged}
 
 
-def queue_put(actor, batch, request: ops.QueuePut, sender) -> dict:
+def queue_put(actor: FetchCommandActor, batch, request: ops.QueuePut, sender) -> dict:
     """Create the queue (durably); created is False when it existed."""
     queue = request.queue
     created = actor.store.create_queue(queue)
@@ -64,7 +65,7 @@ def queue_put(actor, batch, request: ops.QueuePut, sender) -> dict:
     return {"queue": queue, "created": created}
 
 
-def queue_delete(actor, batch, request: ops.QueueDelete, sender) -> dict:
+def queue_delete(actor: FetchCommandActor, batch, request: ops.QueueDelete, sender) -> dict:
     """Delete the queue with its messages in every state, its keys and properties."""
     queue = request.queue
     actor.forget_queue(queue)
@@ -75,7 +76,7 @@ def queue_delete(actor, batch, request: ops.QueueDelete, sender) -> dict:
     return {"queue": queue, "in_flight": in_flight}
 
 
-def redrive(actor, batch, request: ops.Redrive, sender) -> dict:
+def redrive(actor: FetchCommandActor, batch, request: ops.Redrive, sender) -> dict:
     """Move every message of the queue's dead-letter queue (or of `source`) into the queue."""
     queue = request.queue
     dead = request.source or actor.props.effective(queue)["dead_letter_queue"]
@@ -99,7 +100,7 @@ def redrive(actor, batch, request: ops.Redrive, sender) -> dict:
     return {"queue": queue, "dead_letter_queue": dead, "moved": len(ids)}
 
 
-def taken(actor, batch, request: ops.Taken, sender) -> dict:
+def taken(actor: FetchCommandActor, batch, request: ops.Taken, sender) -> dict:
     """Notification: [id, bytes] of ready messages a redrive moved out of the queue; its index
     and bytes drop those it holds."""
     queue = request.queue
@@ -112,8 +113,8 @@ def taken(actor, batch, request: ops.Taken, sender) -> dict:
     return {}
 
 
-def props(actor, batch, request: ops.PropsGet | ops.PropsPut | ops.PropsPatch | ops.PropsDelete,
-          sender) -> dict:
+def props(actor: FetchCommandActor, batch,
+          request: ops.PropsGet | ops.PropsPut | ops.PropsPatch | ops.PropsDelete, sender) -> dict:
     """Read, replace, patch or reset a queue's own properties (checked on decoding)."""
     queue = request.queue
     path = actor.store.props_path(queue)
@@ -127,7 +128,8 @@ def props(actor, batch, request: ops.PropsGet | ops.PropsPut | ops.PropsPatch | 
     return {"queue": queue, "own": actor.props.own(queue), "effective": actor.props.effective(queue)}
 
 
-def rules(actor, batch, request: ops.RulesGet | ops.RulesPut | ops.RulesDelete, sender) -> dict:
+def rules(actor: FetchCommandActor, batch, request: ops.RulesGet | ops.RulesPut | ops.RulesDelete,
+          sender) -> dict:
     """Read, replace or reset the default property rules (checked on decoding)."""
     path = actor.store.default_props_path()
     if isinstance(request, ops.RulesPut):

@@ -7,11 +7,12 @@ is here is the actor's own: its index, counters, the deliveries it handed out, t
 """
 
 from mq import replies
+from mq.actors.commands import FetchCommandActor
 from mq.delivery import MAX_DELIVERIES as MAX_ATTEMPTS
 from mq.operations import Ack, Acked, Delete, Extend, Nack, Relay
 
 
-def delete(actor, batch, request: Delete | Ack, sender=None) -> Acked:
+def delete(actor: FetchCommandActor, batch, request: Delete | Ack, sender=None) -> Acked:
     """Remove a message from whatever state it is in (an ack without a receipt does the same)."""
     queue, message_id = request.queue, request.id
     index = actor.indexes.known(queue)
@@ -35,7 +36,7 @@ def delete(actor, batch, request: Delete | Ack, sender=None) -> Acked:
     return {"id": message_id}
 
 
-def far_count(actor, queue: str, message_id: str, handed: int | None = None) -> int | None:
+def far_count(actor: FetchCommandActor, queue: str, message_id: str, handed: int | None = None) -> int | None:
     """A delivery count past MAX_ATTEMPTS (the names every lookup by id probes) the message
     had, for a lookup that missed: the one handed out, its ready name in the queue's index,
     or one this actor recorded or listed in delay/ (actors/deliveries.py); None if none."""
@@ -48,7 +49,7 @@ def far_count(actor, queue: str, message_id: str, handed: int | None = None) -> 
     return max(counts, default=None)
 
 
-def ack(actor, batch, request: Ack, sender) -> Acked:
+def ack(actor: FetchCommandActor, batch, request: Ack, sender) -> Acked:
     """Remove an in-flight delivery; without a receipt, a delete."""
     if not request.receipt:
         return delete(actor, batch, request)
@@ -57,7 +58,7 @@ def ack(actor, batch, request: Ack, sender) -> Acked:
     return {"id": request.id}
 
 
-def ack_delivery(actor, batch, queue: str, message_id: str, delivery: int) -> None:
+def ack_delivery(actor: FetchCommandActor, batch, queue: str, message_id: str, delivery: int) -> None:
     """Remove one in-flight delivery (NotFound or Conflict when it is over); flushed with batch."""
     replies.ack_delivery(actor.store, queue, message_id, delivery,
                          lambda q, i: far_count(actor, q, i), batch.changes)
@@ -67,7 +68,7 @@ def ack_delivery(actor, batch, queue: str, message_id: str, delivery: int) -> No
     actor.deliveries.settled(queue, message_id)
 
 
-def extend(actor, batch, request: Extend, sender) -> dict:
+def extend(actor: FetchCommandActor, batch, request: Extend, sender) -> dict:
     """Move an in-flight delivery's due time to `seconds` (default: the queue's timeout) from now."""
     delivery, due = replies.extend(actor.store, request, actor.props.effective(request.queue)["timeout"],
                                    lambda q, i: far_count(actor, q, i), batch.changes)
@@ -75,7 +76,7 @@ def extend(actor, batch, request: Extend, sender) -> dict:
     return {"id": request.id, "due": due, "receipt": f"{request.id}.{delivery}"}
 
 
-def nack(actor, batch, request: Nack, sender) -> dict:
+def nack(actor: FetchCommandActor, batch, request: Nack, sender) -> dict:
     """Make an in-flight delivery ready now (or a dead letter, past the queue's retries)."""
     queue, message_id = request.queue, request.id
     delivery, dead, dead_count = replies.nack(actor.store, request, actor.props.effective,

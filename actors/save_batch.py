@@ -14,13 +14,14 @@ import time
 from mq import store as fmt
 from mq.actors import accumulation
 from mq.actors.add_batch import Written
+from mq.actors.commands import SaveCommandActor
 from mq.adds import checked_add, with_properties
 from mq.errors import MqError, NotFound, Unavailable
 from mq.ids import new_id
 from mq.operations import AddBatch, accumulated_of
 
 
-def add_batch(actor, batch, request: AddBatch, sender):
+def add_batch(actor: SaveCommandActor, batch, request: AddBatch, sender):
     """Check every message of the request, then write each into new/ (delivered by settle)."""
     now, queue, messages = time.time(), request.queue, request.messages
     props = batch.properties(queue, actor.props)
@@ -69,7 +70,7 @@ def checked(number: int, queue: str, message, props: dict, max_body_bytes: int, 
         raise type(err)(f"message {number}: {err.message}") from None
 
 
-def duplicate_part(actor, batch, queue: str, earlier: str):
+def duplicate_part(actor: SaveCommandActor, batch, queue: str, earlier: str):
     """A batch's message whose key names an earlier message: that id once it is durable.
 
     A single add waits for an earlier add still in new/; a batch does not hold the other
@@ -81,7 +82,7 @@ def duplicate_part(actor, batch, queue: str, earlier: str):
     return {"id": earlier, "queue": queue, "duplicate": True}
 
 
-def drop_rest(actor, batch, failed, written: list, delivered: list) -> None:
+def drop_rest(actor: SaveCommandActor, batch, failed, written: list, delivered: list) -> None:
     """A message of a batch could not be delivered: discard the ones of its request still in
     new/ (the ones already delivered are rolled back by roll_back_failed)."""
     if failed.slot is None:
@@ -94,7 +95,7 @@ def drop_rest(actor, batch, failed, written: list, delivered: list) -> None:
             batch.set_outcome(item, error)
 
 
-def roll_back_failed(actor, batch, delivered: list) -> list:
+def roll_back_failed(actor: SaveCommandActor, batch, delivered: list) -> list:
     """Before the flush: take back every delivered message of a request that failed; return
     the delivered messages that stay.
 
