@@ -85,3 +85,13 @@ def test_the_bodies_of_unannotated_functions_are_checked():
     # annotation at all.
     settings = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["mypy"]
     assert settings.get("check_untyped_defs") is True
+
+
+def test_the_checkers_are_pinned_below_and_above():
+    # A newer checker may bring findings of its own: each is pinned to the versions checked.
+    test_extra = tomllib.loads((REPO / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]["test"]
+    for checker in ("ruff", "mypy", "import-linter"):
+        [requirement] = [r for r in test_extra if re.match(rf"{checker}\b[=<>!~]", r)]
+        pinned = "==" in requirement or ("<" in requirement and ">=" in requirement)
+        assert pinned, requirement
