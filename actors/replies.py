@@ -70,7 +70,7 @@ def ack_delivery(actor: FetchCommandActor, batch, queue: str, message_id: str, d
 
 def extend(actor: FetchCommandActor, batch, request: Extend, sender) -> dict:
     """Move an in-flight delivery's due time to `seconds` (default: the queue's timeout) from now."""
-    delivery, due = replies.extend(actor.store, request, actor.props.effective(request.queue)["timeout"],
+    delivery, due = replies.extend(actor.store, request, actor.props.effective,
                                    lambda q, i: far_count(actor, q, i), batch.changes)
     batch.hidden.append((request.queue, request.id, delivery, due))
     return {"id": request.id, "due": due, "receipt": f"{request.id}.{delivery}"}

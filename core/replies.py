@@ -66,13 +66,13 @@ def ack_delivery(store: Store, queue: str, message_id: str, delivery: int, far: 
         raise refusal(store, queue, message_id, delivery, far)
 
 
-def extend(store: Store, request: Extend, timeout: float, far: FarCount,
+def extend(store: Store, request: Extend, effective: Effective, far: FarCount,
            changes: Changes) -> tuple[int, float]:
-    """Move the delivery's due time to `seconds` from now (0 or nil: `timeout`, the queue's);
+    """Move the delivery's due time to `seconds` from now (0 or nil: the queue's timeout);
     return (its number, the due time)."""
     delivery = delivery_of(store, request, far)
     # The request's own limit was checked on decoding; 0 is the queue's timeout, as nil is.
-    due = time.time() + (request.seconds or timeout)
+    due = time.time() + (request.seconds or effective(request.queue)["timeout"])
     if not store.extend(request.queue, request.id, delivery, due, changes):
         raise refusal(store, request.queue, request.id, delivery, far)
     return delivery, due

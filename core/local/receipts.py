@@ -50,7 +50,7 @@ def extend(store, props, message, seconds=None) -> float:
     request = Extend.from_payload({"queue": message.queue, "id": message.id,
                                    "receipt": message.receipt, "seconds": seconds})
     changes = Changes()
-    delivery, due = replies.extend(store, request, props.effective(request.queue)["timeout"],
+    delivery, due = replies.extend(store, request, props.effective,
                                    lambda q, i: far_count(store, props, q, i), changes)
     store.flush(changes)
     # A daemon's mover that missed the claim times it from here on; one that timed it reads its
