@@ -5,16 +5,18 @@ time. Both build the op (mq.operations) and call the same store side of it (mq.r
 
 import itertools
 import json
+import re
 import time
 from urllib.parse import quote, urlencode
 
 import pytest
+from repo_support import REPO
 from support import ready_daemon
 
 from mq.client.errors import ClientError
 from mq.client.message import Message
 from mq.local import LocalClient
-from mq.operations import MAX_PEEK, Extend
+from mq.operations import MAX_PEEK, OPS, Extend
 
 OTHER_ID = "01a225d3-1381-7000-99f2-0cc32c9c51a4"
 #: The queue timeout of a queue without one, on both sides (the daemon's --timeout).
@@ -57,6 +59,12 @@ class Rest:
         assert outcome == "ok" and resp.status == 200, outcome
         return Message(queue, resp.header("X-Message-Id"), resp.body, "", resp.header("X-Receipt"),
                        1, 0)
+
+    def fetch(self, queue):
+        return self.call("GET", f"/{quote(queue)}/messages")[0]
+
+    def properties(self, queue):
+        return self.call("GET", f"/{quote(queue)}/properties")[0]
 
     def reply(self, how, message, seconds=None):
         outcome, resp = self.call("POST", f"/{quote(message.queue)}/messages/{quote(message.id)}",
@@ -102,6 +110,12 @@ class Local:
         message = self.client.get(queue)
         assert message is not None
         return message
+
+    def fetch(self, queue):
+        return self.run(lambda: self.client.get(queue))[0]
+
+    def properties(self, queue):
+        return self.run(lambda: self.client.properties(queue))[0]
 
     def reply(self, how, message, seconds=None):
         call = {"ack": self.client.ack, "nack": self.client.nack,
@@ -195,7 +209,29 @@ WALKS = {
     "redrive a queue without dead letters": lambda s, q: s.admin("redrive", q),
     "set a property out of range": lambda s, q: s.set_properties(q, timeout=-1),
     "set an unknown property": lambda s, q: s.set_properties(q, nope=1),
+    "properties of a queue of a bad name": lambda s, q: s.properties("bad name"),
+    "get from a missing queue": lambda s, q: s.fetch(q + "-missing"),
+    "get from a queue of a bad name": lambda s, q: s.fetch("bad name"),
 }
+#: The op each walk's first word asks for (REST and mq.local alike).
+WALKED_OP = {"extend": "extend", "ack": "ack", "nack": "nack", "revoke": "delete", "peek": "peek",
+             "put": "add", "stat": "queue_get", "purge": "purge", "delete": "queue_delete",
+             "create": "queue_put", "redrive": "redrive", "set": "props_patch",
+             "properties": "props_get", "get": "fetch"}
+
+
+def ops_mq_local_builds() -> set[str]:
+    """The ops mq.local's modules build (`Op.from_payload`, `reply(message, Op)`, `add_of`)."""
+    source = "".join(path.read_text() for path in (REPO / "core" / "local").glob("*.py"))
+    classes = set(re.findall(r"\b([A-Z]\w+)\.from_payload", source))
+    classes |= set(re.findall(r"reply\(message, ([A-Z]\w+)\)", source))
+    built = {cls.op for cls in OPS.values() if cls.__name__ in classes}
+    return built | ({"add"} if "add_of(" in source else set())
+
+
+def test_every_op_mq_local_builds_is_walked():
+    walked = {WALKED_OP[walk.split()[0]] for walk in WALKS}
+    assert ops_mq_local_builds() == walked
 
 
 def fresh(rest: Rest) -> str:
