@@ -17,6 +17,7 @@ import zmq
 from mq import logs, protocol
 from mq.actors.batch import DEFERRED, Batch, Request
 from mq.actors.mover_notes import MoverNotes
+from mq.config import Options
 from mq.errors import Invalid, MqError, Unavailable, from_os_error
 from mq.operations import Cancel, Operation, Ready, Relist, Rescan, Stats, Taken
 from mq.store import Store
@@ -26,7 +27,7 @@ from mq.store.root import RootWatch, actor_endpoint, mover_endpoint, socket_path
 from mq.supervisor import heartbeat
 
 #: Most requests taken from the socket into one batch (one flush serves them all).
-MAX_BATCH = 256
+MAX_BATCH_REQUESTS = 256
 #: Send high-water mark of the actors' own DEALER sockets (notifications to other actors).
 NOTE_HWM = 100_000
 #: Ops served while the root is away: they read the actor's memory only.
@@ -57,7 +58,7 @@ class Actor(Generic[B]):
     #: The Batch class this actor's batches use (each actor class names its own).
     batch_class: type[B]
 
-    def __init__(self, options, index: int, run_dir: str, store: Store | None = None):
+    def __init__(self, options: Options, index: int, run_dir: str, store: Store | None = None):
         self.options = options
         self.index = index
         self.run_dir = run_dir
@@ -332,11 +333,11 @@ class Actor(Generic[B]):
         self.stopping = True
 
     def serve(self) -> None:
-        """Take every request waiting (from MAX_BATCH on, no further message), handle them as
+        """Take every request waiting (from MAX_BATCH_REQUESTS on, no further message), handle them as
         one batch, reply."""
         assert self.sock is not None, "run() binds the socket before it serves"
         requests: list[Request] = []
-        while len(requests) < MAX_BATCH:
+        while len(requests) < MAX_BATCH_REQUESTS:
             try:
                 frames = self.sock.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:

@@ -11,6 +11,7 @@ flush (actors/settlement.py): as for a batch add, all or none.
 from dataclasses import dataclass
 
 from mq.actors.batch import Request
+from mq.actors.commands import SaveCommandActor
 from mq.errors import MqError, NotFound
 from mq.operations import AddFanout, accumulated_of
 
@@ -18,7 +19,7 @@ from mq.operations import AddFanout, accumulated_of
 COPY = {"op": "add"}
 
 
-def add_fanout(actor, batch, request: AddFanout, sender: Request):
+def add_fanout(actor: SaveCommandActor, batch, request: AddFanout, sender: Request):
     """Command: a fan-out that expand() left whole; one that decodes is always expanded."""
     raise MqError("fan-out add was not expanded")
 

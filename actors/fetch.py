@@ -22,6 +22,7 @@ from mq.actors.deliveries import Deliveries
 from mq.actors.long_polls import FetchActorBatch, Waiters
 from mq.actors.message_groups import MessageGroups
 from mq.actors.queue_index import RELIST_EMPTY_SECONDS, ReadyIndexes
+from mq.config import Options
 from mq.errors import MqError, NotFound, from_os_error
 from mq.ids import id_floor, id_time_ms
 from mq.protocol import fetch_actor_for
@@ -33,7 +34,7 @@ class FetchActor(Actor[FetchActorBatch]):
     kind = "fetch"
     batch_class = FetchActorBatch
 
-    def __init__(self, options, index: int, run_dir: str, store=None):
+    def __init__(self, options: Options, index: int, run_dir: str, store=None):
         super().__init__(options, index, run_dir, store)
         self.indexes = ReadyIndexes(self.store, self.log)
         self.waiters = Waiters(self.log)  # long polls of fetch and fetch_batch

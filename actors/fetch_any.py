@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass
 
 from mq.actors.batch import DEFERRED, Batch, Request
+from mq.actors.commands import FetchCommandActor
 from mq.operations import FetchAny, Fetched, Watch
 
 
@@ -24,7 +25,7 @@ class Watcher:
     queues: list
 
 
-def oldest_head(actor, queues: list[str], batch: Batch | None = None,
+def oldest_head(actor: FetchCommandActor, queues: list[str], batch: Batch | None = None,
                 heads: dict[str, str | None] | None = None) -> tuple[str, str] | None:
     """(queue, id) of the oldest message a fetch could take among the queues, None when there
     is none (a fifo queue whose ready messages all wait for their groups has none).
@@ -42,7 +43,7 @@ def oldest_head(actor, queues: list[str], batch: Batch | None = None,
     return best
 
 
-def fetch_any(actor, batch: Batch, request: FetchAny, sender: Request) -> Fetched:
+def fetch_any(actor: FetchCommandActor, batch: Batch, request: FetchAny, sender: Request) -> Fetched:
     """Claim the oldest ready message among the queues (with claim false, only name it)."""
     queues, claim = request.queues, request.claim
     while queues:
@@ -61,7 +62,7 @@ def fetch_any(actor, batch: Batch, request: FetchAny, sender: Request) -> Fetche
     return {"empty": True}
 
 
-def watch(actor, batch: Batch, request: Watch, sender: Request):
+def watch(actor: FetchCommandActor, batch: Batch, request: Watch, sender: Request):
     """Answer {"queue": q} once one of the queues has a ready message, or {"empty": true} after
     `wait` seconds; nothing is claimed."""
     queues, wait = request.queues, request.wait
@@ -97,7 +98,7 @@ class Watches:
         """Keep a watch until one of its queues has a ready message or its time is up."""
         self._parked.append(watcher)
 
-    def serve(self, actor) -> None:
+    def serve(self, actor: FetchCommandActor) -> None:
         """Answer each watch whose queues gained a ready message or whose time is up."""
         if not self._parked:
             return

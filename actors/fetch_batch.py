@@ -8,13 +8,14 @@ ack removes each delivery exactly as an ack does (actors/replies.py).
 import os
 
 from mq.actors.batch import DEFERRED
+from mq.actors.commands import FetchCommandActor
 from mq.actors.replies import ack_delivery
 from mq.delivery import answer_room, parse_receipt
 from mq.errors import MqError, NotFound, from_os_error
-from mq.operations import AckBatch, FetchBatch
+from mq.operations import AckBatch, FetchBatch, Fetched
 
 
-def fetch_batch(actor, batch, request: FetchBatch, sender):
+def fetch_batch(actor: FetchCommandActor, batch, request: FetchBatch, sender):
     """Hide up to `max` of the oldest ready messages and return them; or wait for the first."""
     queue, wait, limit = request.queue, request.wait, request.max
     messages = take_many(actor, batch, queue, limit)
@@ -29,12 +30,12 @@ def fetch_batch(actor, batch, request: FetchBatch, sender):
     return DEFERRED
 
 
-def take_many(actor, batch, queue: str, limit: int) -> list[dict]:
+def take_many(actor: FetchCommandActor, batch, queue: str, limit: int) -> list[Fetched]:
     """Claim up to limit messages, their bodies within the answer's byte cap
     (mq.delivery.answer_room: the first whatever its size); a claim that fails ends the batch
     with what was claimed before it (those are hidden and flushed with the batch), or raises
     when it was the first."""
-    messages: list[dict] = []
+    messages: list[Fetched] = []
     size = 0
     while len(messages) < limit:
         try:
@@ -59,7 +60,7 @@ def larger_than(path: str, max_bytes: int) -> bool:
         return False
 
 
-def ack_batch(actor, batch, request: AckBatch, sender) -> dict:
+def ack_batch(actor: FetchCommandActor, batch, request: AckBatch, sender) -> dict:
     """Remove the in-flight deliveries the receipts name; one outcome per receipt, in order."""
     queue, results = request.queue, []
     for receipt in request.receipts:

@@ -15,6 +15,7 @@ from mq.actors import accumulation
 from mq.actors.base import Actor
 from mq.actors.batch import Batch
 from mq.actors.counters import Counters, counters_file
+from mq.config import Options
 from mq.errors import errno_kind
 from mq.store import Changes, Disk
 from mq.store.notices import RETIME
@@ -30,7 +31,7 @@ RESCAN_SECONDS = 5.0
 #: driver on another host) replaces after putting messages in delay/.
 NOTICE_SECONDS = 0.5
 #: Longest wait between checks of the timer heap, in seconds.
-MAX_WAIT_SECONDS = 0.5
+MAX_SLEEP_SECONDS = 0.5
 #: Seconds a delivery settled before it was timed is remembered. Its timer comes from another
 #: actor than the settlement (a delayed add's save actor, the delete's fetch actor), and each
 #: actor's notes wait up to 20 ms (actors/mover_notes.py): timed after it left delay/, it
@@ -178,7 +179,7 @@ class MoverActor(Actor[Batch]):
     kind = "mover"
     batch_class = Batch
 
-    def __init__(self, options, index: int, run_dir: str, store=None):
+    def __init__(self, options: Options, index: int, run_dir: str, store=None):
         super().__init__(options, index, run_dir, store)
         self.timers = DueHeap()
         self.windows = DueHeap()  # accumulation windows: (due, queue, window name, 0)
@@ -213,10 +214,10 @@ class MoverActor(Actor[Batch]):
         self.log.debug("mover.rescan", timed=len(self.timers))
 
     def poll_timeout_ms(self) -> int:
-        """Sleep until the next message is due, at most MAX_WAIT_SECONDS."""
+        """Sleep until the next message is due, at most MAX_SLEEP_SECONDS."""
         due = min((d for d in (self.timers.next_due(), self.windows.next_due()) if d is not None),
                   default=None)
-        wait = MAX_WAIT_SECONDS if due is None else min(MAX_WAIT_SECONDS, due - time.time())
+        wait = MAX_SLEEP_SECONDS if due is None else min(MAX_SLEEP_SECONDS, due - time.time())
         # Round up: a wait under 1 ms truncated to 0 would spin on poll(0) until the due time.
         return max(0, math.ceil(wait * 1000))
 

@@ -6,15 +6,14 @@ request is the op's request (mq.operations), checked.
 """
 
 from mq import operations as ops
-from mq import store as fmt
+from mq.actors.commands import FetchCommandActor
 from mq.actors.queue_bytes import file_size
-from mq.delivery import joins_answer
+from mq.delivery import peeked
 from mq.errors import NotFound
 from mq.protocol import fetch_actor_for
-from mq.store.listing import read_unclaimed
 
 
-def queue_get(actor, batch, request: ops.QueueGet, sender) -> dict:
+def queue_get(actor: FetchCommandActor, batch, request: ops.QueueGet, sender) -> dict:
     """The queue's effective properties; 404 when it does not exist.
 
     With `hidden`, also how many of its messages are in flight and delayed (a listing of
@@ -31,7 +30,7 @@ def queue_get(actor, batch, request: ops.QueueGet, sender) -> dict:
     return result
 
 
-def peek(actor, batch, request: ops.Peek, sender) -> dict:
+def peek(actor: FetchCommandActor, batch, request: ops.Peek, sender) -> dict:
     """Up to `max` of the oldest ready messages (ids after `after`, if given), their bodies
     within the answer's byte cap (mq.delivery.joins_answer); none is claimed."""
     queue, count, after = request.queue, request.max, request.after
@@ -39,27 +38,15 @@ def peek(actor, batch, request: ops.Peek, sender) -> dict:
         actor.forget_queue(queue)
         raise NotFound(f"queue {queue!r} does not exist")
     index = actor.indexes.of(queue)
-    messages: list[dict] = []
-    size = 0
-    for message_id, attempts in index.oldest_ready(count, after):
-        try:
-            found = read_unclaimed(actor.store.ready_path(queue, message_id, attempts), queue,
-                                   message_id)
-        except fmt.CorruptMessage:
-            continue  # Not a message: a fetch deals with it.
-        if found is None:
-            continue  # Taken meanwhile by a peer.
-        message = found[0]
-        if not joins_answer(size, len(messages), len(message.body)):
-            break
-        size += len(message.body)
-        messages.append({"id": message_id, "content_type": message.content_type,
-                         "attempts": attempts, "created_ms": message.created_ms,
-                         "body": message.body, "attributes": message.attributes})
+    messages = [{"id": message_id, "content_type": message.content_type, "attempts": attempts,
+                 "created_ms": message.created_ms, "body": message.body,
+                 "attributes": message.attributes}
+                for message_id, attempts, message in
+                peeked(actor.store, queue, index.oldest_ready(count, after), count)]
     return {"queue": queue, "messages": messages}
 
 
-def purge(actor, batch, request: ops.Purge, sender) -> dict:
+def purge(actor: FetchCommandActor, batch, request: ops.Purge, sender) -> dict:
     """Remove every message of the queue, in every state (with `keys`, its de-duplication keys
     too); the queue and its settings stay."""
     queue = request.queue
@@ -70,7 +57,7 @@ def purge(actor, batch, request: ops.Purge, sender) -> dict:
     return {"queue": queue, "purged": purged}
 
 
-def queue_put(actor, batch, request: ops.QueuePut, sender) -> dict:
+def queue_put(actor: FetchCommandActor, batch, request: ops.QueuePut, sender) -> dict:
     """Create the queue (durably); created is False when it existed."""
     queue = request.queue
     created = actor.store.queues.create_queue(queue)
@@ -78,7 +65,7 @@ def queue_put(actor, batch, request: ops.QueuePut, sender) -> dict:
     return {"queue": queue, "created": created}
 
 
-def queue_delete(actor, batch, request: ops.QueueDelete, sender) -> dict:
+def queue_delete(actor: FetchCommandActor, batch, request: ops.QueueDelete, sender) -> dict:
     """Delete the queue with its messages in every state, its keys and properties."""
     queue = request.queue
     actor.forget_queue(queue)
@@ -89,7 +76,7 @@ def queue_delete(actor, batch, request: ops.QueueDelete, sender) -> dict:
     return {"queue": queue, "in_flight": in_flight}
 
 
-def redrive(actor, batch, request: ops.Redrive, sender) -> dict:
+def redrive(actor: FetchCommandActor, batch, request: ops.Redrive, sender) -> dict:
     """Move every message of the queue's dead-letter queue (or of `source`) into the queue."""
     queue = request.queue
     dead = request.source or actor.props.effective(queue)["dead_letter_queue"]
@@ -113,7 +100,7 @@ def redrive(actor, batch, request: ops.Redrive, sender) -> dict:
     return {"queue": queue, "dead_letter_queue": dead, "moved": len(ids)}
 
 
-def taken(actor, batch, request: ops.Taken, sender) -> dict:
+def taken(actor: FetchCommandActor, batch, request: ops.Taken, sender) -> dict:
     """Notification: [id, bytes] of ready messages a redrive moved out of the queue; its index
     and bytes drop those it holds."""
     queue = request.queue
@@ -126,8 +113,8 @@ def taken(actor, batch, request: ops.Taken, sender) -> dict:
     return {}
 
 
-def props(actor, batch, request: ops.PropsGet | ops.PropsPut | ops.PropsPatch | ops.PropsDelete,
-          sender) -> dict:
+def props(actor: FetchCommandActor, batch,
+          request: ops.PropsGet | ops.PropsPut | ops.PropsPatch | ops.PropsDelete, sender) -> dict:
     """Read, replace, patch or reset a queue's own properties (checked on decoding)."""
     queue = request.queue
     path = actor.store.props_path(queue)
@@ -141,7 +128,8 @@ def props(actor, batch, request: ops.PropsGet | ops.PropsPut | ops.PropsPatch | 
     return {"queue": queue, "own": actor.props.own(queue), "effective": actor.props.effective(queue)}
 
 
-def rules(actor, batch, request: ops.RulesGet | ops.RulesPut | ops.RulesDelete, sender) -> dict:
+def rules(actor: FetchCommandActor, batch, request: ops.RulesGet | ops.RulesPut | ops.RulesDelete,
+          sender) -> dict:
     """Read, replace or reset the default property rules (checked on decoding)."""
     path = actor.store.default_props_path()
     if isinstance(request, ops.RulesPut):

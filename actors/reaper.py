@@ -17,6 +17,7 @@ import time
 
 from mq import logs
 from mq.actors.retention import SWEEP_SECONDS, RetentionSweep
+from mq.config import Options
 from mq.errors import errno_kind
 from mq.liveness import writer_is_dead
 from mq.properties import PropertyFiles
@@ -63,7 +64,7 @@ def reap_forever(reap, interval: float, stopping: list, chores=()) -> None:
         time.sleep(interval)
 
 
-def run_actor(options) -> None:
+def run_actor(options: Options) -> None:
     """The reaper as an actor of the daemon's tree: remove/, then its chores (module docstring)."""
     stopping: list = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))

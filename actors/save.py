@@ -17,6 +17,7 @@ from mq.actors.batch import DEFERRED, Request
 from mq.actors.counters import Counters, counters_file
 from mq.actors.settlement import SaveActorBatch, Settlement
 from mq.adds import checked_add, with_properties
+from mq.config import Options
 from mq.errors import NotFound, Unavailable
 
 #: Longest time, in seconds, an add waits for an earlier add with its de-duplication key that
@@ -32,7 +33,7 @@ class SaveActor(Actor[SaveActorBatch]):
     kind = "save"
     batch_class = SaveActorBatch
 
-    def __init__(self, options, index: int, run_dir: str, store=None):
+    def __init__(self, options: Options, index: int, run_dir: str, store=None):
         super().__init__(options, index, run_dir, store)
         self.props = properties.PropertyFiles(self.store, {"max_body_bytes": options.max_body_bytes})
         self.pending_keys: list = []  # (request, deadline) of adds waiting for their key's add

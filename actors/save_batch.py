@@ -9,13 +9,14 @@ import time
 
 from mq.actors import accumulation
 from mq.actors.batch import Request
+from mq.actors.commands import SaveCommandActor
 from mq.actors.settlement import SaveActorBatch
 from mq.adds import CheckedAdd, checked_add, with_properties
 from mq.errors import MqError, NotFound
 from mq.operations import AddBatch
 
 
-def add_batch(actor, batch: SaveActorBatch, request: AddBatch, sender: Request):
+def add_batch(actor: SaveCommandActor, batch: SaveActorBatch, request: AddBatch, sender: Request):
     """Check every message of the request, then write each into new/ (delivered by settle)."""
     now, queue, messages = time.time(), request.queue, request.messages
     props = batch.properties(queue, actor.props)

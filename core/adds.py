@@ -1,6 +1,7 @@
 """An add's fields, each checked by one function declared here: the add operations
 (mq.operations.Add, AddFanout, AddBatch's messages) name them as their fields' checks, and the
-writers that build no operation (mq.local, the Spark stager) call check_add, made of them."""
+writers that send no operation (mq.local, the Spark stager) decode an Add op all the same
+(mq.operations.add_of)."""
 
 import math
 import re
@@ -10,7 +11,7 @@ from dataclasses import dataclass
 from mq import trace_context
 from mq.errors import Invalid, TooLarge
 from mq.schedule import MAX_AHEAD_SECONDS
-from mq.store import DEFAULT_CONTENT_TYPE, validate_queue
+from mq.store import DEFAULT_CONTENT_TYPE
 
 #: Longest de-duplication key, in characters.
 MAX_DEDUP_ID = 256
@@ -38,13 +39,6 @@ class CheckedAdd:
     dedup_id: str
     group: str = ""
     attributes: dict | None = None
-
-
-def check_body(body) -> bytes:
-    """A message body: bytes."""
-    if not isinstance(body, bytes):
-        raise Invalid("message body must be bytes")
-    return body
 
 
 def check_content_type(content_type) -> str:
@@ -110,22 +104,6 @@ def check_attributes(attributes) -> dict:
         raise Invalid("attributes: tp and ts must be a trace context as "
                       "mq.trace_context.parse keeps it")
     return attributes
-
-
-def check_add(queue, body, content_type=None, due=None, dedup_id=None, now: float = 0.0,
-              group=None, attributes=None) -> CheckedAdd:
-    """The add of writers that build no operation (mq.local, the Spark stager), checked field
-    by field as the add operation's fields are (mq.operations.Add); Invalid naming the first
-    thing wrong with it. None: the field is not given."""
-    validate_queue(queue)
-    check_body(body)
-    for value, check in ((content_type, check_content_type), (dedup_id, check_dedup_id),
-                         (group, check_group), (attributes, check_attributes)):
-        if value is not None:
-            check(value)
-    if due is not None:
-        check_due(due, now)
-    return checked_add(queue, body, content_type, due, dedup_id, now, group, attributes)
 
 
 def checked_add(queue: str, body: bytes, content_type: str | None, due: float | None,

@@ -76,6 +76,30 @@ def joins_answer(gathered: int, count: int, size: int) -> bool:
     return room is None or size <= room
 
 
+def peeked(store, queue: str, candidates, count: int) -> list[tuple[str, int, fmt.Message]]:
+    """(id, deliveries, message) of up to `count` of the candidates, (id, deliveries) of ready
+    messages oldest first, read without claiming, within the answer's byte cap (joins_answer):
+    a peek's answer, whoever serves it. A file gone (taken meanwhile) or not a message (a
+    fetch puts it aside) is passed over."""
+    out: list[tuple[str, int, fmt.Message]] = []
+    size = 0
+    for message_id, attempts in candidates:
+        try:
+            found = read_unclaimed(store.ready_path(queue, message_id, attempts), queue, message_id)
+        except fmt.CorruptMessage:
+            continue
+        if found is None:
+            continue
+        message = found[0]
+        if not joins_answer(size, len(out), len(message.body)):
+            break  # The next page starts after the last id returned.
+        size += len(message.body)
+        out.append((message_id, attempts, message))
+        if len(out) == count:
+            break
+    return out
+
+
 # -- receipts -----------------------------------------------------------------------------------
 
 

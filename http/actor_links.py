@@ -9,6 +9,7 @@ import zmq.asyncio
 from zmq.utils.monitor import parse_monitor_message
 
 from mq import logs, protocol
+from mq.config import Options
 from mq.errors import MqError, Unavailable
 from mq.operations import Cancel, EndWaits, Operation
 from mq.store.root import actor_endpoint, mover_endpoint
@@ -196,7 +197,7 @@ class ActorLink:
 class ActorPool:
     """The links to every actor, and which one a request goes to."""
 
-    def __init__(self, options, run_dir: str, front: int = 0):
+    def __init__(self, options: Options, run_dir: str, front: int = 0):
         self.context = zmq.asyncio.Context()
         self.front = front  # This front's number.
         self.workers = options.workers

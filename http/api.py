@@ -12,6 +12,7 @@ import tornado.web
 
 from mq import logs
 from mq import store as fmt
+from mq.config import Options
 from mq.errors import TABLE, Invalid, MqError, TooLong
 from mq.http import access
 from mq.http.disk_errors import disk_error
@@ -82,7 +83,7 @@ class ApiHandler(tornado.web.RequestHandler):
     #: off where another protocol owns it (the SQS API speaks AWS's query protocol as AWS does).
     checks_query = True
 
-    def initialize(self, service: QueueService, options) -> None:
+    def initialize(self, service: QueueService, options: Options) -> None:
         """Take the queue service (http/service.py) and the daemon's options."""
         self.service = service
         # Not self.options: that is the handler of the HTTP method OPTIONS.

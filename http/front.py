@@ -12,6 +12,7 @@ import tornado.ioloop
 import tornado.web
 
 from mq import event_loops, logs
+from mq.config import Options
 from mq.errors import NotFound
 from mq.http import access, listening, responses, sqs, tornado_io
 from mq.http.actor_links import ActorPool
@@ -50,7 +51,7 @@ class HealthHandler(ApiHandler):
     # Open: a load balancer probes it without a token, and it holds no message or queue name.
     open_methods = frozenset({"GET"})
 
-    def initialize(self, service: QueueService, options, run_dir: str = "") -> None:
+    def initialize(self, service: QueueService, options: Options, run_dir: str = "") -> None:
         """Also take the run folder, where the supervisor publishes health.json."""
         super().initialize(service, options)
         self.run_dir = run_dir
@@ -100,7 +101,7 @@ def log_request(handler: tornado.web.RequestHandler) -> None:
         "ms": round(request.request_time() * 1000, 2), **getattr(handler, "log_fields", {})})
 
 
-def make_app(service: QueueService, options, run_dir: str = "",
+def make_app(service: QueueService, options: Options, run_dir: str = "",
              index: int = 0, history: History | None = None) -> FrontApplication:
     """The Tornado application with every route, for front number index (history: the
     front's ring of samples that /_mq/history serves; none: an empty one)."""
@@ -140,7 +141,7 @@ def make_app(service: QueueService, options, run_dir: str = "",
     )
 
 
-def http_server(app: FrontApplication, options) -> tornado.httpserver.HTTPServer:
+def http_server(app: FrontApplication, options: Options) -> tornado.httpserver.HTTPServer:
     """An HTTP server for app with the daemon's connection limits (HTTPS with --tls-cert)."""
     server = TimedHTTPServer(
         app, max_body_size=options.max_body_bytes + 1, max_header_size=options.max_header_bytes,
@@ -152,7 +153,7 @@ def http_server(app: FrontApplication, options) -> tornado.httpserver.HTTPServer
     return server
 
 
-def sqs_application(service: QueueService, options, tokens: TokenFile | None) -> FrontApplication:
+def sqs_application(service: QueueService, options: Options, tokens: TokenFile | None) -> FrontApplication:
     """The SQS API alone, for --sqs-port: its routes, and a JSON 404 for any other request."""
     args = {"service": service, "options": options}
     return FrontApplication(sqs.routes(service, options), default_handler_class=NotFoundHandler,
@@ -162,7 +163,7 @@ def sqs_application(service: QueueService, options, tokens: TokenFile | None) ->
                             tokens=tokens)
 
 
-async def serve(options, run_dir: str, drain_seconds: float = 10.0, index: int = 0) -> None:
+async def serve(options: Options, run_dir: str, drain_seconds: float = 10.0, index: int = 0) -> None:
     """Run front number index until SIGTERM, then stop accepting, finish what is in flight and
     return."""
     tornado_io.install()  # Before the servers ask Tornado for the loop.

@@ -9,21 +9,22 @@ written there, plain.
 import sys
 
 from mq import logs
+from mq.config import Options
 
 
-def base_url(options) -> str:
+def base_url(options: Options) -> str:
     """http(s)://host:port of the HTTP port, IPv6 hosts in brackets."""
     host = f"[{options.host}]" if ":" in options.host else options.host
     return f"{'https' if options.tls_cert else 'http'}://{host}:{options.port}"
 
 
-def processes(options) -> int:
+def processes(options: Options) -> int:
     """The processes the supervisor runs: the mover, the reaper, W fetch and W save actors,
     the fronts."""
     return 2 + 2 * options.workers + options.fronts
 
 
-def announce(options) -> None:
+def announce(options: Options) -> None:
     """Log front.listening (and write its text to standard error when that is a terminal)."""
     url = base_url(options)
     count = processes(options)

@@ -9,6 +9,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from mq import event_loops
+from mq.config import Options
 from mq.errors import MqError
 from mq.http import responses
 from mq.http.health import read_health
@@ -57,10 +58,10 @@ class Snapshot:
                     family.add_metric([queue], entry[key])
             yield family
         for event, name, help_text in QUEUE_COUNTERS:
-            family = CounterMetricFamily(name, help_text, labels=["queue"])
+            counter = CounterMetricFamily(name, help_text, labels=["queue"])
             for queue, entry in queues.items():
-                family.add_metric([queue], entry["totals"][event])
-            yield family
+                counter.add_metric([queue], entry["totals"][event])
+            yield counter
         up = GaugeMetricFamily("mq_actor_up", "1 when the actor answered for these statistics.",
                                labels=["actor"])
         for actor, state in self.figures["actors"].items():
@@ -141,7 +142,7 @@ class MetricsHandler(QueueHandler):
         self.finish(generate_latest(Snapshot(figures, health, self.application.front_name,
                                              self.config.root)))
 
-    def initialize(self, service, options, run_dir: str = "") -> None:
+    def initialize(self, service, options: Options, run_dir: str = "") -> None:
         """Also take the run folder, where the supervisor publishes health.json."""
         super().initialize(service, options)
         self.run_dir = run_dir
@@ -155,7 +156,7 @@ class HealthCheckHandler(QueueHandler):
     # Open, like /_mq/health: a load balancer probes it without a token.
     open_methods = frozenset({"GET"})
 
-    def initialize(self, service, options, run_dir: str = "") -> None:
+    def initialize(self, service, options: Options, run_dir: str = "") -> None:
         """Also take the run folder, where the supervisor publishes health.json."""
         super().initialize(service, options)
         self.run_dir = run_dir

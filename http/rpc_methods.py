@@ -19,6 +19,7 @@ import msgpack
 
 from mq import store as fmt
 from mq import trace_context
+from mq.config import Options
 from mq.errors import Invalid, Unauthorized
 from mq.http.service import QueueService
 from mq.operations import (
@@ -48,7 +49,7 @@ class Caller:
     authenticated with, and the long polls to withdraw when the client hangs up (so that no
     message is claimed for nobody)."""
 
-    def __init__(self, service: QueueService, options, tokens: TokenFile | None = None):
+    def __init__(self, service: QueueService, options: Options, tokens: TokenFile | None = None):
         self.service = service
         self.options = options
         self.tokens = tokens

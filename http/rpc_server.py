@@ -14,6 +14,7 @@ import asyncio
 import msgpack
 
 from mq import logs
+from mq.config import Options
 from mq.errors import Invalid, MqError
 from mq.http.disk_errors import disk_error
 from mq.http.rpc_methods import Caller, call_method, traceparent_of
@@ -162,7 +163,7 @@ class Connection:
 class RpcServer:
     """The listening socket and its connections."""
 
-    def __init__(self, service: QueueService, options, tokens: TokenFile | None = None) -> None:
+    def __init__(self, service: QueueService, options: Options, tokens: TokenFile | None = None) -> None:
         self.service = service
         self.options = options
         self.tokens = tokens  # The front's TokenFile; None: access control is off.

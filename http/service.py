@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import cast, overload
 
 from mq import logs
+from mq.config import Options
 from mq.errors import Invalid
 from mq.http import access, routing
 from mq.http.actor_links import ActorLink, ActorPool
@@ -96,7 +97,7 @@ def check(token: Token | None, request: Operation) -> None:
 class QueueService:
     """The operations of the daemon as every front end calls them."""
 
-    def __init__(self, pool: ActorPool, options):
+    def __init__(self, pool: ActorPool, options: Options):
         self._pool = pool
         self.root = options.root
         self.actor_timeout = options.actor_timeout

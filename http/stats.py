@@ -2,9 +2,8 @@
 (QueueService.stats, http/figures.py); GET /_mq/queues: a page of them, filtered by name."""
 
 from mq.http.api import ApiHandler, accepts
-from mq.http.root_space import root_figures
 from mq.http.history import summed, version
-from mq.http.root_space import free_space
+from mq.http.root_space import free_space, root_figures
 from mq.numbers import parse_number
 
 

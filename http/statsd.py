@@ -6,6 +6,7 @@ import asyncio
 import socket
 
 from mq import logs
+from mq.config import Options
 from mq.http.figures import DEPTHS
 from mq.http.root_space import root_figures
 
@@ -74,7 +75,7 @@ class StatsdSender:
     """The front's task that sends the statistics to a StatsD server."""
 
     @classmethod
-    def start(cls, service, options) -> "StatsdSender | None":
+    def start(cls, service, options: Options) -> "StatsdSender | None":
         """A running sender when --statsd is set, else None."""
         if not options.statsd:
             return None

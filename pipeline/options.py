@@ -1,7 +1,9 @@
 """The options of the mq data source: names, defaults and units, checked in one place."""
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from mq import store as fmt
 from mq.errors import Invalid
@@ -19,14 +21,14 @@ DEFAULT_CONSUMER = "spark"
 STATES = ("ready", "delayed", "in_flight")
 
 
-def _flag(options, name: str, default: bool) -> bool:
+def _flag(options: Mapping[str, Any], name: str, default: bool) -> bool:
     value = str(options.get(name, default)).lower()
     if value not in ("true", "false", "1", "0", "yes", "no"):
         raise Invalid(f"option {name}: expected true or false, got {value!r}")
     return value in ("true", "1", "yes")
 
 
-def _number(options, name: str, default, kind=float, low=0):
+def _number(options: Mapping[str, Any], name: str, default, kind=float, low=0):
     return parse_number(f"option {name}", options.get(name), default, kind, low)
 
 
@@ -49,7 +51,7 @@ class SourceOptions:
     root_id: str = ""
 
     @classmethod
-    def parse(cls, options) -> "SourceOptions":
+    def parse(cls, options: Mapping[str, Any]) -> "SourceOptions":
         """Check every option; raise Invalid naming the first one that is wrong."""
         root = options.get("root")
         if not root:

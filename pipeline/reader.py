@@ -37,7 +37,7 @@ class RowBuffer:
     """Collects rows column by column and cuts them into Arrow record batches."""
 
     def __init__(self):
-        self.columns = [[] for _ in ARROW_SCHEMA]
+        self.columns: list[list] = [[] for _ in ARROW_SCHEMA]
         self.bytes = 0
 
     def add(self, entry: Entry, message: Message, mtime: float) -> None:

@@ -13,9 +13,10 @@ from pyspark.sql.datasource import WriterCommitMessage
 
 from mq import properties
 from mq import store as fmt
-from mq.adds import check_add, with_properties
+from mq.adds import with_properties
 from mq.errors import Invalid
 from mq.ids import new_id
+from mq.operations import add_of
 from mq.pipeline.options import SourceOptions
 from mq.schedule import due_time
 from mq.store.staging import staged_name
@@ -106,8 +107,9 @@ class Stager:
             body = body.encode()
         props = self.queue_props(queue)
         now = time.time()
-        add = with_properties(check_add(queue, body, content_type, due_time(delay, at, now), key, now),
-                              props, props["max_body_bytes"], now)
+        add = add_of({"queue": queue, "body": body, "content_type": content_type,
+                      "due": due_time(delay, at, now), "dedup_id": key}, now)
+        add = with_properties(add, props, props["max_body_bytes"], now)
         now_ms = int(now * 1000)
         message_id = new_id(now_ms)
         data = fmt.encode_message(add.body, add.content_type, now_ms, message_id, add.dedup_id)

@@ -21,6 +21,7 @@ import time
 import traceback
 
 from mq import logs
+from mq.config import Options
 from mq.supervisor import heartbeat
 
 #: What the roles import: the front (Tornado, asyncio ZeroMQ), the actors, and the store.
@@ -90,7 +91,7 @@ class ForkedChild:
         self.send_signal(signal.SIGKILL)
 
 
-def fork_child(kind: str, index: int, run_dir: str, options,
+def fork_child(kind: str, index: int, run_dir: str, options: Options,
                slot: heartbeat.Slot | None = None) -> ForkedChild:
     """Fork a child that runs one role (mq.supervisor.child.run), beating into slot; in the
     parent, return it."""

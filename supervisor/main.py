@@ -7,7 +7,7 @@ import time
 import setproctitle
 
 from mq import logs
-from mq.config import read_command_line
+from mq.config import Options, read_command_line
 from mq.config_file import sample_config
 from mq.errors import OUTAGE_ERRNOS, Invalid, MqError
 from mq.store import Store
@@ -35,7 +35,7 @@ REPLICA_RISK = ("a brick's loss and return may hand a message to two consumers w
 RETRY_SECONDS = 1.0
 
 
-def check_renames(store: Store, options) -> tuple[str, str]:
+def check_renames(store: Store, options: Options) -> tuple[str, str]:
     """How the root's file system keeps two daemons from claiming one message (mode, why:
     renames.check_exclusive). Raises Invalid when it cannot and other daemons share the
     root (--peers), unless --rename-check=warn."""
@@ -47,7 +47,7 @@ def check_renames(store: Store, options) -> tuple[str, str]:
     return mode, why
 
 
-def log_rename_check(checked: tuple[str, str], options) -> None:
+def log_rename_check(checked: tuple[str, str], options: Options) -> None:
     """Log the outcome of the start-up rename check (a warning unless the flag works)."""
     mode, why = checked
     if mode == "noreplace":
@@ -59,7 +59,7 @@ def log_rename_check(checked: tuple[str, str], options) -> None:
                            if options.peers else "none while this daemon is alone on the root")
 
 
-def check_replicas(root: str, options) -> str:
+def check_replicas(root: str, options: Options) -> str:
     """Log the replica layout of a GlusterFS root (supervisor.replica_check); return the
     warning health.json carries (with --peers, where the risk is real), else ""."""
     layout = replica_layout(root)
@@ -83,7 +83,7 @@ def check_replicas(root: str, options) -> str:
     return f"replica_check: a GlusterFS replica set of {copies} copies; {REPLICA_RISK}"
 
 
-def prepare(options, chosen_by: str, ipc_dir: str = ""):
+def prepare(options: Options, chosen_by: str, ipc_dir: str = ""):
     """Create or check the root, clean what crashes left, choose the socket folders; return
     (store, rename check, files cleaned from new/, daemon folder, socket folder).
 
@@ -122,7 +122,7 @@ def prepare(options, chosen_by: str, ipc_dir: str = ""):
     return store, exclusive, cleaned, daemon_dir, run_dir
 
 
-def log_start(options, chosen_by: str, prepared, warnings: list[str]) -> str:
+def log_start(options: Options, chosen_by: str, prepared, warnings: list[str]) -> str:
     """Log what prepare() found (the start, the rename check, the sync mode, the replica
     layout); add the warnings health.json carries to warnings; return the daemon folder."""
     store, exclusive, cleaned, daemon_dir, run_dir = prepared
@@ -139,7 +139,7 @@ def log_start(options, chosen_by: str, prepared, warnings: list[str]) -> str:
     return daemon_dir
 
 
-def create_root(options) -> int:
+def create_root(options: Options) -> int:
     """mq --create-root: make the root (or check the one there), print its ID; exit 0.
 
     Never lays a root out where a typo points: the folder must be missing, empty or a root."""
@@ -149,7 +149,7 @@ def create_root(options) -> int:
     return 0
 
 
-def prepare_while_unavailable(options):
+def prepare_while_unavailable(options: Options):
     """prepare(), tried again every RETRY_SECONDS while the root's file system is away (a
     network file system without its server or quorum, a FUSE daemon gone): a daemon started
     before its file system waits for it rather than exit. SIGTERM stops the wait."""

@@ -25,6 +25,7 @@ import socket
 import sys
 
 from mq import logs
+from mq.config import Options
 from mq.errors import Invalid
 
 #: The abstract socket name of a listening address (the leading NUL makes it abstract).
@@ -74,7 +75,7 @@ def probe(family: int, kind: int, proto: int, address: tuple) -> None:
         sock.bind(address)
 
 
-def hold_ports(options, held: Held | None = None) -> Held:
+def hold_ports(options: Options, held: Held | None = None) -> Held:
     """Check every port of options.listeners() free and hold it (see above); log
     supervisor.port_in_use and raise Invalid naming the flag and the port of the first that
     is not."""

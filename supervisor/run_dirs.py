@@ -7,6 +7,7 @@ import socket
 import tempfile
 import time
 
+from mq.config import Options
 from mq.liveness import supervisor_running_here
 from mq.store.root import Root, health_path, ipc_dir_of, is_under, point_to_ipc_dir
 
@@ -21,7 +22,7 @@ MAX_RUN_DIR = 90
 TEMP_RUN_PREFIX = "mq-run-"
 
 
-def choose_run_dir(options, ipc_dir: str = "") -> tuple[str, str]:
+def choose_run_dir(options: Options, ipc_dir: str = "") -> tuple[str, str]:
     """(daemon folder, socket folder) of this daemon.
 
     The daemon folder is always {root}/run/{host}-{pid}, so every daemon on a root is seen
@@ -43,7 +44,7 @@ def choose_run_dir(options, ipc_dir: str = "") -> tuple[str, str]:
     return daemon_dir, ipc_dir
 
 
-def discard_run_dirs(options, daemon_dir: str, ipc_dir: str) -> None:
+def discard_run_dirs(options: Options, daemon_dir: str, ipc_dir: str) -> None:
     """Remove this daemon's folder and its socket folder ("" for none) on its way out; a
     folder given with --run-dir is the operator's and stays."""
     if daemon_dir:
@@ -52,7 +53,7 @@ def discard_run_dirs(options, daemon_dir: str, ipc_dir: str) -> None:
         shutil.rmtree(ipc_dir, ignore_errors=True)
 
 
-def socket_dir(options) -> str:
+def socket_dir(options: Options) -> str:
     """A socket folder outside the root, for a daemon whose root is not there yet: --run-dir,
     or a new one under $TMPDIR."""
     if options.run_dir and not is_under(options.run_dir, options.root):

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import psutil
 
 from mq import logs
+from mq.config import Options
 from mq.errors import OUTAGE_ERRNOS, MqError
 from mq.store.root import (
     RootMissing,
@@ -84,7 +85,7 @@ class Child:
 class Tree:
     """The supervised process tree of one daemon."""
 
-    def __init__(self, options, run_dir: str, daemon_dir: str = "", missing: str = "",
+    def __init__(self, options: Options, run_dir: str, daemon_dir: str = "", missing: str = "",
                  finish_start: Callable[[], str] | None = None, warnings: list[str] | None = None):
         """missing: why the path is no root yet (then only the fronts start, answering 503,
         and finish_start() prepares the root once the root watch finds it; it returns the
@@ -327,7 +328,8 @@ class Tree:
         self.stopping = True
 
     def _forward_hup(self, *_):
-        logs._sink and logs._sink.reopen()
+        if logs._sink:
+            logs._sink.reopen()
         for child in self.children:
             if child.proc is not None:
                 child.proc.send_signal(signal.SIGHUP)

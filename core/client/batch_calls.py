@@ -22,10 +22,6 @@ from mq.client.message import Message
 from mq.ids import id_time_ms
 from mq.operations import MAX_BATCH_MESSAGES, MAX_FETCH
 
-#: Most messages one batch may carry (adds and acks), and one batch fetch hands out: the
-#: operations' own limits (mq.operations), checked here before a request is sent.
-MAX_BATCH = MAX_BATCH_MESSAGES
-
 
 def add_many(queue: str, messages, *, delay=None, at=None) -> Call:
     """POST /{queue}/messages as multipart/mixed: the ids in order, all stored or none.
@@ -34,8 +30,8 @@ def add_many(queue: str, messages, *, delay=None, at=None) -> Call:
     "content_type", "delay", "at", "dedup_id"; delay and at apply to those that set neither.
     """
     parts = [_part(n, m) for n, m in enumerate(messages)]
-    if not 1 <= len(parts) <= MAX_BATCH:
-        raise InvalidError(f"a batch holds 1 to {MAX_BATCH} messages, not {len(parts)}")
+    if not 1 <= len(parts) <= MAX_BATCH_MESSAGES:
+        raise InvalidError(f"a batch holds 1 to {MAX_BATCH_MESSAGES} messages, not {len(parts)}")
     boundary = uuid.uuid4().hex
     while any(boundary.encode() in body for _, body in parts):
         boundary = uuid.uuid4().hex
@@ -62,8 +58,8 @@ def fetch_many(queue: str, max=10, wait=0.0) -> Call:
 
 def ack_many(queue: str, receipts: list[str]) -> Call:
     """POST /{queue}/messages/ack: each receipt's outcome, in order."""
-    if not 1 <= len(receipts) <= MAX_BATCH:
-        raise InvalidError(f"give 1 to {MAX_BATCH} receipts, not {len(receipts)}")
+    if not 1 <= len(receipts) <= MAX_BATCH_MESSAGES:
+        raise InvalidError(f"give 1 to {MAX_BATCH_MESSAGES} receipts, not {len(receipts)}")
     return Call("POST", queue_path(queue, "messages", "ack"), lambda r: r.json()["results"],
                 headers={"Content-Type": "application/json"},
                 content=json.dumps({"receipts": receipts}).encode())

@@ -20,12 +20,11 @@ from mq.client.errors import ClientError, InvalidError, UnavailableError, error_
 from mq.client.message import Message
 from mq.errors import Invalid
 from mq.ids import id_time_ms
+from mq.operations import MAX_WAIT_SECONDS
 from mq.queue_names import validate_queue
 
 #: The Content-Type of a str body when none is given: the text is sent as UTF-8.
 TEXT_CONTENT_TYPE = "text/plain; charset=utf-8"
-#: The longest long poll the daemon holds (a longer wait is refused with 400).
-MAX_WAIT = 20.0
 _RAISE = object()
 
 
@@ -52,7 +51,7 @@ class Call:
         """The keyword arguments of httpx's request() for this call."""
         return {"method": self.method, "url": self.path, "params": self.params,
                 "headers": self.headers, "content": self.content,
-                "timeout": timeout + min(max(0.0, self.wait), MAX_WAIT)}
+                "timeout": timeout + min(max(0.0, self.wait), MAX_WAIT_SECONDS)}
 
 
 def result(call: Call, outcome: httpx.Response | Exception, url: str, retried: bool = False):

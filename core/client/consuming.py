@@ -6,7 +6,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from mq.client.calls import MAX_WAIT
+from mq.operations import MAX_WAIT_SECONDS
 
 log = logging.getLogger("mq.client")
 
@@ -23,7 +23,7 @@ class ConsumeOptions:
     handler: Callable
     concurrency: int = 1
     on_error: str = "nack"
-    wait: float = MAX_WAIT
+    wait: float = MAX_WAIT_SECONDS
 
     def __post_init__(self):
         if not callable(self.handler):
@@ -34,8 +34,8 @@ class ConsumeOptions:
         if self.on_error not in ON_ERROR:
             raise ValueError(f"on_error must be one of {', '.join(ON_ERROR)}, not {self.on_error!r}")
         if isinstance(self.wait, bool) or not isinstance(self.wait, (int, float)) \
-                or not 0 <= self.wait <= MAX_WAIT:
-            raise ValueError(f"wait must be between 0 and {MAX_WAIT:g} seconds, not {self.wait!r}")
+                or not 0 <= self.wait <= MAX_WAIT_SECONDS:
+            raise ValueError(f"wait must be between 0 and {MAX_WAIT_SECONDS:g} seconds, not {self.wait!r}")
 
 
 def checked_queue(queue) -> str:

@@ -11,9 +11,9 @@ import time
 import warnings
 
 from mq.client.api import DEFAULT_URL
-from mq.client.batch_calls import MAX_BATCH
 from mq.client.errors import ClientError, ServerError, UnavailableError
 from mq.client.sync import Client
+from mq.operations import MAX_BATCH_MESSAGES
 
 #: The content type of every shipped record.
 JSON = "application/json"
@@ -48,8 +48,8 @@ class MqHandler(logging.Handler):
                  close_timeout: float = 10.0, level: int = logging.NOTSET, **client_options):
         """client_options (token, ca, timeout, retries, backoff, max_backoff) go to the Client
         that sends the batches; its retries and back-off apply to each batch."""
-        if not 1 <= batch_size <= MAX_BATCH:
-            raise ValueError(f"batch_size must be 1 to {MAX_BATCH}, not {batch_size!r}")
+        if not 1 <= batch_size <= MAX_BATCH_MESSAGES:
+            raise ValueError(f"batch_size must be 1 to {MAX_BATCH_MESSAGES}, not {batch_size!r}")
         if capacity < batch_size:
             raise ValueError(f"capacity must be at least batch_size ({batch_size}), not {capacity!r}")
         for name, value in (("interval", interval), ("block", block),

@@ -60,6 +60,7 @@ def processing(message):
 @contextmanager
 def _span(message):
     """The span of processing(), for a message with or without trace context."""
+    assert trace is not None, "processing() makes no span without OpenTelemetry"
     parent = extracted(message)
     producer = trace.get_current_span(parent).get_span_context()
     if not producer.is_valid:

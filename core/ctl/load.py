@@ -73,7 +73,8 @@ def open_input(args, count: bool):
 def batches(items):
     """The items in lists of up to BATCH_MESSAGES (or BATCH_BYTES); when reading the input
     fails, the list read before the failure comes first, then the error."""
-    pending, size, source = [], 0, iter(items)
+    pending: list = []
+    size, source = 0, iter(items)
     while True:
         try:
             item = next(source)

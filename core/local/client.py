@@ -9,9 +9,8 @@ from mq.client.message import Message
 from mq.errors import Invalid, NotFound
 from mq.local import consume, produce, receipts
 from mq.local.errors import translated
-from mq.operations import Peek
-from mq.store import Changes, CorruptMessage, Root, Store, validate_queue
-from mq.store.listing import Entry, read_entry
+from mq.operations import Fetch, Peek, PropsGet, PropsPatch, Purge, QueueDelete, QueueGet, QueuePut, Redrive
+from mq.store import Changes, Root, Store
 
 #: Seconds between looks at an empty queue while get(wait=...) waits.
 POLL_SECONDS = 0.02
@@ -56,18 +55,18 @@ class LocalClient:
     @translated
     def create_queue(self, queue: str) -> bool:
         """Create a queue durably; True when it was created, False when it existed."""
-        return self.store.queues.create_queue(validate_queue(queue))
+        return self.store.queues.create_queue(QueuePut.from_payload({"queue": queue}).queue)
 
     @translated
     def delete_queue(self, queue: str) -> None:
         """Delete a queue with its messages in every state, its keys and properties."""
-        self.store.queues.delete_queue(validate_queue(queue))
+        self.store.queues.delete_queue(QueueDelete.from_payload({"queue": queue}).queue)
         self.taker.forget(queue)
 
     @translated
     def queue_exists(self, queue: str) -> bool:
         """True when the queue exists."""
-        return self.store.queues.queue_exists(validate_queue(queue))
+        return self.store.queues.queue_exists(QueueGet.from_payload({"queue": queue}).queue)
 
     @translated
     def stat(self, queue: str) -> dict:
@@ -83,14 +82,14 @@ class LocalClient:
     @translated
     def properties(self, queue: str) -> dict:
         """The queue's effective properties (its own, the first matching rule, the system's)."""
-        return self.props.effective(validate_queue(queue))
+        return self.props.effective(PropsGet.from_payload({"queue": queue}).queue)
 
     @translated
     def set_properties(self, queue: str, **props) -> dict:
         """Patch the queue's own properties durably; return the effective ones."""
-        changes = properties.validate(props)
-        self.store.write_json(self.store.props_path(validate_queue(queue)),
-                              {**self.props.own(queue), **changes})
+        request = PropsPatch.from_payload({"queue": queue, "properties": props})
+        self.store.write_json(self.store.props_path(request.queue),
+                              {**self.props.own(queue), **request.properties})
         return self.props.effective(queue)
 
     @translated
@@ -98,35 +97,22 @@ class LocalClient:
         """Up to `max` of the oldest ready messages (ids after `after`, none past the queue's
         retention), their bodies within the daemon's byte cap of one answer (8 MiB together,
         the first whatever its size: mq.delivery.joins_answer), none claimed."""
-        Peek.from_payload({"queue": queue, "max": max, "after": after})  # As the daemon checks.
+        request = Peek.from_payload({"queue": queue, "max": max, "after": after})
         self.must_exist(queue)
-        out: list[Message] = []
-        size = 0
         cutoff = rules.expiry_cutoff_ms(self.props.effective(queue)["retention"], time.time())
-        for message_id, attempts in sorted(self.store.states.list_ready(queue)):
-            if (after is not None and message_id <= after) or rules.expired(message_id, cutoff):
-                continue
-            path = self.store.ready_path(queue, message_id, attempts)
-            try:
-                read = read_entry(Entry("ready", queue, message_id, attempts, path))
-            except CorruptMessage:
-                continue  # A get moves it to corrupt/.
-            if read is not None:  # None: taken or removed since the listing.
-                message = read[0]
-                if not rules.joins_answer(size, len(out), len(message.body)):
-                    break  # The next page starts after the last id returned, as over HTTP.
-                size += len(message.body)
-                out.append(Message(queue, message_id, message.body, message.content_type, None,
-                                   attempts, message.created_ms,
-                                   **trace_context.of_message(message.attributes)))
-                if len(out) == max:
-                    break
-        return out
+        candidates = ((message_id, attempts)
+                      for message_id, attempts in sorted(self.store.states.list_ready(queue))
+                      if (request.after is None or message_id > request.after)
+                      and not rules.expired(message_id, cutoff))
+        return [Message(queue, message_id, message.body, message.content_type, None, attempts,
+                        message.created_ms, **trace_context.of_message(message.attributes))
+                for message_id, attempts, message in
+                rules.peeked(self.store, queue, candidates, request.max)]
 
     @translated
     def purge(self, queue: str) -> int:
         """Remove every message of the queue in every state; keep the queue and its settings."""
-        purged = self.store.queues.purge_queue(validate_queue(queue))
+        purged = self.store.queues.purge_queue(Purge.from_payload({"queue": queue}).queue)
         self.taker.forget(queue)
         return purged
 
@@ -134,7 +120,8 @@ class LocalClient:
     def redrive(self, queue: str) -> dict:
         """Move the ready messages of the queue's dead-letter queue back into it, as new;
         {"queue", "dead_letter_queue", "moved"}."""
-        dead = self.props.effective(validate_queue(queue))["dead_letter_queue"]
+        request = Redrive.from_payload({"queue": queue})
+        dead = request.source or self.props.effective(queue)["dead_letter_queue"]
         moved: list[str] = []
         if self.store.queues.queue_exists(dead):
             changes = Changes()
@@ -146,7 +133,7 @@ class LocalClient:
 
     def must_exist(self, queue: str) -> None:
         """Raise NotFound unless the queue exists (the name checked first)."""
-        if not self.store.queues.queue_exists(validate_queue(queue)):
+        if not self.store.queues.queue_exists(QueueGet.from_payload({"queue": queue}).queue):
             raise NotFound(f"queue {queue!r} does not exist")
 
     # -- messages -------------------------------------------------------------------------
@@ -166,7 +153,7 @@ class LocalClient:
         """Claim the oldest ready message the queue's rules let out (none past its retention;
         in a fifo queue, none whose group has an older one in flight), waiting up to `wait`
         seconds for one; None if none."""
-        validate_queue(queue)
+        Fetch.from_payload({"queue": queue})  # Its wait: any time here (README.md).
         if isinstance(wait, bool) or not isinstance(wait, (int, float)) or \
                 not (math.isfinite(wait) and wait >= 0):
             raise Invalid("wait must be a finite number of seconds, at least 0")

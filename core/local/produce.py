@@ -9,10 +9,11 @@ import socket
 import time
 
 from mq import trace_context
-from mq.adds import CheckedAdd, check_add, with_properties
+from mq.adds import CheckedAdd, with_properties
 from mq.client import tracing
 from mq.errors import MqError, Unavailable
 from mq.ids import new_id
+from mq.operations import add_of
 from mq.schedule import due_time
 from mq.store import Changes, dedup_digest, encode_message
 
@@ -36,8 +37,10 @@ def put(store, props, queue, body, delay=None, at=None, dedup_id=None,
     now = time.time()
     if isinstance(body, str):
         body, content_type = body.encode(), content_type or TEXT_CONTENT_TYPE
-    add = check_add(queue, body, content_type, due_time(delay, at, now), dedup_id, now, group,
-                    trace_of(traceparent, tracestate) or None)
+    # The save actor's own op, checked as it decodes one.
+    add = add_of({"queue": queue, "body": body, "content_type": content_type,
+                  "due": due_time(delay, at, now), "dedup_id": dedup_id, "group": group,
+                  "attributes": trace_of(traceparent, tracestate) or None}, now)
     effective = props.effective(add.queue)
     with_properties(add, effective, effective["max_body_bytes"], now)
     window = effective["dedup_window"]

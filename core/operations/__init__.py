@@ -61,12 +61,13 @@ from mq.operations.save import (
     Added,
     AddFanout,
     accumulated_of,
+    add_of,
 )
 
 __all__ = [
     "OPS", "Operation", "OnQueue", "MAX_BATCH_MESSAGES", "MAX_FANOUT_QUEUES", "MAX_FETCH", "MAX_PEEK",
     "MAX_QUEUES", "MAX_WAIT_SECONDS", "check_wait",
-    "Add", "AddBatch", "AddFanout", "Added", "accumulated_of",
+    "Add", "AddBatch", "AddFanout", "Added", "accumulated_of", "add_of",
     "Fetch", "FetchBatch", "FetchAny", "Watch", "Fetched", "Ack", "AckBatch", "Acked", "Nack",
     "Extend", "Delete",
     "QueueGet", "QueuePut", "QueueDelete", "Redrive", "Peek", "Purge", "PropsGet", "PropsPut",

@@ -78,8 +78,9 @@ class OnQueue(Operation):
 
 def operation(name: str):
     """Class decorator: register a request dataclass under its op name and compile its checks."""
-    def register(cls):
-        if not dataclasses.is_dataclass(cls) or not issubclass(cls, Operation):
+    def register(cls: Any) -> Any:
+        # Any: what is compiled below replaces Operation's defaults (`values` a method there).
+        if not is_operation(cls):
             raise TypeError(f"{cls.__qualname__} must be an Operation dataclass")
         if name in OPS:
             raise TypeError(f"op {name!r} is declared twice")
@@ -105,6 +106,11 @@ def operation(name: str):
         OPS[name] = cls
         return cls
     return register
+
+
+def is_operation(cls: object) -> bool:
+    """Whether cls is a dataclass that subclasses Operation."""
+    return isinstance(cls, type) and dataclasses.is_dataclass(cls) and issubclass(cls, Operation)
 
 
 def checker(label: str, hint):

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, TypedDict
 
+from mq import adds
 from mq.adds import (
     MAX_BATCH_MESSAGES,
     MAX_DEDUP_ID,
@@ -121,3 +122,11 @@ class AddFanout(Operation):
         """The add of one copy: to a queue that must still exist."""
         return Add(queue=queue, body=self.body, content_type=self.content_type, due=self.due,
                    must_exist=True, attributes=self.attributes)
+
+
+def add_of(payload: dict, now: float) -> adds.CheckedAdd:
+    """The add of a writer that sends no op (mq.local, the Spark stager): its payload (an
+    add's fields) decoded and checked as the save actor decodes an add, with its defaults."""
+    op = Add.from_payload(payload)
+    return adds.checked_add(op.queue, op.body, op.content_type, op.due, op.dedup_id, now,
+                            op.group, op.attributes)

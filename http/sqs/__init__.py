@@ -10,13 +10,14 @@ operation needs), message_attributes, md5, signatures.
 
 import tornado.routing
 
+from mq.config import Options
 from mq.http.service import QueueService
 from mq.http.sqs.handler import SqsHandler, SqsRequests
 from mq.http.sqs.service import SqsService
 from mq.http.sqs.signatures import SignatureCheck
 
 
-def routes(service: QueueService, options) -> list:
+def routes(service: QueueService, options: Options) -> list:
     """The SQS routes, to put before mq's own: POST / and the queue URLs /{account}/{queue},
     matched only for requests meant for SQS."""
     args = {"service": service, "options": options, "sqs": SqsService(service, options),

@@ -8,6 +8,7 @@ import tornado.routing
 import tornado.web
 
 from mq import logs
+from mq.config import Options
 from mq.errors import MqError
 from mq.http.api import ApiHandler
 from mq.http.disk_errors import disk_error
@@ -69,7 +70,7 @@ class SqsRequests(tornado.routing.PathMatches):
         return groups
 
 
-def request_limit(options) -> int:
+def request_limit(options: Options) -> int:
     """The largest SQS request body: the largest message with every byte escaped as JSON
     escapes a control character (six bytes), and room for the rest of the call."""
     return 6 * min(options.max_body_bytes, attributes.MAPPED["MaximumMessageSize"][1]) + 65536
@@ -91,7 +92,7 @@ class SqsHandler(ApiHandler):
     # The query string is AWS's query protocol (Action=...), checked as SQS checks it.
     checks_query = False
 
-    def initialize(self, service: QueueService, options, sqs: SqsService | None = None,
+    def initialize(self, service: QueueService, options: Options, sqs: SqsService | None = None,
                    signatures: SignatureCheck | None = None) -> None:
         """Take the SQS service the operations use and the signature check, if any."""
         super().initialize(service, options)

@@ -5,6 +5,7 @@ listings, and the calls every operation makes, as the caller's token (acting).""
 import copy
 
 from mq import properties
+from mq.config import Options
 from mq.errors import MqError, NotFound
 from mq.http.service import QueueService
 from mq.http.sqs.errors import from_mq, queue_missing
@@ -16,7 +17,7 @@ from mq.tokens import Token
 class SqsService:
     """The daemon as the SQS operations see it."""
 
-    def __init__(self, queues: QueueService, options):
+    def __init__(self, queues: QueueService, options: Options):
         #: The operations, each checked against `token` (None: access control is off).
         self.queues = queues
         self.token: Token | None = None

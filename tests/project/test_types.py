@@ -55,3 +55,47 @@ def test_no_setting_hides_findings_of_the_package():
         for pattern in [modules] if isinstance(modules, str) else modules:
             hides = override.get("ignore_errors") or override.get("follow_imports") == "skip"
             assert not (hides and pattern.split(".")[0] in ("mq", "mq*", "*")), override
+
+
+#: The actors as the Protocols their command functions take (actors/commands.py): a FetchActor
+#: is a FetchCommandActor and a SaveActor a SaveCommandActor; the last one must be refused
+#: (its ignore would be unused, which warn_unused_ignores reports).
+ACTORS_AS_PROTOCOLS = '''
+from mq.actors.commands import FetchCommandActor, SaveCommandActor
+from mq.actors.fetch import FetchActor
+from mq.actors.save import SaveActor
+
+
+def fetch(actor: FetchActor) -> FetchCommandActor:
+    return actor
+
+
+def save(actor: SaveActor) -> SaveCommandActor:
+    return actor
+
+
+def not_fetch(actor: SaveActor) -> FetchCommandActor:
+    return actor  # type: ignore[return-value]
+'''
+
+
+def test_the_actors_are_what_their_command_functions_take(tmp_path):
+    result = mypy("-c", ACTORS_AS_PROTOCOLS, cache=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_bodies_of_unannotated_functions_are_checked():
+    # Without it mypy passes over the body of every function whose signature has no
+    # annotation at all.
+    settings = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["mypy"]
+    assert settings.get("check_untyped_defs") is True
+
+
+def test_the_checkers_are_pinned_below_and_above():
+    # A newer checker may bring findings of its own: each is pinned to the versions checked.
+    test_extra = tomllib.loads((REPO / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]["test"]
+    for checker in ("ruff", "mypy", "import-linter"):
+        [requirement] = [r for r in test_extra if re.match(rf"{checker}\b[=<>!~]", r)]
+        pinned = "==" in requirement or ("<" in requirement and ">=" in requirement)
+        assert pinned, requirement
