@@ -26,6 +26,7 @@ install-test: $(VENV)/.installed-test
 
 # The code is installed as a package (not editable), so reinstall it on every run.
 run: install
+	rm -rf build  # setuptools' build/lib keeps modules deleted from the sources
 	$(BIN)/pip install --quiet --no-deps --force-reinstall .
 	$(BIN)/mq --root=$(ROOT) --host=$(HOST) --port=$(PORT)
 
@@ -69,6 +70,7 @@ test-packages:
 # The test extra brings the build backend into .venv, so the reinstall skips making a build
 # environment of its own each time.
 test: install-test check-java test-packages
+	rm -rf build
 	$(BIN)/pip install --quiet --no-deps --no-build-isolation --force-reinstall .
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n 3 --dist loadgroup
 
@@ -80,6 +82,7 @@ QUICK_TESTS := tests/actors tests/store/test_store_changes.py tests/store/test_r
 	tests/store/test_accumulation_crash.py tests/sqs/test_message_groups.py \
 	tests/project/test_code_map.py tests/project/test_ports.py
 check: install-test
+	rm -rf build
 	$(BIN)/pip install --quiet --no-deps --no-build-isolation --force-reinstall .
 	$(BIN)/ruff check .
 	$(BIN)/mypy -p mq
