@@ -28,6 +28,7 @@ from mq.operations import (
     Extend,
     Fetch,
     Fetched,
+    Move,
     Nack,
     Operation,
     PropsDelete,
@@ -233,6 +234,14 @@ async def release(caller: Caller, params: list):
     return await reply(caller, params, "release", Nack)
 
 
+async def move(caller: Caller, params: list):
+    """move(name, id, target) -> "ok": move a ready message into the target queue."""
+    name, message_id, target = arguments("move", params, ("name", "id", "target"), 3)
+    await caller.service.run(caller.token(), Move(queue=queue_name(name), id=message_id,
+                                                  target=queue_name(target)))
+    return "ok"
+
+
 async def delete(caller: Caller, params: list):
     """delete(name) -> "ok": delete the queue and all its messages."""
     (name,) = arguments("delete", params, ("name",), 1)
@@ -289,7 +298,7 @@ async def auth(caller: Caller, params: list):
 
 METHODS = {
     "auth": auth, "push": push, "pull": pull, "pull_any": pull_any, "push_all": push_all,
-    "done": done, "retain": retain, "release": release, "delete": delete,
+    "done": done, "retain": retain, "release": release, "move": move, "delete": delete,
     "update_props": update_props, "set_default_props": set_default_props,
     "get_default_props": get_default_props,
 }

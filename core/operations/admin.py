@@ -5,8 +5,10 @@ from dataclasses import dataclass
 from typing import Annotated, TypedDict
 
 from mq import properties as rules
+from mq.errors import Invalid
 from mq.operations.fields import (
     READ,
+    WRITE,
     MessageId,
     OnQueue,
     Operation,
@@ -66,6 +68,27 @@ class Redrive(OnQueue[Redriven]):
 
     queue: Queue
     source: Queue | None = None
+
+
+class Moved(TypedDict):
+    """The answer to a move: the message's id and the queue it is now ready in."""
+
+    id: str
+    queue: str
+
+
+@operation("move", scope=WRITE)
+@dataclass(slots=True, frozen=True, kw_only=True)
+class Move(OnQueue[Moved]):
+    """Move a ready message of the queue into `target`, ready there as new (it keeps its id)."""
+
+    queue: Queue
+    id: MessageId
+    target: Queue
+
+    def __post_init__(self):
+        if self.target == self.queue:
+            raise Invalid("move: a message moves to another queue")
 
 
 @operation("peek", scope=READ)
