@@ -13,18 +13,17 @@ from collections import Counter
 import pytest
 import tornado.httpclient
 import tornado.httpserver
+from repo_support import REPO, lint_imports
+from support import Daemon, free_port
 
 from mq.config import Options
 from mq.errors import Forbidden
 from mq.http import front, service
 from mq.http.actor_links import ActorPool
-from mq.operations import OPS, AddFanout
+from mq.operations import OPS, Acked, AddFanout
 from mq.operations.admin import Properties
 from mq.operations.fields import EACH_QUEUE, Queue
 from mq.tokens import RANKS, Token, digest_of
-
-from repo_support import REPO, lint_imports
-from support import Daemon, free_port
 
 #: The modules of http/ that may hold the actor pool: the service's side, and the front's
 #: process, which builds the pool and hands the service to every front end.
@@ -256,19 +255,22 @@ def test_an_op_is_checked_on_every_field_typed_as_a_queue():
     # throw-away op's queues are checked, the second one named "target".
     from dataclasses import dataclass
 
-    from mq.operations.fields import OnQueue, Queue, operation
+    from mq.operations.fields import FETCH, WRITE, OnQueue, Queue, operation
 
     try:
-        @operation("copy_between")
+        @operation("copy_between", scope=WRITE)
         @dataclass(slots=True, frozen=True, kw_only=True)
-        class CopyBetween(OnQueue):
+        class CopyBetween(OnQueue[Acked]):
             """Copy a message of a queue into another (a declaration for this test)."""
 
             queue: Queue
             target: Queue
 
         request = CopyBetween(queue="from-q", target="to-q")
-        service.check(token("from-q|to-q"), request)
+        assert (CopyBetween.scope, CopyBetween.actor, CopyBetween.reply) == (WRITE, FETCH, Acked)
+        service.check(token("from-q|to-q", WRITE), request)
+        with pytest.raises(Forbidden, match="lacks the write scope"):
+            service.check(token("from-q|to-q", "read"), request)
         with pytest.raises(Forbidden, match="'to-q'"):
             service.check(token("from-q"), request)
         with pytest.raises(Forbidden, match="'from-q'"):
