@@ -160,6 +160,10 @@ def operation(name: str, scope: str = ADMIN, actor: str = FETCH):
         cls.names = tuple(field[0] for field in spec)
         cls.queue_fields = tuple((name, mark.names) for name in cls.names
                                  for mark in marks(hints[name]))
+        for field_name in cls.names:
+            if validate_queue in metadata(hints[field_name]):
+                # Checked as a queue's name but not marked: the access check would miss it.
+                raise TypeError(f"{cls.__qualname__}.{field_name}: type a queue as Queue")
         cls.limits = {name: limit for name in cls.names for limit in declared_limits(hints[name])}
         if len(cls.names) > 1:
             cls.values = staticmethod(operator.attrgetter(*cls.names))

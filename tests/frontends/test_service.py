@@ -277,3 +277,24 @@ def test_an_op_is_checked_on_every_field_typed_as_a_queue():
             service.check(token("to-q"), request)
     finally:
         OPS.pop("copy_between", None)
+
+
+def test_a_queue_name_field_not_typed_as_a_queue_is_refused_at_declaration():
+    # Checked as a queue's name, yet plain: it would escape the access check, so the
+    # declaration itself fails.
+    from dataclasses import dataclass
+    from typing import Annotated
+
+    from mq.operations.fields import OnQueue, Queue, operation
+    from mq.store import validate_queue
+
+    with pytest.raises(TypeError, match="type a queue as Queue"):
+        @operation("copy_unmarked")
+        @dataclass(slots=True, frozen=True, kw_only=True)
+        class CopyUnmarked(OnQueue):
+            """A declaration for this test."""
+
+            queue: Queue
+            target: Annotated[str, validate_queue]
+    assert "copy_unmarked" not in OPS
+
