@@ -1,6 +1,6 @@
 """The loop every request-serving actor runs: decode, dispatch, translate errors, flush, reply.
 
-Each actor class has a command table, op -> (request type, function). The loop decodes each
+Each actor class has a command table, op class -> function. The loop decodes each
 payload into its op's request type (mq.operations, checked before any handler runs), applies
 a batch's requests in arrival order, one error value per failed request, flushes once for the
 whole batch, sends the notifications the batch collected, and only then replies: a change
@@ -51,10 +51,10 @@ class Actor(Generic[B]):
     """A single-threaded actor bound to a ROUTER socket, serving the ops of COMMANDS."""
 
     kind = "actor"
-    #: op -> (its request type, function(actor, batch, request, sender)) where request is the
-    #: payload decoded (mq.operations) and sender the Request it came in (peer and request
-    #: id); the function returns a result dict, DEFERRED, or raises.
-    COMMANDS: dict[str, tuple[type[Operation], Callable[..., object]]] = {}
+    #: op class -> function(actor, batch, request, sender) where request is the payload
+    #: decoded into that class (mq.operations) and sender the Request it came in (peer and
+    #: request id); the function returns a result dict, DEFERRED, or raises.
+    COMMANDS: dict[type[Operation], Callable[..., object]] = {}
     #: The Batch class this actor's batches use (each actor class names its own).
     batch_class: type[B]
 
@@ -72,6 +72,7 @@ class Actor(Generic[B]):
         self.mover_notes = MoverNotes(lambda note: self.send(self.mover, note))
         self.fetchers: list = []
         self.stopping = False
+        self._named: tuple[dict, dict] = ({}, {})
         self.root_watch = RootWatch(options.root, options.root_id)
         self.root_was_lost = False
         #: Forgets the queues that went without this actor hearing (actors/gone_queues.py).
@@ -202,7 +203,7 @@ class Actor(Generic[B]):
         """One request through the command table: its payload decoded into the op's request
         type (checked: Invalid before any handler runs), then its handler; every failure
         becomes an error value."""
-        command = self.COMMANDS.get(request.op or "")
+        command = self.by_name().get(request.op or "")
         if command is None:
             return Invalid(f"{self.kind} actor cannot {request.op!r}")
         kind, handler = command
@@ -222,6 +223,13 @@ class Actor(Generic[B]):
             self.log.exception("actor.error", op=request.op, queue=_field(request, "queue"),
                                id=_field(request, "id"))
             return MqError(f"internal error in {self.kind} actor")
+
+    def by_name(self) -> dict[str, tuple[type[Operation], Callable[..., object]]]:
+        """COMMANDS by op name (the payload's "op"), made again only when COMMANDS is replaced."""
+        table = self.COMMANDS
+        if self._named[0] is not table:
+            self._named = (table, {kind.op: (kind, handler) for kind, handler in table.items()})
+        return self._named[1]
 
     def settle(self, batch: B) -> None:
         """Flush what the batch changed; when that fails, undo what can be undone and turn

@@ -271,9 +271,8 @@ class MoverActor(Actor[Batch]):
             self.props.forget(queue)
         self.timers.forget(gone, self.store.states.is_delayed)
 
-    COMMANDS = {"delayed": (ops.Delayed, delayed), "relay": (ops.Relay, relay),
-                "rescan": (ops.Rescan, rescan_all), "settled": (ops.Settled, settled),
-                "stats": (ops.Stats, stats), "window": (ops.Window, accumulation.window_note)}
+    COMMANDS = {ops.Delayed: delayed, ops.Relay: relay, ops.Rescan: rescan_all,
+                ops.Settled: settled, ops.Stats: stats, ops.Window: accumulation.window_note}
 
     def tick(self) -> None:
         """Move what is due, flush, then tell each queue's fetch actor."""

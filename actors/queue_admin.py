@@ -100,6 +100,21 @@ def redrive(actor: FetchCommandActor, batch, request: ops.Redrive, sender) -> di
     return {"queue": queue, "dead_letter_queue": dead, "moved": len(ids)}
 
 
+def move(actor: FetchCommandActor, batch, request: ops.Move, sender) -> ops.Moved:
+    """Move a ready message of the queue into the target, ready there as new: its size leaves
+    this queue's bytes, and the target's fetch actor hears of it through the mover."""
+    queue, message_id, target = request.queue, request.id, request.target
+    index = actor.indexes.of(queue)
+    attempts = index.attempts(message_id)
+    if attempts is None:
+        raise NotFound(f"no ready message {message_id} in queue {queue!r}")
+    moved = actor.store.queues.move_ready(queue, message_id, attempts, target, batch.changes)
+    index.discard(message_id)
+    actor.indexes.sizes.moved_out(queue, moved)
+    actor.send(actor.mover, ops.Relay(queue=target, ids=[[message_id, 0]]))
+    return {"id": message_id, "queue": target}
+
+
 def taken(actor: FetchCommandActor, batch, request: ops.Taken, sender) -> dict:
     """Notification: [id, bytes] of ready messages a redrive moved out of the queue; its index
     and bytes drop those it holds."""

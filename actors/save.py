@@ -115,8 +115,8 @@ class SaveActor(Actor[SaveActorBatch]):
             self.props.forget(queue)
         self.store.states.admitted.difference_update(gone)
 
-    COMMANDS = {"add": (ops.Add, add), "add_batch": (ops.AddBatch, save_batch.add_batch),
-                "add_fanout": (ops.AddFanout, fanout.add_fanout), "stats": (ops.Stats, stats)}
+    COMMANDS = {ops.Add: add, ops.AddBatch: save_batch.add_batch,
+                ops.AddFanout: fanout.add_fanout, ops.Stats: stats}
 
     def handle(self, requests: list[Request]) -> SaveActorBatch:
         """Apply a batch, each fan-out as one add per queue (actors/fanout.py)."""

@@ -138,6 +138,16 @@ def validate(props) -> dict:
     return out
 
 
+def named_queues(props) -> list[str]:
+    """The queues a properties value names (dead_letter_queue): its writer must be allowed to
+    use them, since the queue's dead letters will be written there and a redrive reads them
+    back. Anything not a properties object names none (its check refuses it)."""
+    if not isinstance(props, dict):
+        return []
+    dead = props.get("dead_letter_queue")
+    return [dead] if isinstance(dead, str) and dead else []
+
+
 def validate_rules(rules) -> list:
     """Return default rules [[regex, props], ...] checked; raise Invalid naming what is wrong."""
     if not isinstance(rules, list):

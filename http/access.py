@@ -94,12 +94,3 @@ def allowed(token: Token | None, queues: list[str]) -> list[str]:
     exist."""
     return queues if token is None else [q for q in queues if token.allows_queue(q)]
 
-
-def named_queues(props) -> list[str]:
-    """The queues a properties value names (dead_letter_queue): its writer must be allowed to
-    use them, since the queue's dead letters will be written there and a redrive reads them
-    back. Anything not a properties object names none (its check refuses it)."""
-    if not isinstance(props, dict):
-        return []
-    dead = props.get("dead_letter_queue")
-    return [dead] if isinstance(dead, str) and dead else []

@@ -221,7 +221,7 @@ async def post_batch(handler: ApiHandler, queue: str, body: bytes) -> None:
     traced = {"traceparent": handler.request.headers.get("traceparent"),
               "tracestate": handler.request.headers.get("tracestate")}
     messages = messages_of(handler.request.headers.get("Content-Type"), body, defaults, now, traced)
-    result = await handler.service.add_batch(handler.token, AddBatch(queue=queue, messages=messages))
+    result = await handler.service.run(handler.token, AddBatch(queue=queue, messages=messages))
     handler.log_fields["count"] = len(result["messages"])
     fresh = [m for m in result["messages"] if not m.get("duplicate")]
     reply = [added_record(m) for m in result["messages"]]
@@ -289,7 +289,7 @@ class AckBatchHandler(ApiHandler):
             raise Invalid(f"give 1 to {MAX_BATCH_MESSAGES} receipts, not {len(receipts)}")
         if not all(isinstance(r, str) for r in receipts):
             raise Invalid("every receipt must be a string")
-        result = await self.service.ack_batch(self.token, AckBatch(queue=queue, receipts=receipts))
+        result = await self.service.run(self.token, AckBatch(queue=queue, receipts=receipts))
         results = result["results"]
         acked = sum(1 for r in results if r["status"] == "acked")
         self.log_fields["count"] = acked

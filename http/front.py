@@ -22,7 +22,7 @@ from mq.http.connection_timeouts import TimedHTTPServer
 from mq.http.dashboard import DashboardHandler, HomeHandler
 from mq.http.health import read_health
 from mq.http.history import History, HistoryHandler
-from mq.http.messages import MessageHandler, MessagesHandler
+from mq.http.messages import MessageHandler, MessagesHandler, MoveHandler
 from mq.http.metrics import HealthCheckHandler, MetricsHandler
 from mq.http.queues import (
     DefaultRulesHandler,
@@ -117,6 +117,7 @@ def make_app(service: QueueService, options: Options, run_dir: str = "",
             (rf"/{name}/messages", MessagesHandler, args),
             (rf"/{name}/messages/ack", AckBatchHandler, args),
             (rf"/{name}/messages/{name}", MessageHandler, args),
+            (rf"/{name}/messages/{name}/move", MoveHandler, args),
             (r"/_mq/properties", DefaultRulesHandler, args),
             (r"/_mq/health", HealthHandler, {**args, "run_dir": run_dir}),
             (r"/_mq/openapi\.yaml", OpenApiHandler, args),

@@ -24,7 +24,9 @@ from mq.operations import (
     Fetch,
     FetchBatch,
     Fetched,
+    Move,
     Nack,
+    Operation,
     accumulated_of,
 )
 from mq.schedule import due_time
@@ -155,7 +157,7 @@ class MessagesHandler(StreamedBodyHandler):
         due = due_time(self.param("delay", "X-Delay"), self.param("at", "X-At"), now)
         context = trace_context.parse(self.header("traceparent"), self.header("tracestate"))
         # Checked once, by the save actor as it decodes the add (its fields' checks).
-        result: Added = await self.service.add(self.token, Add(
+        result: Added = await self.service.run(self.token, Add(
             queue=queue, body=body,
             content_type=utf8_header(self.content_type, "Content-Type") or "",
             due=due, dedup_id=dedup_id, attributes=context or None))
@@ -216,7 +218,7 @@ class MessagesHandler(StreamedBodyHandler):
         watch = asyncio.ensure_future(self.watch_client(wait)) if wait > 0 else None
         try:
             # Only a long poll's watch cancels: a fetch that does not wait takes no canceller.
-            return await self.service.fetch(
+            return await self.service.run(
                 self.token, request,
                 on_sent=None if watch is None else lambda cancel: setattr(self, "poll", cancel),
                 client=self.client_address())
@@ -240,7 +242,7 @@ class MessagesHandler(StreamedBodyHandler):
 class MessageHandler(ApiHandler):
     """DELETE /{queue}/messages/{id}, and POST /{queue}/messages/{id}?reply=ack|nack|ext."""
 
-    REPLIES = {"ack": Ack, "nack": Nack, "ext": Extend, "extend": Extend}
+    REPLIES: dict[str, type[Operation]] = {"ack": Ack, "nack": Nack, "ext": Extend, "extend": Extend}
 
     @accepts("receipt")
     async def delete(self, name: str, message_id: str) -> None:
@@ -249,7 +251,7 @@ class MessageHandler(ApiHandler):
         self.log_fields["id"] = message_id
         fmt.validate_id(message_id)
         receipt = self.param("receipt", "X-Receipt")
-        await self.service.ack(
+        await self.service.run(
             self.token, Ack(queue=queue, id=message_id, receipt=receipt) if receipt else
             Delete(queue=queue, id=message_id))
         self.set_status(204)
@@ -270,7 +272,8 @@ class MessageHandler(ApiHandler):
                                   "receipt": self.param("receipt", "X-Receipt")}
         if self.REPLIES[reply] is Extend:
             fields["seconds"] = seconds
-        result = await self.service.call(self.token, self.REPLIES[reply](**fields))
+        request = self.REPLIES[reply](**fields)
+        result = await self.service.run(self.token, request)
         if reply in ("ext", "extend"):
             self.set_header("X-Receipt", result["receipt"])
             self.write_json(200, {"id": message_id, "due": result["due"]})
@@ -280,3 +283,19 @@ class MessageHandler(ApiHandler):
             return
         self.set_status(204)
         self.finish()
+
+
+class MoveHandler(ApiHandler):
+    """POST /{queue}/messages/{id}/move?to={target}."""
+
+    @accepts("to")
+    async def post(self, name: str, message_id: str) -> None:
+        """Move a ready message into the target queue, ready there as new: 200 with its id and
+        queue; 404 when the queue has no such ready message."""
+        queue = self.queue_name(name)
+        self.log_fields["id"] = message_id
+        fmt.validate_id(message_id)
+        # A missing target goes as None: the actor's check of the op answers that it is required.
+        target = self.get_query_argument("to", None)
+        self.write_json(200, await self.service.run(self.token, Move(
+            queue=queue, id=message_id, target=target)))  # type: ignore[arg-type]

@@ -14,7 +14,9 @@ from mq.operations import (
     PropsPut,
     Purge,
     QueueDelete,
+    QueueGet,
     QueuePut,
+    Redrive,
     RulesDelete,
     RulesGet,
     RulesPut,
@@ -28,19 +30,19 @@ class QueueHandler(ApiHandler):
     async def get(self, name: str) -> None:
         """200 when the queue exists, 404 when not."""
         queue = self.queue_name(name)
-        result = await self.service.queue_info(self.token, queue)
+        result = await self.service.run(self.token, QueueGet(queue=queue))
         self.write_json(200, result)
 
     async def put(self, name: str) -> None:
         """Create the queue: 201 when created, 200 when it already existed."""
         queue = self.queue_name(name)
-        result = await self.service.call(self.token, QueuePut(queue=queue))
+        result = await self.service.run(self.token, QueuePut(queue=queue))
         self.write_json(201 if result["created"] else 200, {"queue": queue, "created": result["created"]})
 
     async def delete(self, name: str) -> None:
         """Delete the queue and all its messages, in every state: 204."""
         queue = self.queue_name(name)
-        await self.service.call(self.token, QueueDelete(queue=queue))
+        await self.service.run(self.token, QueueDelete(queue=queue))
         self.set_status(204)
         self.finish()
 
@@ -52,8 +54,11 @@ class RedriveHandler(ApiHandler):
     async def post(self, name: str) -> None:
         """Answer how many messages came back."""
         queue = self.queue_name(name)
-        # The move reads the dead-letter queue: the service checks the token on it too.
-        self.write_json(200, await self.service.redrive(self.token, queue))
+        # The actor is told the very dead-letter queue the service checks the token on (the
+        # move reads it), so a property changed meanwhile moves nothing unchecked.
+        props = await self.service.run(self.token, PropsGet(queue=queue))
+        source = props["effective"]["dead_letter_queue"]
+        self.write_json(200, await self.service.run(self.token, Redrive(queue=queue, source=source)))
 
 
 class PeekHandler(ApiHandler):
@@ -68,7 +73,7 @@ class PeekHandler(ApiHandler):
         # A frame carries 64-bit integers at most; the actor refuses any max over its own limit.
         count = min(count, 1 << 31)
         after = self.get_query_argument("after", None)
-        result = await self.service.peek(self.token, Peek(queue=queue, max=count, after=after))
+        result = await self.service.run(self.token, Peek(queue=queue, max=count, after=after))
         for message in result["messages"]:
             message["body"] = base64.b64encode(message["body"]).decode()
             # Of a protocol layer's metadata, only the trace context is shown, as a fetch does.
@@ -83,7 +88,7 @@ class PurgeHandler(ApiHandler):
     async def post(self, name: str) -> None:
         """Answer how many messages went."""
         queue = self.queue_name(name)
-        self.write_json(200, await self.service.purge(self.token, Purge(queue=queue)))
+        self.write_json(200, await self.service.run(self.token, Purge(queue=queue)))
 
 
 class PropertiesHandler(ApiHandler):
@@ -92,7 +97,7 @@ class PropertiesHandler(ApiHandler):
 
     async def props(self, request: PropsGet | PropsPut | PropsPatch | PropsDelete) -> None:
         """Send the properties op and answer the queue's properties after it."""
-        result = await self.service.properties(self.token, request)
+        result = await self.service.run(self.token, request)
         self.write_json(200, {"queue": request.queue, "properties": result["effective"],
                               "own": result["own"]})
 
@@ -119,13 +124,13 @@ class DefaultRulesHandler(ApiHandler):
 
     async def get(self) -> None:
         """The rules."""
-        self.write_json(200, (await self.service.rules(self.token, RulesGet()))["rules"])
+        self.write_json(200, (await self.service.run(self.token, RulesGet()))["rules"])
 
     async def put(self) -> None:
         """Replace the rules."""
         rules = RulesPut(rules=self.json_body())
-        self.write_json(200, (await self.service.rules(self.token, rules))["rules"])
+        self.write_json(200, (await self.service.run(self.token, rules))["rules"])
 
     async def delete(self) -> None:
         """Remove every rule."""
-        self.write_json(200, (await self.service.rules(self.token, RulesDelete()))["rules"])
+        self.write_json(200, (await self.service.run(self.token, RulesDelete()))["rules"])

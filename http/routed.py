@@ -12,6 +12,7 @@ from mq.http import batches, compound
 from mq.http.api import accepts
 from mq.http.messages import StreamedBodyHandler, connection_closed
 from mq.numbers import parse_number
+from mq.operations import AddFanout
 from mq.schedule import due_time
 
 
@@ -39,8 +40,9 @@ class RoutedMessagesHandler(StreamedBodyHandler):
             raise Invalid("dedup_id is not supported on a fan-out add")
         due = due_time(self.param("delay", "X-Delay"), self.param("at", "X-At"), time.time())
         context = trace_context.parse(self.header("traceparent"), self.header("tracestate"))
-        messages = await self.service.fan_out(self.token, pattern, body, self.content_type, due,
-                                              context)
+        messages = await self.service.fan_out(self.token, pattern, AddFanout(
+            queues=[], body=body, content_type=self.content_type or "", due=due,
+            attributes=context or None))
         self.log_fields["queues"] = len(messages)
         if context:
             self.log_fields["traceparent"] = context["tp"]

@@ -25,10 +25,13 @@ from mq.http.service import QueueService
 from mq.operations import (
     Ack,
     Add,
+    AddFanout,
     Extend,
     Fetch,
     Fetched,
+    Move,
     Nack,
+    Operation,
     PropsDelete,
     PropsPut,
     QueueDelete,
@@ -159,7 +162,7 @@ async def push(caller: Caller, params: list):
     token = caller.token()
     context = trace_context.parse(options.get("traceparent"), options.get("tracestate"))
     # Checked once, by the save actor as it decodes the add (its fields' checks).
-    await caller.service.add(token, Add(queue=queue, body=body,
+    await caller.service.run(token, Add(queue=queue, body=body,
                                         content_type=options.get("content_type") or content_type,
                                         due=now + delay if delay else None,
                                         dedup_id=options.get("dedup_id"),
@@ -181,7 +184,7 @@ async def pull(caller: Caller, params: list):
     if caller.gone:
         return "empty"
     try:
-        result = await caller.service.fetch(token, Fetch(queue=queue, wait=wait), on_sent=on_sent)
+        result = await caller.service.run(token, Fetch(queue=queue, wait=wait), on_sent=on_sent)
     finally:
         caller.polls.difference_update(sent)
     return "empty" if result.get("empty") else message(result, queue)
@@ -200,7 +203,8 @@ async def push_all(caller: Caller, params: list):
     """push_all(regexp, content) -> "ok": add a message to every queue whose name matches."""
     pattern, content = arguments("push_all", params, ("regexp", "content"), 2)
     body, content_type = encode_content(content)
-    await caller.service.fan_out(caller.token(), pattern, body, content_type, None)
+    await caller.service.fan_out(caller.token(), pattern, AddFanout(
+        queues=[], body=body, content_type=content_type or ""))
     return "ok"
 
 
@@ -211,7 +215,8 @@ async def reply(caller: Caller, params: list, method: str, op: type[Ack | Extend
     fmt.validate_id(message_id)
     if receipt is not None and not isinstance(receipt, str):
         raise Invalid("receipt must be a string")
-    await caller.service.call(caller.token(), op(queue=queue, id=message_id, receipt=receipt))
+    request: Operation = op(queue=queue, id=message_id, receipt=receipt)
+    await caller.service.run(caller.token(), request)
     return "ok"
 
 
@@ -230,11 +235,19 @@ async def release(caller: Caller, params: list):
     return await reply(caller, params, "release", Nack)
 
 
+async def move(caller: Caller, params: list):
+    """move(name, id, target) -> "ok": move a ready message into the target queue."""
+    name, message_id, target = arguments("move", params, ("name", "id", "target"), 3)
+    await caller.service.run(caller.token(), Move(queue=queue_name(name), id=message_id,
+                                                  target=queue_name(target)))
+    return "ok"
+
+
 async def delete(caller: Caller, params: list):
     """delete(name) -> "ok": delete the queue and all its messages."""
     (name,) = arguments("delete", params, ("name",), 1)
     queue = queue_name(name)
-    await caller.service.call(caller.token(), QueueDelete(queue=queue))
+    await caller.service.run(caller.token(), QueueDelete(queue=queue))
     return "ok"
 
 
@@ -247,24 +260,24 @@ async def update_props(caller: Caller, params: list):
     # The properties first: their check covers the dead-letter queue they name too, so a
     # refused call changes nothing (the queue's creation is checked on the queue alone).
     if props is None:
-        await caller.service.properties(token, PropsDelete(queue=queue))
+        await caller.service.run(token, PropsDelete(queue=queue))
     else:
-        await caller.service.properties(token, PropsPut(queue=queue, properties=props))
-    await caller.service.call(token, QueuePut(queue=queue))
+        await caller.service.run(token, PropsPut(queue=queue, properties=props))
+    await caller.service.run(token, QueuePut(queue=queue))
     return "ok"
 
 
 async def set_default_props(caller: Caller, params: list):
     """set_default_props(props_list) -> "ok": replace the default rules [[regexp, property]]."""
     (rules,) = arguments("set_default_props", params, ("props_list",), 1)
-    await caller.service.rules(caller.token(), RulesPut(rules=rules))
+    await caller.service.run(caller.token(), RulesPut(rules=rules))
     return "ok"
 
 
 async def get_default_props(caller: Caller, params: list):
     """get_default_props() -> props_list: the default rules."""
     arguments("get_default_props", params, (), 0)
-    return (await caller.service.rules(caller.token(), RulesGet()))["rules"]
+    return (await caller.service.run(caller.token(), RulesGet()))["rules"]
 
 
 async def auth(caller: Caller, params: list):
@@ -286,7 +299,7 @@ async def auth(caller: Caller, params: list):
 
 METHODS = {
     "auth": auth, "push": push, "pull": pull, "pull_any": pull_any, "push_all": push_all,
-    "done": done, "retain": retain, "release": release, "delete": delete,
+    "done": done, "retain": retain, "release": release, "move": move, "delete": delete,
     "update_props": update_props, "set_default_props": set_default_props,
     "get_default_props": get_default_props,
 }

@@ -1,8 +1,10 @@
 """QueueService: the one way every front end (the HTTP routes, MessagePack-RPC, the SQS API,
-the statistics) reaches the actors. Its methods are the operations; each one checks the
-caller's token on every queue the operation touches (http/access.py), applies the front's
-limits, picks the actor that serves it, and returns the actor's answer. A front end only
-translates its wire format to and from these calls (docs/ARCHITECTURE.md, "The front").
+the statistics) reaches the actors. `run` runs any op (mq.operations) from what its class
+declares: it checks the caller's token on the op's scope and every queue it touches
+(http/access.py), applies the front's limits, picks the actor that serves it, and returns the
+actor's answer; a fan-out and a pull-any first find the queues their pattern reaches. A front
+end only translates its wire format to and from these calls (docs/ARCHITECTURE.md, "The
+front").
 
 Only this module and the actor-side helpers it uses (routing.py) hold the actor pool; an
 import-linter contract keeps the front ends off http/actor_links.py (tests/project/test_layers.py).
@@ -13,7 +15,7 @@ import dataclasses
 import functools
 import time
 from collections.abc import Awaitable, Callable
-from typing import cast, overload
+from typing import TypeVar, cast
 
 from mq import logs
 from mq.config import Options
@@ -22,76 +24,23 @@ from mq.http import access, routing
 from mq.http.actor_links import ActorLink, ActorPool
 from mq.http.clients import Clients
 from mq.http.figures import merge
-from mq.operations import (
-    MAX_FANOUT_QUEUES,
-    Ack,
-    AckBatch,
-    Add,
-    AddBatch,
-    Added,
-    AddFanout,
-    Delete,
-    Extend,
-    Fetch,
-    FetchAny,
-    FetchBatch,
-    Fetched,
-    Nack,
-    OnQueue,
-    Operation,
-    Peek,
-    PropsGet,
-    PropsPatch,
-    PropsPut,
-    QueueGet,
-    Redrive,
-    RulesDelete,
-    RulesGet,
-    RulesPut,
-    Stats,
-    Watch,
-    check_wait,
-)
+from mq.operations import MAX_FANOUT_QUEUES, AddFanout, Fetched, Operation, Stats, check_wait
+from mq.operations.fields import FETCH, SAVE, WRITE
 from mq.store import Store
 from mq.store.gone_queues import GoneQueues
 from mq.tokens import Token
 
-READ, WRITE, ADMIN = "read", "write", "admin"
-
-#: The scope each operation needs; one not named here needs admin (queue, properties and
-#: rules changes, purge, redrive). The HTTP routes and the RPC methods are checked on these
-#: alone; an SQS operation also asks its own scope first (http/sqs/authorization.py's SCOPES),
-#: at least that of each op it runs.
-SCOPES: dict[type[Operation], str] = {
-    Add: WRITE, AddBatch: WRITE, AddFanout: WRITE,
-    Fetch: WRITE, FetchBatch: WRITE, FetchAny: WRITE, Watch: WRITE,
-    Ack: WRITE, AckBatch: WRITE, Nack: WRITE, Extend: WRITE, Delete: WRITE,
-    QueueGet: READ, Peek: READ, PropsGet: READ, RulesGet: READ, Stats: READ,
-}
-#: Operations about every queue: a token limited to some queues may not use them.
-EVERY_QUEUE = (RulesGet, RulesPut, RulesDelete, Stats)
-
-
-def touched(request: Operation) -> list[str] | None:
-    """The queues an operation touches, for its access check; None: every queue."""
-    if isinstance(request, EVERY_QUEUE):
-        return None
-    if isinstance(request, (AddFanout, FetchAny, Watch)):
-        return list(request.queues)
-    if isinstance(request, Redrive):
-        return [request.queue] + ([request.source] if request.source else [])
-    if isinstance(request, (PropsPut, PropsPatch)):
-        # Its dead-letter queue will be written by the actors and read by a redrive.
-        return [request.queue, *access.named_queues(request.properties)]
-    if isinstance(request, OnQueue):
-        return [request.queue]
-    raise TypeError(f"{request.op}: no rule says which queues it touches")
+#: An op's reply type.
+R = TypeVar("R")
 
 
 def check(token: Token | None, request: Operation) -> None:
-    """Forbidden unless the token may run this operation on every queue it touches."""
+    """Forbidden unless the token has the op's scope and may use every queue it touches (its
+    queue-typed fields; none: every queue, which needs a token limited to none). The HTTP
+    routes and the RPC methods are checked on this alone; an SQS operation also asks its own
+    scope first (http/sqs/authorization.py's SCOPES), at least that of each op it runs."""
     if token is not None:
-        access.check(token, SCOPES.get(type(request), ADMIN), touched(request))
+        access.check(token, request.scope, request.touched())
 
 
 class QueueService:
@@ -135,31 +84,48 @@ class QueueService:
         for keeper in self._keepers:
             keeper.forget_queues(gone)
 
-    # Adds: to the save actor with room (ActorPool.saver), which refuses when overloaded.
+    def run(self, token: Token | None, request: Operation[R],
+            on_sent: Callable[[Callable[[], None]], None] | None = None,
+            client: str | None = None) -> Awaitable[R]:
+        """Run any op the front sends (mq.operations): check it (check()), send it to the
+        actor its class names (a save op to the save actor with room, ActorPool.saver, which
+        refuses when overloaded; a fetch op to the fetch actor of its queue, fetch actor 0
+        when it names none) and return the awaitable of its reply. A plain function, so the
+        hot path pays no coroutine of its own.
 
-    def add(self, token: Token | None, request: Add) -> Awaitable[Added]:
-        """Add one message (its Added answer); a plain function returning the awaitable, so
-        the hot path pays no coroutine of its own."""
+        An op with a `wait` (a long poll) waits that long plus --actor-timeout, none once the
+        front drains; on_sent(cancel) is called once it is on its way: cancel() withdraws it
+        (its client went away), and the await ends with {"empty": True, "cancelled": True}.
+        client: the connection a fetch came on, counted among its queue's clients once allowed.
+        """
         if token is not None:
-            access.check(token, WRITE, (request.queue,))
-        return cast(Awaitable[Added], self._pool.saver().call(request))
+            check(token, request)
+        if request.actor == SAVE:
+            return cast(Awaitable[R], self._pool.saver().call(request, weight=request.weight()))
+        if request.actor != FETCH:
+            raise TypeError(f"{request.op}: the front does not send it")
+        queue = getattr(request, "queue", None)
+        if client is not None and queue is not None:
+            self.clients.seen(queue, client)
+        link = self._pool.fetchers[0] if queue is None else self._pool.fetcher(queue)
+        if "wait" not in request.names:
+            return cast(Awaitable[R], link.call(request))
+        wait: float = getattr(request, "wait", 0.0)
+        if self.draining and wait:
+            wait, request = 0.0, dataclasses.replace(request, wait=0.0)  # type: ignore[type-var]
+        sent = None if on_sent is None else (
+            lambda rid: on_sent(functools.partial(link.cancel, rid)))
+        return cast(Awaitable[R], link.call(request, timeout=wait + link.timeout, on_sent=sent))
 
-    def add_batch(self, token: Token | None, request: AddBatch) -> Awaitable[dict]:
-        """Add every message of a batch, all or none (its messages' ids in order)."""
-        check(token, request)
-        return self._pool.saver().call(request, weight=len(request.messages))
-
-    async def fan_out(self, token: Token | None, pattern, body: bytes, content_type: str | None,
-                      due: float | None, attributes: dict | None = None) -> list[dict]:
-        """Add the message to every existing queue the pattern matches and the token may use,
-        durably and together (one save actor's batch and flush); each copy's queue and id.
-        NotFound when no queue matches."""
+    async def fan_out(self, token: Token | None, pattern, request: AddFanout) -> list[dict]:
+        """Run the fan-out on every existing queue the pattern matches and the token may use
+        (in place of its queues), durably and together (one save actor's batch and flush);
+        each copy's queue and id. NotFound when no queue matches."""
         queues = self.reached(token, pattern)
         if len(queues) > MAX_FANOUT_QUEUES:
             raise Invalid(f"{len(queues)} queues match {pattern!r}; a fan-out may add to at most "
                           f"{MAX_FANOUT_QUEUES}")
-        request = AddFanout(queues=queues, body=body, content_type=content_type or "", due=due,
-                            attributes=attributes or None)
+        request = dataclasses.replace(request, queues=queues)
         return (await self._pool.saver().call(request))["messages"]
 
     def reached(self, token: Token | None, pattern) -> list[str]:
@@ -170,64 +136,6 @@ class QueueService:
         if token is not None:
             access.check(token, WRITE, ())
         return routing.matching_queues(self.root, pattern, token)
-
-    # Everything naming a queue: to the queue's fetch actor.
-
-    @overload
-    def fetch(self, token: Token | None, request: Fetch,
-              on_sent: Callable[[Callable[[], None]], None] | None = None,
-              client: str | None = None) -> Awaitable[Fetched]: ...
-
-    @overload
-    def fetch(self, token: Token | None, request: FetchBatch,
-              on_sent: Callable[[Callable[[], None]], None] | None = None,
-              client: str | None = None) -> Awaitable[dict]: ...
-
-    def fetch(self, token: Token | None, request: Fetch | FetchBatch,
-              on_sent: Callable[[Callable[[], None]], None] | None = None,
-              client: str | None = None) -> Awaitable[Fetched] | Awaitable[dict]:
-        """Fetch (or FetchBatch): claim the oldest ready message(s), waiting up to its wait.
-
-        on_sent(cancel) is called once a request is on its way: cancel() withdraws it (its
-        client went away), and the await ends with {"empty": True, "cancelled": True}.
-        client: the connection it came on, counted among the queue's clients once allowed.
-        """
-        check(token, request)
-        if client is not None:
-            self.clients.seen(request.queue, client)
-        if self.draining and request.wait:
-            request = dataclasses.replace(request, wait=0.0)
-        link = self._pool.fetcher(request.queue)
-        sent = None if on_sent is None else (
-            lambda rid: on_sent(functools.partial(link.cancel, rid)))
-        return link.call(request, timeout=request.wait + link.timeout, on_sent=sent)
-
-    fetch_batch = fetch
-
-    def call(self, token: Token | None, request: Operation) -> Awaitable[dict]:
-        """Any other operation on one queue (ack, ack_batch, nack, extend, delete, peek, purge,
-        queue_get/put/delete, props_*, redrive) or on the rules, sent to the fetch actor that
-        owns it; the actor's answer."""
-        check(token, request)
-        queue = getattr(request, "queue", None)
-        link = self._pool.fetchers[0] if queue is None else self._pool.fetcher(queue)
-        return link.call(request)
-
-    # The operations that need no more than their routing and check.
-    ack = ack_batch = nack = extend = delete = peek = purge = properties = rules = call
-
-    async def redrive(self, token: Token | None, queue: str, source: str | None = None) -> dict:
-        """Move the dead letters of `source` (default: the queue's dead-letter queue) back into
-        the queue; how many moved. The actor is told the very queue checked, so a property
-        changed meanwhile moves nothing unchecked."""
-        if source is None:
-            props = await self.call(token, PropsGet(queue=queue))
-            source = props["effective"]["dead_letter_queue"]
-        return await self.call(token, Redrive(queue=queue, source=source))
-
-    async def queue_info(self, token: Token | None, queue: str, hidden: bool = False) -> dict:
-        """The queue's effective properties and counts; NotFound."""
-        return await self.call(token, QueueGet(queue=queue, hidden=hidden))
 
     async def pull_any(self, token: Token | None, pattern, wait: float,
                        gone: Callable[[], bool] = lambda: False) -> Fetched | None:

@@ -103,6 +103,10 @@ class Operations(ABC):
         """Delete a message in whatever state it is (ready, delayed, in flight)."""
         return self._perform(calls.revoke(queue, message_id))
 
+    def move(self, queue: str, message_id: str, target: str) -> dict:
+        """Move a ready message into the target queue, ready there as new; {"id", "queue"}."""
+        return self._perform(calls.move(queue, message_id, target))
+
     def peek(self, queue: str, max: int = 10, after: str | None = None) -> list[Message]:
         """Up to max of the oldest ready messages (ids after `after`), without claiming them."""
         return self._perform(calls.peek(queue, max, after))

@@ -165,6 +165,12 @@ def revoke(queue: str, message_id: str) -> Call:
     return Call("DELETE", message_path(queue, message_id), _nothing, removes=True)
 
 
+def move(queue: str, message_id: str, target: str) -> Call:
+    """POST /{queue}/messages/{id}/move?to={target}: {"id", "queue"} (the target)."""
+    queue_path(target)  # The target's name checked as the queue's is, before any request.
+    return Call("POST", message_path(queue, message_id) + "/move", _json, params={"to": target})
+
+
 def peek(queue: str, max=10, after=None) -> Call:
     """GET /{queue}/peek?max=N[&after=ID]: the oldest ready messages, none claimed."""
     if isinstance(max, bool) or not isinstance(max, int):

@@ -9,7 +9,18 @@ from mq.client.message import Message
 from mq.errors import Invalid, NotFound
 from mq.local import consume, produce, receipts
 from mq.local.errors import translated
-from mq.operations import Fetch, Peek, PropsGet, PropsPatch, Purge, QueueDelete, QueueGet, QueuePut, Redrive
+from mq.operations import (
+    Fetch,
+    Move,
+    Peek,
+    PropsGet,
+    PropsPatch,
+    Purge,
+    QueueDelete,
+    QueueGet,
+    QueuePut,
+    Redrive,
+)
 from mq.store import Changes, Root, Store
 
 #: Seconds between looks at an empty queue while get(wait=...) waits.
@@ -130,6 +141,20 @@ class LocalClient:
             self.store.notices.post(queue)  # Daemons' fetch actors list the queue again.
             self.taker.forget(dead)
         return {"queue": queue, "dead_letter_queue": dead, "moved": len(moved)}
+
+    @translated
+    def move(self, queue: str, message_id: str, target: str) -> dict:
+        """Move a ready message into the target queue, ready there as new; {"id", "queue"}."""
+        request = Move.from_payload({"queue": queue, "id": message_id, "target": target})
+        found = self.store.states.locate(queue, message_id, rules.MAX_DELIVERIES)
+        if found is None or found[0] != "ready":
+            raise NotFound(f"no ready message {message_id} in queue {queue!r}")
+        changes = Changes()
+        self.store.queues.move_ready(queue, message_id, found[1], request.target, changes)
+        self.store.flush(changes)
+        self.store.notices.post(request.target)  # Daemons' fetch actors list the target again.
+        self.taker.forget(queue)
+        return {"id": message_id, "queue": request.target}
 
     def must_exist(self, queue: str) -> None:
         """Raise NotFound unless the queue exists (the name checked first)."""

@@ -8,6 +8,8 @@ handler takes the typed request. `OPS` maps each op name to its class.
 
 from mq.operations.admin import (
                                  MAX_PEEK,
+                                 Move,
+                                 Moved,
                                  Peek,
                                  PropsDelete,
                                  PropsGet,
@@ -70,7 +72,8 @@ __all__ = [
     "Add", "AddBatch", "AddFanout", "Added", "accumulated_of", "add_of",
     "Fetch", "FetchBatch", "FetchAny", "Watch", "Fetched", "Ack", "AckBatch", "Acked", "Nack",
     "Extend", "Delete",
-    "QueueGet", "QueuePut", "QueueDelete", "Redrive", "Peek", "Purge", "PropsGet", "PropsPut",
+    "QueueGet", "QueuePut", "QueueDelete", "Redrive", "Move", "Moved", "Peek", "Purge", "PropsGet",
+    "PropsPut",
     "PropsPatch", "PropsDelete", "RulesGet", "RulesPut", "RulesDelete",
     "Stats", "Ready", "Relist", "Cancel", "EndWaits", "Delayed", "Rescan", "Relay", "Settled", "Taken",
     "Window",

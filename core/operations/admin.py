@@ -2,21 +2,33 @@
 default property rules (docs/PROTOCOL.md, "Fetch actor")."""
 
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, TypedDict
 
 from mq import properties as rules
-from mq.operations.fields import MessageId, OnQueue, Operation, Queue, between, operation
+from mq.errors import Invalid
+from mq.operations.fields import (
+    READ,
+    WRITE,
+    MessageId,
+    OnQueue,
+    Operation,
+    Queue,
+    Touches,
+    between,
+    operation,
+)
 
 #: Most messages one peek returns.
 MAX_PEEK = 1000
 
-#: A queue's own properties, checked (mq.properties).
-Properties = Annotated[dict, rules.validate]
+#: A queue's own properties, checked (mq.properties); the dead-letter queue they name is a
+#: queue the op touches (its dead letters will be written there, a redrive reads them back).
+Properties = Annotated[dict, Touches(rules.validate, rules.named_queues)]
 #: The default property rules, [[regex, properties], ...], checked.
 Rules = Annotated[list, rules.validate_rules]
 
 
-@operation("queue_get")
+@operation("queue_get", scope=READ)
 @dataclass(slots=True, frozen=True, kw_only=True)
 class QueueGet(OnQueue):
     """A queue's effective properties and ready count (hidden: also in flight and delayed)."""
@@ -41,16 +53,45 @@ class QueueDelete(OnQueue):
     queue: Queue
 
 
+class Redriven(TypedDict):
+    """The answer to a redrive: the dead-letter queue it emptied and how many moved."""
+
+    queue: str
+    dead_letter_queue: str
+    moved: int
+
+
 @operation("redrive")
 @dataclass(slots=True, frozen=True, kw_only=True)
-class Redrive(OnQueue):
+class Redrive(OnQueue[Redriven]):
     """Move every message of `source` (nil: the queue's dead-letter queue) into the queue."""
 
     queue: Queue
     source: Queue | None = None
 
 
-@operation("peek")
+class Moved(TypedDict):
+    """The answer to a move: the message's id and the queue it is now ready in."""
+
+    id: str
+    queue: str
+
+
+@operation("move", scope=WRITE)
+@dataclass(slots=True, frozen=True, kw_only=True)
+class Move(OnQueue[Moved]):
+    """Move a ready message of the queue into `target`, ready there as new (it keeps its id)."""
+
+    queue: Queue
+    id: MessageId
+    target: Queue
+
+    def __post_init__(self):
+        if self.target == self.queue:
+            raise Invalid("move: a message moves to another queue")
+
+
+@operation("peek", scope=READ)
 @dataclass(slots=True, frozen=True, kw_only=True)
 class Peek(OnQueue):
     """Up to `max` of the oldest ready messages with ids after `after`; claims nothing."""
@@ -69,7 +110,7 @@ class Purge(OnQueue):
     keys: bool = False
 
 
-@operation("props_get")
+@operation("props_get", scope=READ)
 @dataclass(slots=True, frozen=True, kw_only=True)
 class PropsGet(OnQueue):
     """A queue's own and effective properties."""
@@ -103,7 +144,7 @@ class PropsDelete(OnQueue):
     queue: Queue
 
 
-@operation("rules_get")
+@operation("rules_get", scope=READ)
 @dataclass(slots=True, frozen=True, kw_only=True)
 class RulesGet(Operation):
     """The default property rules."""

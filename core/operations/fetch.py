@@ -7,6 +7,8 @@ from typing import Annotated, TypedDict
 from mq.adds import MAX_BATCH_MESSAGES
 from mq.errors import Invalid
 from mq.operations.fields import (
+    EACH_QUEUE,
+    WRITE,
     Limit,
     MessageId,
     OnQueue,
@@ -14,11 +16,9 @@ from mq.operations.fields import (
     Queue,
     between,
     count,
-    each,
     operation,
 )
 from mq.properties import MAX_TIMEOUT
-from mq.store import validate_queue
 
 #: Longest long poll, in seconds.
 MAX_WAIT_SECONDS = 20.0
@@ -39,18 +39,7 @@ def check_wait(wait):
 #: Seconds a long poll may wait (nil: 0, answer at once).
 Wait = Annotated[float, Limit(0, MAX_WAIT_SECONDS, "wait", check=check_wait)]
 #: The queues of a pull-any's fetch_any or watch.
-Queues = Annotated[list, count(MAX_QUEUES, "queues"), each(validate_queue)]
-
-
-@operation("fetch")
-@dataclass(slots=True, frozen=True, kw_only=True)
-class Fetch(OnQueue):
-    """Claim the oldest ready message of a queue, waiting up to `wait` seconds for one."""
-
-    queue: Queue
-    wait: Wait = 0.0
-    #: In a fifo queue, the holder a group's in-flight messages may also go to.
-    holder: str | None = None
+Queues = Annotated[list, count(MAX_QUEUES, "queues"), EACH_QUEUE]
 
 
 class Fetched(TypedDict, total=False):
@@ -72,7 +61,18 @@ class Fetched(TypedDict, total=False):
     cancelled: bool  # the front's own answer to a long poll it withdrew (its client went away)
 
 
-@operation("fetch_batch")
+@operation("fetch", scope=WRITE)
+@dataclass(slots=True, frozen=True, kw_only=True)
+class Fetch(OnQueue[Fetched]):
+    """Claim the oldest ready message of a queue, waiting up to `wait` seconds for one."""
+
+    queue: Queue
+    wait: Wait = 0.0
+    #: In a fifo queue, the holder a group's in-flight messages may also go to.
+    holder: str | None = None
+
+
+@operation("fetch_batch", scope=WRITE)
 @dataclass(slots=True, frozen=True, kw_only=True)
 class FetchBatch(OnQueue):
     """Claim up to `max` messages of a queue, waiting up to `wait` seconds for the first."""
@@ -82,7 +82,7 @@ class FetchBatch(OnQueue):
     max: Annotated[int, between(1, MAX_FETCH, "max")]
 
 
-@operation("fetch_any")
+@operation("fetch_any", scope=WRITE)
 @dataclass(slots=True, frozen=True, kw_only=True)
 class FetchAny(Operation):
     """Claim (or with claim false, only name) the oldest ready message among queues this
@@ -92,7 +92,7 @@ class FetchAny(Operation):
     claim: bool = True
 
 
-@operation("watch")
+@operation("watch", scope=WRITE)
 @dataclass(slots=True, frozen=True, kw_only=True)
 class Watch(Operation):
     """Answer once one of the queues has a ready message, or after `wait`; claims nothing."""
@@ -101,9 +101,30 @@ class Watch(Operation):
     wait: Wait = 0.0
 
 
-@operation("ack")
+class Acked(TypedDict):
+    """The answer to an ack or a delete."""
+
+    id: str
+
+
+class Nacked(TypedDict, total=False):
+    """The answer to a nack: the dead-letter queue it went to, if it went to one."""
+
+    id: str
+    dead_letter: str | None
+
+
+class Extended(TypedDict):
+    """The answer to an extend: the new due time and the delivery's receipt."""
+
+    id: str
+    due: float
+    receipt: str
+
+
+@operation("ack", scope=WRITE)
 @dataclass(slots=True, frozen=True, kw_only=True)
-class Ack(OnQueue):
+class Ack(OnQueue[Acked]):
     """Remove a delivered message (receipt nil: remove it whatever its state, as delete)."""
 
     queue: Queue
@@ -111,13 +132,7 @@ class Ack(OnQueue):
     receipt: str | None = None
 
 
-class Acked(TypedDict):
-    """The answer to an ack or a delete."""
-
-    id: str
-
-
-@operation("ack_batch")
+@operation("ack_batch", scope=WRITE)
 @dataclass(slots=True, frozen=True, kw_only=True)
 class AckBatch(OnQueue):
     """Ack each receipt ('{id}.{n}'), one outcome per receipt."""
@@ -126,9 +141,9 @@ class AckBatch(OnQueue):
     receipts: Annotated[list, count(MAX_BATCH_MESSAGES, "receipts")]
 
 
-@operation("nack")
+@operation("nack", scope=WRITE)
 @dataclass(slots=True, frozen=True, kw_only=True)
-class Nack(OnQueue):
+class Nack(OnQueue[Nacked]):
     """Make a delivery ready again now (or a dead letter past the queue's retries)."""
 
     queue: Queue
@@ -136,9 +151,9 @@ class Nack(OnQueue):
     receipt: str | None = None
 
 
-@operation("extend")
+@operation("extend", scope=WRITE)
 @dataclass(slots=True, frozen=True, kw_only=True)
-class Extend(OnQueue):
+class Extend(OnQueue[Extended]):
     """Move a delivery's due time to `seconds` from now (nil or 0: the queue's timeout)."""
 
     queue: Queue
@@ -147,9 +162,9 @@ class Extend(OnQueue):
     seconds: Annotated[float, between(0, MAX_TIMEOUT, "seconds")] | None = None
 
 
-@operation("delete")
+@operation("delete", scope=WRITE)
 @dataclass(slots=True, frozen=True, kw_only=True)
-class Delete(OnQueue):
+class Delete(OnQueue[Acked]):
     """Remove a message from whatever state it is in."""
 
     queue: Queue

@@ -6,6 +6,13 @@ is a list on the wire whose default may be an immutable `()`). `operation(name)`
 registers it and compiles, from its fields, the one list of (name, check, default) its
 `from_payload` walks: no reflection per request. A field with a default takes it when the
 payload lacks the field or holds nil; one without is required.
+
+The class is the op's whole contract (docs/ARCHITECTURE.md, "How to add an operation"):
+`operation(name, scope=..., actor=...)` says which token scope runs it and which actor
+serves it, the class's base names its reply type (`OnQueue[Acked]`), and the queues it
+touches are its fields typed as queues (`Queue`, a list of queues, `Properties`' dead-letter
+queue): each such type carries a `Touches` mark, and `touched()` walks the marked fields, so
+an access check cannot miss a queue field, whatever it is called.
 """
 
 import dataclasses
@@ -14,23 +21,56 @@ import types
 import typing
 from collections import abc
 from collections.abc import Callable
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Generic, TypeVar
 
 from mq.errors import Invalid
 from mq.store import validate_id, validate_queue
 
 #: op name -> its request class, filled by operation().
-OPS: dict[str, type] = {}
+OPS: dict[str, type["Operation"]] = {}
+
+#: The token scopes an op may need (mq.tokens.RANKS), lowest first.
+READ, WRITE, ADMIN = "read", "write", "admin"
+#: Which actor serves an op: the save actor with room, the fetch actor that owns its queue
+#: (fetch actor 0 when it names none), every actor (the statistics), the mover.
+SAVE, FETCH, EVERY, MOVER = "save", "fetch", "every", "mover"
 
 _REQUIRED = object()
 
+#: An op's reply type.
+R = TypeVar("R")
 
-class Operation:
-    """Base of every request type: its op name, its fields, and their payload form."""
+
+class Touches:
+    """A field type's mark: the value checked as `check` does, and the queues it names are
+    queues the op touches (`names(value)`), each of which its access check tests."""
+
+    __slots__ = ("check", "names")
+
+    def __init__(self, check: Callable[[Any], Any], names: Callable[[Any], Any]):
+        self.check = check
+        self.names = names
+
+    def __call__(self, value):
+        """The value, checked."""
+        return self.check(value)
+
+
+class Operation(Generic[R]):
+    """Base of every request type: its op name, its fields, their payload form, and its
+    contract (scope, actor, reply type, the queues it touches)."""
 
     __slots__ = ()
     #: The op's name on the wire ("op" of the payload).
     op: ClassVar[str] = ""
+    #: The token scope it needs (READ, WRITE, ADMIN).
+    scope: ClassVar[str] = ADMIN
+    #: Which actor serves it (SAVE, FETCH, EVERY, MOVER).
+    actor: ClassVar[str] = FETCH
+    #: Its reply's type (the class's type argument: `Operation[Fetched]`), dict when untyped.
+    reply: ClassVar[Any] = dict
+    #: (field, names) per field whose type is marked Touches, compiled by operation().
+    queue_fields: ClassVar[tuple] = ()
     #: (field, check, default) per field, compiled by operation().
     spec: ClassVar[tuple] = ()
     #: The field names, in declaration order.
@@ -59,6 +99,22 @@ class Operation:
                 values[name] = check(value) if check is not None else value
         return values
 
+    def touched(self) -> list[str] | None:
+        """The queues the op touches, for its access check: those its queue-typed fields name
+        (a nil field names none); None when it has no such field: it is about every queue."""
+        if not self.queue_fields:
+            return None
+        queues: list[str] = []
+        for name, names in self.queue_fields:
+            value = getattr(self, name)
+            if value is not None:
+                queues += names(value)
+        return queues
+
+    def weight(self) -> int:
+        """How many adds it counts as in a save actor's load (a batch add: its messages)."""
+        return 1
+
     def to_payload(self) -> dict:
         """The request's fields as the payload map (without "v" and "op")."""
         return dict(zip(self.names, self.values(self)))
@@ -69,15 +125,20 @@ class Operation:
         return ()
 
 
-class OnQueue(Operation):
-    """Base of the operations about one queue, which their `queue` field names."""
+class OnQueue(Operation[R]):
+    """Base of the operations about one queue, which their `queue` field names (and which
+    routes them to the queue's fetch actor)."""
 
     __slots__ = ()
     queue: str
 
 
-def operation(name: str):
-    """Class decorator: register a request dataclass under its op name and compile its checks."""
+def operation(name: str, scope: str = ADMIN, actor: str = FETCH):
+    """Class decorator: register a request dataclass under its op name, with the scope that
+    runs it and the actor that serves it, and compile its checks and its queue fields."""
+    if scope not in (READ, WRITE, ADMIN) or actor not in (SAVE, FETCH, EVERY, MOVER):
+        raise TypeError(f"op {name!r}: no scope {scope!r} or no actor {actor!r}")
+
     def register(cls: Any) -> Any:
         # Any: what is compiled below replaces Operation's defaults (`values` a method there).
         if not is_operation(cls):
@@ -95,8 +156,15 @@ def operation(name: str):
             else:
                 default = _REQUIRED
             spec.append((field.name, checker(f"{name}: {field.name}", hints[field.name]), default))
-        cls.op, cls.spec = name, tuple(spec)
+        cls.op, cls.spec, cls.scope, cls.actor = name, tuple(spec), scope, actor
+        cls.reply = reply_type(cls)
         cls.names = tuple(field[0] for field in spec)
+        cls.queue_fields = tuple((name, mark.names) for name in cls.names
+                                 for mark in marks(hints[name]))
+        for field_name in cls.names:
+            if validate_queue in metadata(hints[field_name]):
+                # Checked as a queue's name but not marked: the access check would miss it.
+                raise TypeError(f"{cls.__qualname__}.{field_name}: type a queue as Queue")
         cls.limits = {name: limit for name in cls.names for limit in declared_limits(hints[name])}
         if len(cls.names) > 1:
             cls.values = staticmethod(operator.attrgetter(*cls.names))
@@ -111,6 +179,34 @@ def operation(name: str):
 def is_operation(cls: object) -> bool:
     """Whether cls is a dataclass that subclasses Operation."""
     return isinstance(cls, type) and dataclasses.is_dataclass(cls) and issubclass(cls, Operation)
+
+
+def reply_type(cls) -> Any:
+    """The reply type an op class names as its base's type argument (`OnQueue[Acked]`)."""
+    for klass in cls.__mro__:
+        for base in getattr(klass, "__orig_bases__", ()):
+            args = typing.get_args(base)
+            if args and not isinstance(args[0], TypeVar):
+                return args[0]
+    return dict
+
+
+def metadata(hint) -> list:
+    """The checks and marks of a field type (Annotated, also inside T | None)."""
+    found: list = []
+    while True:
+        if typing.get_origin(hint) is Annotated:
+            hint, *more = typing.get_args(hint)
+            found += more
+        elif isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+            hint, = [arg for arg in typing.get_args(hint) if arg is not type(None)]
+        else:
+            return found
+
+
+def marks(hint) -> list[Touches]:
+    """The Touches marks of a field type: the field names queues the op touches."""
+    return [mark for mark in metadata(hint) if isinstance(mark, Touches)]
 
 
 def checker(label: str, hint):
@@ -209,15 +305,7 @@ def count(high: int, what: str) -> Limit:
 
 def declared_limits(hint) -> list[Limit]:
     """The Limits among a field type's checks (Annotated, also inside T | None)."""
-    found: list[Limit] = []
-    while True:
-        if typing.get_origin(hint) is Annotated:
-            hint, *more = typing.get_args(hint)
-            found += [check for check in more if isinstance(check, Limit)]
-        elif isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
-            hint, = [arg for arg in typing.get_args(hint) if arg is not type(None)]
-        else:
-            return found
+    return [check for check in metadata(hint) if isinstance(check, Limit)]
 
 
 def each(item_check):
@@ -229,7 +317,11 @@ def each(item_check):
     return check
 
 
-#: A queue name (mq.store's rules).
-Queue = Annotated[str, validate_queue]
+#: A queue the op touches: its name checked (mq.store's rules), and checked against the
+#: caller's token.
+Queue = Annotated[str, Touches(validate_queue, lambda queue: (queue,))]
+#: The check of a list of queues the op touches (`Annotated[list, count(...), EACH_QUEUE]`):
+#: each name checked, and each checked against the caller's token.
+EACH_QUEUE = Touches(each(validate_queue), tuple)
 #: A message id (a lower-case UUID).
 MessageId = Annotated[str, validate_id]

@@ -4,10 +4,10 @@ get no reply, so a bad one is dropped with its error logged."""
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from mq.operations.fields import OnQueue, Operation, Queue, operation
+from mq.operations.fields import EVERY, MOVER, READ, OnQueue, Operation, Queue, operation
 
 
-@operation("stats")
+@operation("stats", scope=READ, actor=EVERY)
 @dataclass(slots=True, frozen=True, kw_only=True)
 class Stats(Operation):
     """An actor's counters and flush times (every actor answers it)."""
@@ -52,7 +52,7 @@ class EndWaits(Operation):
     were up (the front drains)."""
 
 
-@operation("delayed")
+@operation("delayed", actor=MOVER)
 @dataclass(slots=True, frozen=True, kw_only=True)
 class Delayed(Operation):
     """To the mover: time a message put in delay/, or each [queue, id, attempts, due] of
@@ -73,13 +73,13 @@ class Delayed(Operation):
         return ((self.queue, self.id, self.attempts, self.due),)
 
 
-@operation("rescan")
+@operation("rescan", actor=MOVER)
 @dataclass(slots=True, frozen=True, kw_only=True)
 class Rescan(Operation):
     """To the mover: list delay/ again."""
 
 
-@operation("relay")
+@operation("relay", actor=MOVER)
 @dataclass(slots=True, frozen=True, kw_only=True)
 class Relay(OnQueue):
     """To the mover: pass ready [id, deliveries] pairs on to their queue's fetch actor (with
@@ -90,7 +90,7 @@ class Relay(OnQueue):
     taken: bool = False
 
 
-@operation("settled")
+@operation("settled", actor=MOVER)
 @dataclass(slots=True, frozen=True, kw_only=True)
 class Settled(Operation):
     """To the mover: [queue, id, deliveries] entries taken out of delay/ (nil: any)."""
@@ -98,7 +98,7 @@ class Settled(Operation):
     entries: Sequence[list] = ()
 
 
-@operation("window")
+@operation("window", actor=MOVER)
 @dataclass(slots=True, frozen=True, kw_only=True)
 class Window(OnQueue):
     """To the mover: a save actor opened an accumulation window; time its close."""

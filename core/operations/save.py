@@ -22,8 +22,17 @@ from mq.adds import (
     check_group,
 )
 from mq.errors import Invalid
-from mq.operations.fields import Limit, OnQueue, Operation, Queue, count, each, operation
-from mq.store import validate_queue
+from mq.operations.fields import (
+    EACH_QUEUE,
+    SAVE,
+    WRITE,
+    Limit,
+    OnQueue,
+    Operation,
+    Queue,
+    count,
+    operation,
+)
 
 #: Most queues one fan-out may add to (each copy is a file written and flushed).
 MAX_FANOUT_QUEUES = 1000
@@ -45,9 +54,19 @@ def distinct(queues: list) -> list:
     return queues
 
 
-@operation("add")
+class Added(TypedDict, total=False):
+    """The answer to an add."""
+
+    id: str
+    queue: str
+    due: float | None
+    accumulated: str
+    duplicate: bool
+
+
+@operation("add", scope=WRITE, actor=SAVE)
 @dataclass(slots=True, frozen=True, kw_only=True)
-class Add(OnQueue):
+class Add(OnQueue[Added]):
     """Store one message in a queue (due: Unix seconds, None for the queue's delay)."""
 
     queue: Queue
@@ -60,16 +79,6 @@ class Add(OnQueue):
     must_exist: bool = False
     group: Annotated[str, Limit(1, MAX_GROUP, "group", counts=True, check=check_group)] | None = None
     attributes: Attributes | None = None
-
-
-class Added(TypedDict, total=False):
-    """The answer to an add."""
-
-    id: str
-    queue: str
-    due: float | None
-    accumulated: str
-    duplicate: bool
 
 
 def accumulated_of(added: Mapping[str, Any]) -> str:
@@ -97,7 +106,7 @@ def batch_messages(messages: list) -> list:
     return messages
 
 
-@operation("add_batch")
+@operation("add_batch", scope=WRITE, actor=SAVE)
 @dataclass(slots=True, frozen=True, kw_only=True)
 class AddBatch(OnQueue):
     """Store 1 to MAX_BATCH_MESSAGES messages in one queue, all or none; each message a map of
@@ -106,13 +115,17 @@ class AddBatch(OnQueue):
     queue: Queue
     messages: Annotated[list, count(MAX_BATCH_MESSAGES, "messages"), batch_messages]
 
+    def weight(self) -> int:
+        """Its messages: the save actor's load counts each."""
+        return len(self.messages)
 
-@operation("add_fanout")
+
+@operation("add_fanout", scope=WRITE, actor=SAVE)
 @dataclass(slots=True, frozen=True, kw_only=True)
 class AddFanout(Operation):
     """Add one message to each of several queues, durably together (no de-duplication key)."""
 
-    queues: Annotated[list, count(MAX_FANOUT_QUEUES, "queues"), each(validate_queue), distinct]
+    queues: Annotated[list, count(MAX_FANOUT_QUEUES, "queues"), EACH_QUEUE, distinct]
     body: bytes
     content_type: ContentType = ""
     due: Due | None = None

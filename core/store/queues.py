@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from mq.errors import NotFound
 from mq.ids import id_time_ms, is_id
-from mq.store.changes import Changes, Flush
+from mq.store.changes import Changes, Flush, tracked
 from mq.store.disk import Disk
 from mq.store.names import is_queue, parse_entry, split_name
 from mq.store.root import Root
@@ -53,6 +53,21 @@ class Queues:
                 self.disk.discard(source)
                 raise NotFound(f"queue {queue!r} does not exist")
             self.create_queue(queue)
+
+    def move_ready(self, queue: str, message_id: str, attempts: int, target: str,
+                   changes: Changes | None = None) -> str:
+        """Move a ready message (after `attempts` deliveries) into another queue's folder,
+        ready there as new with its id; its new path. The target is created when missing, as
+        an add's would be (NotFound without auto-create)."""
+        if not self.queue_exists(target):
+            if not self.auto_create:
+                raise NotFound(f"queue {target!r} does not exist")
+            self.create_queue(target)
+        source = self.paths.ready_path(queue, message_id, attempts)
+        moved = self.paths.ready_path(target, message_id)
+        self.disk.rename(source, moved)
+        tracked(changes).renamed(source, moved)
+        return moved
 
     def list_queues(self) -> list[str]:
         """Names of all queues."""

@@ -22,6 +22,7 @@ from mq.http.sqs.names import (
 )
 from mq.http.sqs.service import SqsService
 from mq.operations import PropsPut, Purge, QueueDelete, QueuePut, Redrive
+from mq.properties import named_queues
 
 MAX_TAGS = 50
 MAX_TAG_KEY, MAX_TAG_VALUE = 128, 256
@@ -47,7 +48,7 @@ async def create_queue(service: SqsService, caller: Caller, params: dict) -> dic
     authorization.check_attributes(caller.token, "CreateQueue", given)
     props, kept = await attributes.to_properties(given, fifo, service.fifo_or_none, creating=True,
                                                   caller=caller)
-    authorization.check(caller.token, "CreateQueue", access.named_queues(props))
+    authorization.check(caller.token, "CreateQueue", named_queues(props))
     tags = check_tags(params.get("tags") or params.get("Tags") or {}, name)
     try:
         info = await service.queue(name)
@@ -179,7 +180,7 @@ async def set_queue_attributes(service: SqsService, caller: Caller, params: dict
     fifo = attributes.is_fifo(name, info["properties"])
     props, kept = await attributes.to_properties(given, fifo, service.fifo_or_none, creating=False,
                                                   caller=caller)
-    authorization.check(caller.token, "SetQueueAttributes", access.named_queues(props))
+    authorization.check(caller.token, "SetQueueAttributes", named_queues(props))
     if props.get("dead_letter_queue") == name:
         raise invalid("Value for parameter RedrivePolicy is invalid. Reason: A queue cannot be "
                       "its own dead-letter queue.")

@@ -104,7 +104,7 @@ async def receive_message(service: SqsService, caller: Caller, params: dict) -> 
             watch.append(asyncio.ensure_future(watch_client(caller.connection, seconds, cancel)))
 
         try:
-            result = await service.queues.fetch(
+            result = await service.queues.run(
                 service.token, Fetch(queue=queue, wait=seconds, holder=holder),
                 on_sent=watching if seconds and caller.connection is not None else None)
         except NotFound:
@@ -149,9 +149,9 @@ async def set_visibility(service: SqsService, queue: str, message_id: str, recei
                          seconds: int) -> None:
     """Hide an in-flight delivery for `seconds` from now; 0 makes it visible at once."""
     if seconds == 0:
-        await service.queues.nack(service.token, Nack(queue=queue, id=message_id, receipt=receipt))
+        await service.queues.run(service.token, Nack(queue=queue, id=message_id, receipt=receipt))
     else:
-        await service.queues.extend(service.token, Extend(
+        await service.queues.run(service.token, Extend(
             queue=queue, id=message_id, receipt=receipt, seconds=float(max(seconds, MIN_TIMEOUT))))
 
 
@@ -167,7 +167,7 @@ async def delete_one(service: SqsService, queue: str, handle) -> None:
     a FIFO queue; a receipt of an earlier delivery succeeds and deletes nothing."""
     message_id, delivery = receipt_of(handle)
     try:
-        await service.queues.ack(service.token, Ack(queue=queue, id=message_id, receipt=handle))
+        await service.queues.run(service.token, Ack(queue=queue, id=message_id, receipt=handle))
     except Conflict as err:
         if not expired(err, delivery):
             return
@@ -184,7 +184,7 @@ async def delete_one(service: SqsService, queue: str, handle) -> None:
 async def delete_ready(service: SqsService, queue: str, message_id: str) -> None:
     """Delete a message whatever its state (mq's delete by id); one already gone is done."""
     try:
-        await service.queues.ack(service.token, Ack(queue=queue, id=message_id))
+        await service.queues.run(service.token, Ack(queue=queue, id=message_id))
     except NotFound:
         pass
     except MqError as err:

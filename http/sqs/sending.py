@@ -108,7 +108,7 @@ async def add(service: SqsService, queue: str, message: Outgoing, fifo: bool) ->
     # without the queue's delay; only an absent one (None) lets the save actor apply it.
     due = None if message.delay is None else time.time() + message.delay
     try:
-        result = await service.queues.add(service.token, Add(
+        result = await service.queues.run(service.token, Add(
             queue=queue, body=message.body.encode("utf-8"), content_type=CONTENT_TYPE,
             due=due, dedup_id=message.dedup_key, group=message.group, attributes=stored or None))
     except NotFound:

@@ -56,7 +56,7 @@ class SqsService:
         """An op (mq.operations) naming a queue, through the queue service as this request's
         token; a missing queue is QueueDoesNotExist."""
         try:
-            return await self.queues.call(self.token, request)
+            return await self.queues.run(self.token, request)
         except NotFound:
             raise queue_missing() from None
         except MqError as err:

@@ -82,6 +82,17 @@ def test_a_redrive_from_a_dead_letter_queue_outside_the_tokens_queues_is_refused
     assert daemon.request("POST", "/orders.x/redrive").json()["moved"] == 1  # Root may.
 
 
+def test_a_move_is_checked_on_its_queue_and_on_its_target(daemon):
+    message_id = daemon.add("orders.mv", b"order 2")
+    for path in (f"/orders.mv/messages/{message_id}/move?to=payments.mv",
+                 f"/payments.mv/messages/{message_id}/move?to=orders.mv"):
+        resp = call(daemon, "POST", path, "orders-worker")
+        assert refused(resp), (path, resp.status, resp.body)
+    resp = call(daemon, "POST", f"/orders.mv/messages/{message_id}/move?to=orders.mv2",
+                "orders-worker")
+    assert resp.status == 200 and resp.json()["queue"] == "orders.mv2", resp.body
+
+
 def test_a_pattern_reaches_only_the_tokens_queues(daemon):
     daemon.add("payments.p", b"card 4444")
     daemon.add("orders.p", b"order 1")

@@ -56,7 +56,12 @@ def test_an_unknown_op_and_an_unexpected_exception_answer_only_their_own_request
     actors = Actors(tmp_path)
     ok(actors.add({"queue": "q", "body": b"kept"})[0])
     boom = request("fetch", queue="q")
-    actors.fetcher.COMMANDS = dict(actors.fetcher.COMMANDS, explode=(Stats, lambda *_: 1 / 0))
+    class Explode(Stats):
+        """An op whose handler fails as no handler should."""
+
+        op = "explode"
+
+    actors.fetcher.COMMANDS = {**actors.fetcher.COMMANDS, Explode: lambda *_: 1 / 0}
     batch = actors.fetcher.handle([request("bogus", queue="q"), boom, request("explode")])
     assert batch.results[0].kind == "invalid" and batch.results[2].kind == "internal"
     fetched = ok(batch.results[1])

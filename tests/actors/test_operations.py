@@ -129,9 +129,11 @@ def test_a_request_the_actor_cannot_decode_is_invalid_and_reaches_no_handler(tmp
     actors = Actors(tmp_path)
     assert "id" in actors.add({"queue": "q", "body": b"kept"})[0]
     seen = []
-    kind, handler = actors.fetcher.COMMANDS["fetch"]
-    actors.fetcher.COMMANDS = dict(actors.fetcher.COMMANDS, fetch=(
-        kind, lambda actor, batch, req, sender: seen.append(req) or handler(actor, batch, req, sender)))
+    handler = actors.fetcher.COMMANDS[ops.Fetch]
+    actors.fetcher.COMMANDS = {
+        **actors.fetcher.COMMANDS,
+        ops.Fetch: lambda actor, batch, req, sender: seen.append(req) or handler(
+            actor, batch, req, sender)}
     batch = actors.fetcher.handle([request("fetch", queue="q", wait=60),
                                    request("fetch", queue="q", wait="soon"),
                                    request("fetch", queue="q")])

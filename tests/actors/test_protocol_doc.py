@@ -9,6 +9,7 @@ from mq.actors.fetch import FetchActor
 from mq.actors.mover import MoverActor
 from mq.actors.save import SaveActor
 from mq.operations import OPS
+from mq.operations.fields import EVERY
 
 from repo_support import REPO
 
@@ -41,15 +42,23 @@ def documented_ops(heading: str) -> set[str]:
 
 @pytest.mark.parametrize("heading, actor", ACTORS)
 def test_each_actors_command_table_is_the_one_documented(heading, actor):
-    assert set(actor.COMMANDS) == documented_ops(heading)
+    assert {kind.op for kind in actor.COMMANDS} == documented_ops(heading)
+
+
+@pytest.mark.parametrize("heading, actor", ACTORS)
+def test_each_actor_serves_the_ops_that_name_it(heading, actor):
+    # An op's class says which actor serves it; that actor's table holds it, and no other's
+    # (the statistics, served by every actor, aside).
+    named = {cls for cls in OPS.values() if cls.actor in (actor.kind, EVERY)}
+    assert set(actor.COMMANDS) == named, heading
 
 
 @pytest.mark.parametrize("heading, actor", ACTORS)
 def test_each_op_has_the_fields_documented_and_the_actor_decodes_its_declared_type(heading, actor):
     for ops, fields in table_rows(heading):
         for op in ops:
-            kind, _ = actor.COMMANDS[op]
-            assert kind is OPS[op] and kind.op == op
+            [kind] = [kind for kind in actor.COMMANDS if kind.op == op]
+            assert kind is OPS[op]
             assert set(kind.names) == fields, f"{heading}, {op}"
 
 

@@ -7,21 +7,23 @@ import dataclasses
 import re
 import time
 import tomllib
+import typing
 from collections import Counter
 
 import pytest
 import tornado.httpclient
 import tornado.httpserver
+from repo_support import REPO, lint_imports
+from support import Daemon, free_port
 
 from mq.config import Options
 from mq.errors import Forbidden
 from mq.http import front, service
 from mq.http.actor_links import ActorPool
-from mq.operations import OPS
+from mq.operations import OPS, Acked, AddFanout
+from mq.operations.admin import Properties
+from mq.operations.fields import EACH_QUEUE, Queue
 from mq.tokens import RANKS, Token, digest_of
-
-from repo_support import REPO, lint_imports
-from support import Daemon, free_port
 
 #: The modules of http/ that may hold the actor pool: the service's side, and the front's
 #: process, which builds the pool and hands the service to every front end.
@@ -80,16 +82,19 @@ def test_the_service_side_imports_no_front_end():
 
 
 def sample(cls) -> tuple[object, list[str]]:
-    """An instance of the op with every queue field a distinct name; the names."""
+    """An instance of the op with every field typed as a queue (a name, a list of names, the
+    properties naming a dead-letter queue) given distinct names; the names."""
     values, queues = {}, []
+    hints = typing.get_type_hints(cls, include_extras=True)
     for field in dataclasses.fields(cls):
-        if field.name in ("queue", "source"):
+        hint = hints[field.name]
+        if hint in (Queue, Queue | None):
             values[field.name] = f"q-{field.name}"
             queues.append(values[field.name])
-        elif field.name == "queues":
-            values[field.name] = ["q-queues-1", "q-queues-2"]
+        elif EACH_QUEUE in typing.get_args(hint):
+            values[field.name] = [f"q-{field.name}-1", f"q-{field.name}-2"]
             queues += values[field.name]
-        elif field.name == "properties":  # Its dead-letter queue is written and read too.
+        elif hint == Properties:  # Its dead-letter queue is written and read too.
             values[field.name] = {"dead_letter_queue": "q-dead"}
             queues.append("q-dead")
         elif field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
@@ -107,7 +112,7 @@ def test_each_op_is_checked_on_every_queue_it_touches(cls):
     request, queues = sample(cls)
     service.check(token(".*"), request)  # Every queue allowed: passes.
     if not queues:  # About every queue (rules, statistics): a token limited to some is refused.
-        assert service.touched(request) is None
+        assert request.touched() is None
         with pytest.raises(Forbidden):
             service.check(token("q-.*"), request)
         return
@@ -119,7 +124,7 @@ def test_each_op_is_checked_on_every_queue_it_touches(cls):
 @pytest.mark.parametrize("cls", FRONT_OPS, ids=lambda cls: cls.op)
 def test_each_op_needs_its_scope(cls):
     request, _ = sample(cls)
-    needed = service.SCOPES.get(cls, "admin")
+    needed = cls.scope
     service.check(token(".*", needed), request)
     lower = [scope for scope, rank in RANKS.items() if rank == RANKS[needed] - 1]
     if lower:
@@ -168,7 +173,7 @@ def test_a_pattern_tests_each_queue_against_the_token_once(tmp_path):
             pool = await connected_pool(daemon, options)
             try:
                 queues_service = service.QueueService(pool, options)
-                copies = await queues_service.fan_out(writer, ".*", b"x", None, None)
+                copies = await queues_service.fan_out(writer, ".*", AddFanout(queues=[], body=b"x"))
                 every = set(queues.asked)
                 fanned, queues.asked = dict(queues.asked), Counter()
                 pulled = await queues_service.pull_any(writer, ".*", 0)
@@ -243,3 +248,53 @@ def test_an_http_request_is_checked_once_by_the_service_on_its_queue(tmp_path):
         ]
     finally:
         daemon.cleanup()
+
+
+def test_an_op_is_checked_on_every_field_typed_as_a_queue():
+    # A new op declares its queues by their type, whatever the fields are called: both of a
+    # throw-away op's queues are checked, the second one named "target".
+    from dataclasses import dataclass
+
+    from mq.operations.fields import FETCH, WRITE, OnQueue, Queue, operation
+
+    try:
+        @operation("copy_between", scope=WRITE)
+        @dataclass(slots=True, frozen=True, kw_only=True)
+        class CopyBetween(OnQueue[Acked]):
+            """Copy a message of a queue into another (a declaration for this test)."""
+
+            queue: Queue
+            target: Queue
+
+        request = CopyBetween(queue="from-q", target="to-q")
+        assert (CopyBetween.scope, CopyBetween.actor, CopyBetween.reply) == (WRITE, FETCH, Acked)
+        service.check(token("from-q|to-q", WRITE), request)
+        with pytest.raises(Forbidden, match="lacks the write scope"):
+            service.check(token("from-q|to-q", "read"), request)
+        with pytest.raises(Forbidden, match="'to-q'"):
+            service.check(token("from-q"), request)
+        with pytest.raises(Forbidden, match="'from-q'"):
+            service.check(token("to-q"), request)
+    finally:
+        OPS.pop("copy_between", None)
+
+
+def test_a_queue_name_field_not_typed_as_a_queue_is_refused_at_declaration():
+    # Checked as a queue's name, yet plain: it would escape the access check, so the
+    # declaration itself fails.
+    from dataclasses import dataclass
+    from typing import Annotated
+
+    from mq.operations.fields import OnQueue, Queue, operation
+    from mq.store import validate_queue
+
+    with pytest.raises(TypeError, match="type a queue as Queue"):
+        @operation("copy_unmarked")
+        @dataclass(slots=True, frozen=True, kw_only=True)
+        class CopyUnmarked(OnQueue):
+            """A declaration for this test."""
+
+            queue: Queue
+            target: Annotated[str, validate_queue]
+    assert "copy_unmarked" not in OPS
+
