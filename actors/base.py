@@ -17,6 +17,7 @@ import zmq
 from mq import logs, protocol
 from mq.actors.batch import DEFERRED, Batch, Request
 from mq.actors.mover_notes import MoverNotes
+from mq.actors.pace import Pace
 from mq.errors import Invalid, MqError, Unavailable, from_os_error
 from mq.operations import Cancel, Operation, Ready, Relist, Rescan, Stats, Taken
 from mq.store import Store
@@ -73,6 +74,10 @@ class Actor(Generic[B]):
         self.stopping = False
         self.root_watch = RootWatch(options.root, options.root_id)
         self.root_was_lost = False
+        #: Time per message, whole batches (pace) and their settle() alone (commit_pace), by
+        #: which requests that cannot finish before their deadline are refused (actors/pace.py).
+        self.pace = Pace()
+        self.commit_pace = Pace()
         #: Forgets the queues that went without this actor hearing (actors/gone_queues.py).
         self.gone = GoneQueues(self.store.list_queues, self.store.queue_exists,
                                self.queue_tables, self.forget_queues, self.log)
@@ -185,10 +190,14 @@ class Actor(Generic[B]):
     def handle(self, requests: list[Request]) -> B:
         """Apply a batch, flush once, send its notifications; return it with one result each."""
         batch = self.batch_class(requests)
+        self.pace.begin()
         for request in requests:
             batch.results.append(self.dispatch(batch, request))
         self.before_flush(batch)
+        settling = time.monotonic()
         self.settle(batch)
+        self.commit_pace.record(self.pace.done, time.monotonic() - settling)
+        self.pace.end()
         self.send_notes(batch)
         self.after_flush(batch)
         return batch
@@ -201,6 +210,9 @@ class Actor(Generic[B]):
         if command is None:
             return Invalid(f"{self.kind} actor cannot {request.op!r}")
         kind, handler = command
+        refusal = self.pace.start(request.payload)
+        if refusal is not None:
+            return refusal  # Before its handler touches the disk.
         try:
             decoded = request.decoded
             if decoded is None:
@@ -305,6 +317,15 @@ class Actor(Generic[B]):
                     if isinstance(result, MqError) and result.kind in ROOT_SUSPECT_KINDS:
                         results[pos] = self.root_refusal()
 
+    def shed(self, requests: list[Request]) -> list[Request]:
+        """The requests this actor can finish before their deadlines; the others are refused
+        now, before any work (actors/pace.py)."""
+        admitted, refused, refusal = self.pace.admit(requests)
+        if refused:
+            self.reply_all((r.peer, r.rid, refusal) for r in refused if r.rid)
+            self.log.warning("actor.shed", refused=len(refused), admitted=len(admitted))
+        return admitted
+
     def reply(self, peer: bytes, rid: bytes, result) -> None:
         """Send one reply (a result dict or an MqError)."""
         self.send_frames(protocol.encode_reply(peer, rid, result))
@@ -363,6 +384,9 @@ class Actor(Generic[B]):
             requests = [r for r in requests if r.op in ROOT_FREE_OPS]
             if not requests:
                 return
+        requests = self.shed(requests)
+        if not requests:
+            return
         started = time.monotonic()
         batch = self.handle(requests)
         self.recheck_root(batch.results)

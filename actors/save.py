@@ -16,6 +16,7 @@ from mq.actors.add_batch import AddBatch, Written
 from mq.actors.base import Actor
 from mq.actors.batch import DEFERRED, Request
 from mq.actors.counters import Counters, counters_file
+from mq.actors.pace import deadline
 from mq.adds import checked_add, with_properties
 from mq.errors import MqError, NotFound, Unavailable, from_os_error
 from mq.ids import new_id
@@ -168,6 +169,7 @@ class SaveActor(Actor[AddBatch]):
                 self.store.flush_data()
             except OSError as err:
                 return self.fail(batch, written, from_os_error(err, "cannot flush messages"))
+        written = self.expire(batch, written)
         written = self.record_keys(batch, written)
         delivered = []
         for item in written:
@@ -232,6 +234,23 @@ class SaveActor(Actor[AddBatch]):
         super().send_notes(batch)
         for queue, window in batch.windows:
             self.send(self.mover, ops.Window(queue=queue, window=window))
+
+    def expire(self, batch: AddBatch, written: list[Written]) -> list[Written]:
+        """Before the renames into view: discard the files of every request that cannot be
+        answered before its deadline (its front answers 503 then, so it must store nothing:
+        actors/pace.py); return the items that stay."""
+        ends = time.monotonic() + self.commit_pace.seconds(len(written))
+        late = {item.pos for item in written
+                if (due := deadline(batch.requests[item.pos].payload)) is not None and ends > due}
+        if not late:
+            return written
+        refusal = self.pace.refusal(len(written))
+        for item in written:
+            if item.pos in late:
+                self.store.discard_new(item.add.queue, item.id, batch.changes)
+                batch.set_outcome(item, refusal)
+        self.log.warning("save.expired", requests=len(late))
+        return [item for item in written if item.pos not in late]
 
     def record_keys(self, batch: AddBatch, written: list[Written]) -> list[Written]:
         """Record de-duplication keys (after the data is durable, before delivery).
