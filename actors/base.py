@@ -74,10 +74,9 @@ class Actor(Generic[B]):
         self.stopping = False
         self.root_watch = RootWatch(options.root, options.root_id)
         self.root_was_lost = False
-        #: Time per message, whole batches (pace) and their settle() alone (commit_pace), by
-        #: which requests that cannot finish before their deadline are refused (actors/pace.py).
-        self.pace = Pace()
-        self.commit_pace = Pace()
+        #: Time per message, whole batches and their settle() alone, by which requests that
+        #: cannot finish before their deadline are refused (actors/pace.py).
+        self.pace = Pace(commit=Pace())
         #: Forgets the queues that went without this actor hearing (actors/gone_queues.py).
         self.gone = GoneQueues(self.store.list_queues, self.store.queue_exists,
                                self.queue_tables, self.forget_queues, self.log)
@@ -196,8 +195,7 @@ class Actor(Generic[B]):
         self.before_flush(batch)
         settling = time.monotonic()
         self.settle(batch)
-        self.commit_pace.record(self.pace.done, time.monotonic() - settling)
-        self.pace.end()
+        self.pace.end(settled=time.monotonic() - settling)
         self.send_notes(batch)
         self.after_flush(batch)
         return batch

@@ -35,7 +35,9 @@ def deadline(payload: dict) -> float | None:
 class Pace:
     """Seconds per message, over the batches an actor served and the one in hand."""
 
-    def __init__(self) -> None:
+    def __init__(self, commit: "Pace | None" = None) -> None:
+        #: The pace of the batches' settle() alone (the flush, a save actor's renames).
+        self.commit = commit
         self.per_message = 0.0  # 0: nothing measured yet
         self.started = 0.0  # the batch in hand: when it began, and the messages dispatched
         self.done = 0
@@ -45,16 +47,21 @@ class Pace:
         self.started, self.done = time.monotonic(), 0
 
     def start(self, payload: dict) -> Unavailable | None:
-        """Before a request's handler: its refusal when, at the pace seen so far, it cannot
-        finish before its deadline; else None, and it counts in the batch in hand."""
-        size, due = weight(payload), deadline(payload)
-        if due is not None and time.monotonic() + self.seconds(size) > due:
+        """Before a request's handler: its refusal when it is past its deadline, or, after the
+        batch's first, cannot finish before it at the pace seen so far; else None, and it
+        counts in the batch in hand."""
+        size, due, now = weight(payload), deadline(payload), time.monotonic()
+        if due is not None and (now >= due or self.done and (
+                now + self.seconds(size) + self.commit_seconds(self.done + size) > due)):
             return self.refusal(size)
         self.done += size
         return None
 
-    def end(self) -> None:
-        """The batch in hand was settled: fold its time per message into the pace."""
+    def end(self, settled: float) -> None:
+        """The batch in hand was settled, its settle() in `settled` seconds: fold its time per
+        message into the pace, and that of its settle() into the commits' pace."""
+        if self.commit is not None:
+            self.commit.record(self.done, settled)
         self.record(self.done, time.monotonic() - self.started)
         self.done = 0
 
@@ -73,6 +80,14 @@ class Pace:
             pace = max(pace, (time.monotonic() - self.started) / self.done)
         return messages * pace
 
+    def commit_seconds(self, messages: int) -> float:
+        """How long settling that many written messages takes (the renames into view, the
+        flush): at the commits' pace, or, before one was measured, at this pace (which holds
+        their writes too: more, not less)."""
+        if self.commit is not None and self.commit.per_message:
+            return messages * self.commit.per_message
+        return self.seconds(messages)
+
     def refusal(self, backlog: int) -> Unavailable:
         """503 for a request the actor cannot finish in time; Retry-After: the backlog's time."""
         low, high = RETRY_BOUNDS
@@ -83,15 +98,17 @@ class Pace:
 
     def admit(self, requests: list) -> tuple[list, list, Unavailable]:
         """(admitted, refused, the refusal) of a batch's requests: taken in order while the
-        batch, at the pace, ends before every admitted request's deadline. Before any
-        measurement, only the requests already past their deadline are refused. The refusal's
+        batch, at the pace, ends before every admitted request's deadline. The first one not
+        yet past its deadline is taken whatever the pace says: it measures the pace again (a
+        pace that only refused would never learn that the disk is fast again), and
+        what it wrote is discarded if it ends too late (SaveActor.expire). The refusal's
         Retry-After is the time the admitted ones take."""
         now, admitted, refused = time.monotonic(), [], []
         total, earliest = 0, math.inf
         for request in requests:
             due, size = deadline(request.payload), weight(request.payload)
             ends = now + (total + size) * self.per_message
-            if due is not None and (now >= due or ends > min(earliest, due)):
+            if due is not None and (now >= due or admitted and ends > min(earliest, due)):
                 refused.append(request)
                 continue
             admitted.append(request)

@@ -239,7 +239,7 @@ class SaveActor(Actor[AddBatch]):
         """Before the renames into view: discard the files of every request that cannot be
         answered before its deadline (its front answers 503 then, so it must store nothing:
         actors/pace.py); return the items that stay."""
-        ends = time.monotonic() + self.commit_pace.seconds(len(written))
+        ends = time.monotonic() + self.pace.commit_seconds(len(written))
         late = {item.pos for item in written
                 if (due := deadline(batch.requests[item.pos].payload)) is not None and ends > due}
         if not late:
