@@ -27,6 +27,8 @@ PER_FILE_FLUSH = {0x65735546: "fuse", 0x6969: "nfs", 0x00C36400: "ceph", 0xFF534
                   0xFE534D42: "smb2", 0x01021997: "9p", 0x0BD00BD0: "lustre"}
 
 _libc = ctypes.CDLL(None, use_errno=True)
+#: Folders whose handle a Disk keeps open for their next fsync (fsync_dir).
+DIR_HANDLES = 64
 
 
 def filesystem_type(path: str) -> int:
@@ -70,6 +72,7 @@ class Disk:
         self.sync = "file" if self.fell_back else sync
         #: A GroupFlush shared with the daemon's other actors (share_flushes), or None.
         self.group = None
+        self.dir_handles: dict[str, int] = {}  # folder -> open handle (fsync_dir)
 
     # -- changes --------------------------------------------------------------------------
 
@@ -275,12 +278,27 @@ class Disk:
             os.close(fd)
 
     def fsync_dir(self, path: str) -> None:
-        """fsync a folder so that the names created, renamed or removed in it are durable."""
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        """fsync a folder so that the names created, renamed or removed in it are durable.
+
+        Through a handle kept open (the last DIR_HANDLES folders): on a network or FUSE file
+        system each open and close of a folder is a round trip of its own (bench/fs_ops.py).
+        A handle whose folder was removed meanwhile (no link left; a queue deleted and made
+        again has a new folder) is opened again from its path.
+        """
+        fd = self.dir_handles.pop(path, None)
+        if fd is not None and os.fstat(fd).st_nlink == 0:
+            os.close(fd)
+            fd = None
+        if fd is None:
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
         try:
             os.fsync(fd)
-        finally:
+        except BaseException:
             os.close(fd)
+            raise
+        self.dir_handles[path] = fd  # The most recent last.
+        if len(self.dir_handles) > DIR_HANDLES:
+            os.close(self.dir_handles.pop(next(iter(self.dir_handles))))
 
 
 def read_all(fd: int) -> bytes:
