@@ -103,7 +103,9 @@ class Pace:
         pace that only refused would never learn that the disk is fast again), and
         what it wrote is discarded if it ends too late (SaveActor.expire). The refusal's
         Retry-After is the time the admitted ones take."""
-        now, admitted, refused = time.monotonic(), [], []
+        now = time.monotonic()
+        admitted: list = []
+        refused: list = []
         total, earliest = 0, math.inf
         for request in requests:
             due, size = deadline(request.payload), weight(request.payload)
