@@ -72,7 +72,8 @@ class Disk:
         self.sync = "file" if self.fell_back else sync
         #: A GroupFlush shared with the daemon's other actors (share_flushes), or None.
         self.group = None
-        self.dir_handles: dict[str, int] = {}  # folder -> open handle (fsync_dir)
+        #: folder -> (open handle, (st_dev, st_ino) of what it opened): fsync_dir
+        self.dir_handles: dict[str, tuple[int, tuple]] = {}
 
     # -- changes --------------------------------------------------------------------------
 
@@ -282,23 +283,27 @@ class Disk:
 
         Through a handle kept open (the last DIR_HANDLES folders): on a network or FUSE file
         system each open and close of a folder is a round trip of its own (bench/fs_ops.py).
-        A handle whose folder was removed meanwhile (no link left; a queue deleted and made
-        again has a new folder) is opened again from its path.
+        A handle is used only while the path still names its folder (a stat, which the
+        kernel answers from its cache more often than not): a queue deleted or purged has its
+        folder renamed into remove/ and a new one made.
         """
-        fd = self.dir_handles.pop(path, None)
-        if fd is not None and os.fstat(fd).st_nlink == 0:
+        info = os.stat(path)
+        fd, folder = self.dir_handles.pop(path, (None, None))
+        if fd is not None and folder != (info.st_dev, info.st_ino):
             os.close(fd)
             fd = None
         if fd is None:
             fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+            opened = os.fstat(fd)
+            folder = (opened.st_dev, opened.st_ino)
         try:
             os.fsync(fd)
         except BaseException:
             os.close(fd)
             raise
-        self.dir_handles[path] = fd  # The most recent last.
+        self.dir_handles[path] = (fd, folder)  # The most recent last.
         if len(self.dir_handles) > DIR_HANDLES:
-            os.close(self.dir_handles.pop(next(iter(self.dir_handles))))
+            os.close(self.dir_handles.pop(next(iter(self.dir_handles)))[0])
 
 
 def read_all(fd: int) -> bytes:
