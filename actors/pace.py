@@ -39,6 +39,9 @@ class Pace:
         #: The pace of the batches' settle() alone (the flush, a save actor's renames).
         self.commit = commit
         self.per_message = 0.0  # 0: nothing measured yet
+        #: Moving averages of a batch's seconds and messages: their ratio is the pace, so a
+        #: batch weighs by its size (one request stalled by the machine moves it little).
+        self.seconds_avg = self.messages_avg = 0.0
         self.started = 0.0  # the batch in hand: when it began, and the messages dispatched
         self.done = 0
 
@@ -68,9 +71,10 @@ class Pace:
     def record(self, messages: int, seconds: float) -> None:
         """Fold the time some messages took into the pace."""
         if messages:
-            seen = seconds / messages
-            self.per_message = seen if not self.per_message else (
-                NEW_WEIGHT * seen + (1 - NEW_WEIGHT) * self.per_message)
+            keep = 1 - NEW_WEIGHT if self.messages_avg else 0.0
+            self.seconds_avg = NEW_WEIGHT * seconds + keep * self.seconds_avg
+            self.messages_avg = NEW_WEIGHT * messages + keep * self.messages_avg
+            self.per_message = self.seconds_avg / self.messages_avg
 
     def seconds(self, messages: int) -> float:
         """How long that many messages take at the pace (the batch in hand's so far, if
@@ -82,10 +86,13 @@ class Pace:
 
     def commit_seconds(self, messages: int) -> float:
         """How long settling that many written messages takes (the renames into view, the
-        flush): at the commits' pace, or, before one was measured, at this pace (which holds
-        their writes too: more, not less)."""
+        flush): at the commits' pace, or at the pace of this batch's writes so far when that
+        is slower (the disk slowed since the commits were timed; a rename costs about what a
+        write does on a distributed file system), or, before anything was measured, at the
+        whole pace (which holds their writes too: more, not less)."""
+        live = (time.monotonic() - self.started) / self.done if self.done else 0.0
         if self.commit is not None and self.commit.per_message:
-            return messages * self.commit.per_message
+            return messages * max(self.commit.per_message, live)
         return self.seconds(messages)
 
     def refusal(self, backlog: int) -> Unavailable:
