@@ -288,10 +288,14 @@ class Disk:
         folder renamed into remove/ and a new one made.
         """
         info = os.stat(path)
-        fd, folder = self.dir_handles.pop(path, (None, None))
-        if fd is not None and folder != (info.st_dev, info.st_ino):
-            os.close(fd)
-            fd = None
+        folder = (info.st_dev, info.st_ino)
+        kept = self.dir_handles.pop(path, None)
+        fd = None
+        if kept is not None:
+            if kept[1] == folder:
+                fd = kept[0]
+            else:
+                os.close(kept[0])
         if fd is None:
             fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
             opened = os.fstat(fd)
