@@ -1,7 +1,8 @@
 """Queue properties: the schema, validation, and precedence (queue's own, first matching rule, system).
 
 Stored in the root (docs/FORMAT.md) so every daemon and actor on the root sees the same values;
-readers re-check the files' mtimes, so a change is seen by the next request that uses it.
+readers re-check the files' mtimes (or, while props/ holds still, its own: PropertyFiles), so
+a change is seen by the next request that uses it.
 """
 
 import os
