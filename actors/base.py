@@ -17,6 +17,7 @@ import zmq
 from mq import logs, protocol
 from mq.actors.batch import DEFERRED, Batch, Request
 from mq.actors.mover_notes import MoverNotes
+from mq.actors.pace import Pace
 from mq.config import Options
 from mq.errors import Invalid, MqError, Unavailable, from_os_error
 from mq.operations import Cancel, Operation, Ready, Relist, Rescan, Stats, Taken
@@ -75,6 +76,9 @@ class Actor(Generic[B]):
         self._named: tuple[dict, dict] = ({}, {})
         self.root_watch = RootWatch(options.root, options.root_id)
         self.root_was_lost = False
+        #: Time per message, whole batches and their settle() alone, by which requests that
+        #: cannot finish before their deadline are refused (actors/pace.py).
+        self.pace = Pace(commit=Pace())
         #: Forgets the queues that went without this actor hearing (actors/gone_queues.py).
         self.gone = GoneQueues(self.store.queues.list_queues, self.store.queues.queue_exists,
                                self.queue_tables, self.forget_queues, self.log)
@@ -191,10 +195,13 @@ class Actor(Generic[B]):
     def handle(self, requests: list[Request]) -> B:
         """Apply a batch, flush once, send its notifications; return it with one result each."""
         batch = self.new_batch(requests)
+        self.pace.begin()
         for request in requests:
             batch.results.append(self.dispatch(batch, request))
         self.before_flush(batch)
+        settling = time.monotonic()
         self.settle(batch)
+        self.pace.end(settled=time.monotonic() - settling)
         self.send_notes(batch)
         self.after_flush(batch)
         return batch
@@ -207,6 +214,9 @@ class Actor(Generic[B]):
         if command is None:
             return Invalid(f"{self.kind} actor cannot {request.op!r}")
         kind, handler = command
+        refusal = self.pace.start(request.payload)
+        if refusal is not None:
+            return refusal  # Before its handler touches the disk.
         try:
             decoded = request.decoded
             if decoded is None:
@@ -318,6 +328,15 @@ class Actor(Generic[B]):
                     if isinstance(result, MqError) and result.kind in ROOT_SUSPECT_KINDS:
                         results[pos] = self.root_refusal()
 
+    def shed(self, requests: list[Request]) -> list[Request]:
+        """The requests this actor can finish before their deadlines; the others are refused
+        now, before any work (actors/pace.py)."""
+        admitted, refused, refusal = self.pace.admit(requests)
+        if refused:
+            self.reply_all((r.peer, r.rid, refusal) for r in refused if r.rid)
+            self.log.warning("actor.shed", refused=len(refused), admitted=len(admitted))
+        return admitted
+
     def reply(self, peer: bytes, rid: bytes, result) -> None:
         """Send one reply (a result dict or an MqError)."""
         self.send_frames(protocol.encode_reply(peer, rid, result))
@@ -376,6 +395,9 @@ class Actor(Generic[B]):
             requests = [r for r in requests if r.op in ROOT_FREE_OPS]
             if not requests:
                 return
+        requests = self.shed(requests)
+        if not requests:
+            return
         started = time.monotonic()
         batch = self.handle(requests)
         self.recheck_root(batch.results)

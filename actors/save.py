@@ -15,6 +15,7 @@ from mq.actors import accumulation, fanout, save_batch
 from mq.actors.base import Actor
 from mq.actors.batch import DEFERRED, Request
 from mq.actors.counters import Counters, counters_file
+from mq.actors.pace import deadline
 from mq.actors.settlement import SaveActorBatch, Settlement
 from mq.adds import checked_add, with_properties
 from mq.config import Options
@@ -153,6 +154,7 @@ class SaveActor(Actor[SaveActorBatch]):
             settlement.answer()
             return super().settle(batch)
         if settlement.flush_data():
+            self.expire(batch)
             settlement.record_keys(self.defer)
             settlement.rename_into_view()
             settlement.roll_back()
@@ -165,3 +167,15 @@ class SaveActor(Actor[SaveActorBatch]):
         super().send_notes(batch)
         for queue, window in batch.settlement.windows:
             self.send(self.mover, ops.Window(queue=queue, window=window))
+
+    def expire(self, batch: SaveActorBatch) -> None:
+        """Before the renames into view: refuse every request that cannot be answered before
+        its deadline, its files discarded (its front answers 503 then, so it must store
+        nothing: actors/pace.py)."""
+        settlement = batch.settlement
+        ends = time.monotonic() + self.pace.commit_seconds(len(settlement.written))
+        late = {item.pos for item in settlement.written
+                if (due := deadline(batch.requests[item.pos].payload)) is not None and ends > due}
+        if late:
+            settlement.refuse(late, self.pace.refusal(len(settlement.written)))
+            self.log.warning("save.expired", requests=len(late))

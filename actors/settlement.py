@@ -99,6 +99,15 @@ class Settlement:
         else:
             self.parts[item.pos][item.slot] = value
 
+    def refuse(self, positions: set[int], error: MqError) -> None:
+        """Discard the written files of the requests at these positions, each answered with
+        the error (before any key is recorded or any name made visible)."""
+        for item in self.written:
+            if item.pos in positions:
+                self.store.discard_new(item.add.queue, item.id, self.batch.changes)
+                self.set_outcome(item, error)
+        self.written = [item for item in self.written if item.pos not in positions]
+
     # -- writing (the commands) -------------------------------------------------------------
 
     def write(self, pos: int, add: CheckedAdd, writer: str, window: float, accum: float,

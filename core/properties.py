@@ -1,11 +1,13 @@
 """Queue properties: the schema, validation, and precedence (queue's own, first matching rule, system).
 
 Stored in the root (docs/FORMAT.md) so every daemon and actor on the root sees the same values;
-readers re-check the files' mtimes, so a change is seen by the next request that uses it.
+readers re-check the files' mtimes (or, while props/ holds still, its own: PropertyFiles), so
+a change is seen by the next request that uses it.
 """
 
 import os
 import re
+import time
 
 import orjson
 
@@ -164,16 +166,54 @@ def validate_rules(rules) -> list:
     return out
 
 
+#: Seconds props/ must have held still, and the longest a value read is answered without
+#: looking at its file again (PropertyFiles).
+SETTLED_SECONDS = 1.0
+
+
 class PropertyFiles:
-    """Reads the property files of a root, re-reading a file only when its mtime changed."""
+    """Reads the property files of a root, re-reading a file only when its mtime changed.
+
+    Every change of a property file renames or unlinks a name in props/ (Disk.replace), which
+    changes the folder's mtime. While that mtime holds still, and was already SETTLED_SECONDS
+    old when seen (a change in the same tick of the file system's clock would keep it), what
+    was read is answered without a stat of each file for up to SETTLED_SECONDS: on a network
+    or FUSE file system a stat of a queue's missing property file is a round trip of its own
+    on every batch (bench/fs_ops.py).
+    """
 
     def __init__(self, store, system: dict | None = None):
         self.store = store
         self.system = {**SYSTEM, **(system or {})}
         #: queue (None: the rules) -> (its file's stamp, its value)
         self._cache: dict[str | None, tuple[tuple, object]] = {}
+        #: props/'s stamp when seen settled, when, and queue -> its value since
+        self._folder: tuple = ()
+        self._seen_at = 0.0
+        self._known: dict[str | None, object] = {}
+
+    def _settled(self, path: str) -> tuple:
+        """props/'s (inode, mtime) when older than SETTLED_SECONDS, else ()."""
+        try:
+            info = os.stat(os.path.dirname(path))
+        except OSError:
+            return ()
+        if time.time() - info.st_mtime < SETTLED_SECONDS:
+            return ()
+        return (info.st_ino, info.st_mtime_ns)
 
     def _load(self, key: str | None, path: str, empty):
+        folder, now = self._settled(path), time.monotonic()
+        if not folder or folder != self._folder or now - self._seen_at > SETTLED_SECONDS:
+            self._folder, self._seen_at, self._known = folder, now, {}
+        elif key in self._known:
+            return self._known[key]
+        value = self._read(key, path, empty)
+        if folder:
+            self._known[key] = value
+        return value
+
+    def _read(self, key: str | None, path: str, empty):
         try:
             info = os.stat(path)
             # A replace makes a new inode: two within one clock tick keep their mtime.
@@ -207,6 +247,7 @@ class PropertyFiles:
     def forget(self, queue: str) -> None:
         """Drop a gone queue's cached properties."""
         self._cache.pop(queue, None)
+        self._known.pop(queue, None)
 
     def effective(self, queue: str) -> dict:
         """Every property of the queue: its own, then the first matching rule, then the system's."""

@@ -33,18 +33,23 @@ def encode_request(rid: bytes, request) -> list[bytes]:
     return [rid, msgpack.packb(payload, use_bin_type=True)]
 
 
-def _request_payload(request) -> dict:
+def _request_payload(request, deadline: float | None = None) -> dict:
     payload = request.to_payload()
     payload["v"] = VERSION
     payload["op"] = request.op
+    if deadline is not None:
+        payload["deadline"] = deadline
     return payload
 
 
 def encode_requests(requests: list) -> list[bytes]:
-    """The one frame a DEALER sends for several (request_id, request) pairs at once, a msgpack
-    array of [request_id, payload]: the front sends the requests one turn of its event loop
-    made for an actor together, one ZeroMQ send instead of one each (bench/RESULTS.md)."""
-    return [msgpack.packb([[rid, _request_payload(request)] for rid, request in requests],
+    """The one frame a DEALER sends for several (request_id, request) pairs, or (request_id,
+    request, deadline) triples, at once, a msgpack array of [request_id, payload]: the front
+    sends the requests one turn of its event loop made for an actor together, one ZeroMQ
+    send instead of one each (bench/RESULTS.md). A deadline (the host's monotonic clock, in
+    seconds) is when the sender stops waiting: the actor refuses what it cannot finish by
+    then (actors/pace.py)."""
+    return [msgpack.packb([[sent[0], _request_payload(*sent[1:])] for sent in requests],
                           use_bin_type=True)]
 
 

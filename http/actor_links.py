@@ -2,6 +2,7 @@
 
 import asyncio
 import itertools
+import time
 from typing import cast
 
 import zmq
@@ -16,6 +17,10 @@ from mq.store.root import actor_endpoint, mover_endpoint
 from mq.supervisor import heartbeat
 
 POLLIN = int(zmq.POLLIN)  # A plain int: bit tests on zmq's enum flags cost microseconds.
+#: The deadline a request carries to its actor comes this share of its timeout (at most
+#: MARGIN_SECONDS) before the link stops waiting: room for an add committed at the last
+#: moment and its reply's way back, so that a 503 for the timeout means nothing was stored.
+MARGIN_SHARE, MARGIN_SECONDS = 0.1, 1.0
 
 
 def _expire(future: asyncio.Future, name: str, timeout: float) -> None:
@@ -33,7 +38,7 @@ class ActorLink:
         self.timeout = timeout
         self.pending: dict[bytes, asyncio.Future] = {}
         self.weight = 0  # Messages the pending requests carry (a batch add counts each).
-        self.outbox: list = []  # (request id, request) to send at the end of this loop turn
+        self.outbox: list = []  # (request id, request, deadline) to send at the end of this loop turn
         self.numbers = itertools.count(1)
         sock: zmq.asyncio.Socket = context.socket(zmq.DEALER)
         sock.linger = 0
@@ -72,7 +77,8 @@ class ActorLink:
         loop = asyncio.get_running_loop()
         future = loop.create_future()
         self.pending[rid] = future
-        self._post(rid, request)
+        self._post(rid, request,
+                   time.monotonic() + timeout - min(MARGIN_SECONDS, timeout * MARGIN_SHARE))
         if on_sent is not None:
             on_sent(rid)
         # A timer on the future itself: cheaper than asyncio.wait_for, which wraps every call
@@ -104,12 +110,12 @@ class ActorLink:
         were up (the front drains): each caller's await ends with the actor's empty answer."""
         self._post(b"", EndWaits())  # After the requests still waiting to go.
 
-    def _post(self, rid: bytes, request: Operation) -> None:
+    def _post(self, rid: bytes, request: Operation, deadline: float | None = None) -> None:
         """Send a request at the end of this turn of the event loop, with the others of the
         turn: one message and one ZeroMQ send for them all (protocol.encode_requests)."""
         if not self.outbox:
             self.loop.call_soon(self._flush)
-        self.outbox.append((rid, request))
+        self.outbox.append((rid, request, deadline))
 
     def _flush(self) -> None:
         """Send the turn's requests; when the actor is not connected, each caller gets 503 at
@@ -123,7 +129,7 @@ class ActorLink:
                                       "mounted, or it is no mq root yet); retry later")
             else:
                 refusal = Unavailable(f"{self.name} is not running; it is being restarted")
-            for rid, _ in outbox:
+            for rid, *_ in outbox:
                 future = self.pending.get(rid)
                 if future is not None and not future.done():
                     future.set_result(refusal)

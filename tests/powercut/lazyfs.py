@@ -19,6 +19,7 @@ import errno
 import os
 import shutil
 import sys
+import time
 
 import mfusepy
 
@@ -226,14 +227,16 @@ class FaultyLazyFS(LazyFS):
 
     The faults file holds lines "OP PATH ERRNO" (e.g. "readdir /root/queues 5"; a PATH ending
     in "*" names every path it begins, for files whose names a test cannot know); it is read
-    again whenever it changed, so a test arms and clears faults by writing it."""
+    again whenever it changed, so a test arms and clears faults by writing it. An ERRNO of
+    "+MS" makes the operation wait MS milliseconds instead, then succeed: a slow file system,
+    as a distributed one is under load (every operation waits, since there is one thread)."""
 
     def __init__(self, backing: str, faults: str):
         super().__init__(backing)
         self.faults_path = faults
         self.faults_seen: tuple = ()
-        self.faults: dict[tuple[str, str], int] = {}
-        self.prefixes: list[tuple[str, str, int]] = []  # (op, path prefix, errno)
+        self.faults: dict[tuple[str, str], float] = {}  # errno, or -seconds for a wait
+        self.prefixes: list[tuple[str, str, float]] = []  # (op, path prefix, errno or -seconds)
 
     def fault(self, op: str, path: str) -> None:
         """Raise the errno armed for op on path, if any."""
@@ -248,7 +251,8 @@ class FaultyLazyFS(LazyFS):
                 with open(self.faults_path) as f:
                     for line in f:
                         if line.split():
-                            name, where, code = line.split()
+                            name, where, text = line.split()
+                            code = -float(text) / 1000 if text.startswith("+") else int(text)
                             if where.endswith("*"):
                                 self.prefixes.append((name, where[:-1], int(code)))
                             else:
@@ -256,8 +260,10 @@ class FaultyLazyFS(LazyFS):
         code = self.faults.get((op, path)) or next(
             (code for name, prefix, code in self.prefixes
              if name == op and path.startswith(prefix)), 0)
-        if code:
-            raise mfusepy.FuseOSError(code)
+        if code < 0:
+            time.sleep(-code)
+        elif code:
+            raise mfusepy.FuseOSError(int(code))
 
 
 def _failing(op: str):
