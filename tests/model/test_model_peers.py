@@ -2,14 +2,12 @@
 shares its root with mq.local or other daemons runs: the same rules, except that a fetch
 takes one of the two oldest ready messages rather than the oldest."""
 
-import random
-import threading
-
 import pytest
 from hypothesis.stateful import run_state_machine_as_test
 
 from model_runs import machine_settings, machine_timeout, start_daemon
 from fronts_more import Sqs, boto_client
+from group_consumers import groups_across
 from support import Daemon, poll_for
 from machines import machine_for
 from test_model_fronts import EXAMPLES, FRONTS
@@ -60,90 +58,15 @@ def start_peer(workdir, name: str):
         raise
 
 
-class GroupsInFlight:
-    """What the consumers of both daemons hold, per group, as the model of a fifo queue has
-    it: at most one receive holds a group's messages, and each group comes in the order sent."""
-
-    def __init__(self, sent: dict[str, list[str]]):
-        self.sent = sent
-        self.lock = threading.Lock()
-        self.holder: dict[str, tuple[object, int]] = {}
-        self.received: dict[str, list[str]] = {group: [] for group in sent}
-        self.broken: list[str] = []
-
-    def got(self, receive: object, daemon: str, messages: list[dict]) -> None:
-        """A receive's messages: each group's must be free or this receive's, and next in order."""
-        with self.lock:
-            for message in messages:
-                group, body = message["Attributes"]["MessageGroupId"], message["Body"]
-                held = self.holder.get(group)
-                if held is not None and held[0] is not receive:
-                    self.broken.append(f"{body} handed out by {daemon} while {group} was in flight")
-                self.holder[group] = (receive, (held[1] if held else 0) + 1)
-                self.received[group].append(body)
-                if self.received[group] != self.sent[group][:len(self.received[group])]:
-                    self.broken.append(f"{group} out of order: {self.received[group]}")
-
-    def done(self, message: dict) -> None:
-        """One message about to be deleted: its group is free once its receive has none left."""
-        with self.lock:
-            group = message["Attributes"]["MessageGroupId"]
-            receive, left = self.holder[group]
-            if left == 1:
-                del self.holder[group]
-            else:
-                self.holder[group] = (receive, left - 1)
-
-
-def consume(client, url: str, name: str, model: GroupsInFlight, total: int, stop) -> None:
-    """Receive 1 to 3 messages at a time, keep them a moment, delete them in order."""
-    rng = random.Random(name)
-    while not stop.is_set() and sum(map(len, model.received.values())) < total:
-        got = client.receive_message(QueueUrl=url, MaxNumberOfMessages=rng.randint(1, 3),
-                                     AttributeNames=["MessageGroupId"]).get("Messages", [])
-        if not got:
-            stop.wait(0.02)
-            continue
-        receive = object()
-        model.got(receive, name, got)
-        stop.wait(rng.random() * 0.02)
-        for message in got:
-            model.done(message)
-            client.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
-
-
 @pytest.mark.timeout(120)
 def test_two_daemons_on_one_root_hold_each_group_between_them(tmp_path):
     """Consumers of two daemons sharing a root never have one group's messages in flight on
     both at once, and each group is received in the order it was sent."""
     a, b = start_peer(tmp_path, "a"), start_peer(tmp_path, "b")
     try:
-        clients = {"a": boto_client(f"http://127.0.0.1:{a.port}"),
-                   "b": boto_client(f"http://127.0.0.1:{b.port}")}
-        url = clients["a"].create_queue(QueueName="shared.fifo", Attributes={
-            "FifoQueue": "true", "ContentBasedDeduplication": "true",
-            "VisibilityTimeout": "60"})["QueueUrl"]
-        sent = {f"g{g}": [f"g{g}-{n}" for n in range(12)] for g in range(3)}
-        for n in range(12):
-            for group, bodies in sent.items():
-                clients["a"].send_message(QueueUrl=url, MessageBody=bodies[n], MessageGroupId=group)
-        url_b = clients["b"].get_queue_url(QueueName="shared.fifo")["QueueUrl"]
-        model = GroupsInFlight(sent)
-        stop = threading.Event()
-        threads = [threading.Thread(target=consume, args=(
-            clients[name], url if name == "a" else url_b, f"{name}{n}", model, 36, stop))
-            for name in "ab" for n in range(2)]
-        for t in threads:
-            t.start()
-        try:
-            poll_for(lambda: model.broken or model.received == sent, 60,
-                     what="every group to be received")
-        finally:
-            stop.set()
-            for t in threads:
-                t.join(20)
+        model = groups_across({"a": a, "b": b})
         assert not model.broken, model.broken[:5]
-        assert model.received == sent
+        assert model.received == model.sent
     finally:
         a.cleanup()
         b.cleanup()
