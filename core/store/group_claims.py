@@ -15,6 +15,7 @@ it never comes back, so "ended" stays true and two daemons that both see it deci
 import errno
 import hashlib
 import os
+from collections.abc import Set
 
 from mq.errors import lost_race
 from mq.ids import new_id
@@ -78,7 +79,7 @@ class GroupClaims:
                     or os.path.exists(self.paths.ready_path(queue, message_id, n - 1)))
 
     def free_for(self, queue: str, group: str, message_id: str, attempts: int,
-                 mine: set[str] = frozenset()) -> bool:
+                 mine: Set[str] = frozenset()) -> bool:
         """Whether the message (ready after `attempts` deliveries) may be handed out as far as
         other daemons go: no claim, one whose deliveries all ended, one this message itself
         holds or is about to take, or one of deliveries in `mine` (this holder's)."""
@@ -91,7 +92,7 @@ class GroupClaims:
                 or all(d in own or d in mine or self.ended(queue, d) for d in held))
 
     def take(self, queue: str, group: str, message_id: str, attempts: int,
-             mine: set[str] = frozenset()) -> bool:
+             mine: Set[str] = frozenset()) -> bool:
         """Make the claim name this message's next delivery (added to `mine`, the holder's
         deliveries, when it holds the group already); False when another delivery holds the
         group, or another daemon took it first."""
