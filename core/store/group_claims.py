@@ -5,7 +5,8 @@ A group's claim is the file groups/{queue}:{digest of the group}, holding the de
 `{id}.{n}` that hold the group (one, or several handed out to one SQS holder). Claims are
 only ever created, never edited in place, by an exclusive rename (Disk.rename, checked where
 the file system refuses RENAME_NOREPLACE): a claim whose deliveries have all ended is taken
-over by creating the link `{claim}.{first delivery}`, which only one daemon can create. The
+over by creating the link `{claim}.{last delivery}`, which only one daemon can create (a
+delivery is last in one content only: each new content ends with the delivery it adds). The
 links from the claim form a chain; its last link holds the group. The winner then renames
 its link over the claim, so the chain is one file again; a crash in between leaves a chain
 of two, still read right. A delivery ends when its name is in neither delay/ nor its queue:
@@ -63,7 +64,7 @@ class GroupClaims:
             found = (path, held)
             if not held:
                 return found
-            path = f"{self.claim_path(queue, group)}.{held[0]}"
+            path = f"{self.claim_path(queue, group)}.{held[-1]}"
         return found
 
     def ended(self, queue: str, delivery: str) -> bool:
@@ -109,7 +110,7 @@ class GroupClaims:
         if live:
             return False
         keep = [d for d in held if d in mine and not self.ended(queue, d)]
-        link = f"{base}.{held[0]}" if held else f"{base}.-"
+        link = f"{base}.{held[-1]}" if held else f"{base}.-"
         if not self.publish(link, keep + [delivery]):
             return False
         if not self.holds(queue, group, link):

@@ -67,10 +67,20 @@ def test_a_take_over_left_half_done_by_a_crash_is_read_through_its_link(tmp_path
 
 def test_a_holder_adds_its_deliveries_and_holds_while_any_is_in_flight(tmp_path):
     store, a, b = two_daemons(tmp_path)
-    first, second, other = new_id(), new_id(), new_id()
+    first, second, third, other = new_id(), new_id(), new_id(), new_id()
     assert a.take("q", "g", first, 0)
     in_flight(store, first, 1)
     assert a.take("q", "g", second, 0, mine={f"{first}.1"})
     in_flight(store, second, 1)
+    assert a.take("q", "g", third, 0, mine={f"{first}.1", f"{second}.1"})
+    in_flight(store, third, 1)
+    base = a.claim_path("q", "g")
+    assert b.holder("q", "g") == (base, [f"{first}.1", f"{second}.1", f"{third}.1"])
+    # A daemon that read the claim when it named first.1 alone, and found it ended, makes
+    # its link late: the claim's contents since then lead elsewhere.
     os.unlink(store.delay_path("q", first, 1))
-    assert not b.take("q", "g", other, 0)  # second.1 still holds the group.
+    assert b.publish(f"{base}.{first}.1", [f"{other}.1"])
+    assert not b.holds("q", "g", f"{base}.{first}.1")
+    os.unlink(f"{base}.{first}.1")
+    os.unlink(store.delay_path("q", second, 1))
+    assert not b.take("q", "g", other, 0)  # third.1 still holds the group.
