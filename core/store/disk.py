@@ -25,8 +25,6 @@ PER_FILE_FLUSH = {0x65735546: "fuse", 0x6969: "nfs", 0x00C36400: "ceph", 0xFF534
                   0xFE534D42: "smb2", 0x01021997: "9p", 0x0BD00BD0: "lustre"}
 
 _libc = ctypes.CDLL(None, use_errno=True)
-#: Folders whose handle a Disk keeps open for their next fsync (fsync_dir).
-DIR_HANDLES = 64
 
 
 def filesystem_type(path: str) -> int:
@@ -71,7 +69,6 @@ class Disk:
         #: A GroupFlush shared with the daemon's other actors (share_flushes), or None.
         self.group = None
         #: folder -> (open handle, (st_dev, st_ino) of what it opened): fsync_dir
-        self.dir_handles: dict[str, tuple[int, tuple]] = {}
 
     # -- changes --------------------------------------------------------------------------
 
@@ -277,33 +274,10 @@ class Disk:
             os.close(fd)
 
     def fsync_dir(self, path: str) -> None:
-        """fsync a folder so that the names created, renamed or removed in it are durable.
-
-        Through a handle kept open (the last DIR_HANDLES folders): on a network or FUSE file
-        system each open and close of a folder is a round trip of its own (bench/fs_ops.py).
-        A handle is used only while the path still names its folder (a stat, which the
-        kernel answers from its cache more often than not): a queue deleted or purged has its
-        folder renamed into remove/ and a new one made.
-        """
-        info = os.stat(path)
-        folder = (info.st_dev, info.st_ino)
-        kept = self.dir_handles.pop(path, None)
-        fd = None
-        if kept is not None:
-            if kept[1] == folder:
-                fd = kept[0]
-            else:
-                os.close(kept[0])
-        if fd is None:
-            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-            opened = os.fstat(fd)
-            folder = (opened.st_dev, opened.st_ino)
+        """fsync a folder so that the names created, renamed or removed in it are durable."""
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
         try:
             os.fsync(fd)
-        except BaseException:
+        finally:
             os.close(fd)
-            raise
-        self.dir_handles[path] = (fd, folder)  # The most recent last.
-        if len(self.dir_handles) > DIR_HANDLES:
-            os.close(self.dir_handles.pop(next(iter(self.dir_handles)))[0])
 

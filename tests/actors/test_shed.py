@@ -36,7 +36,7 @@ def batch(n: int, due: float | None) -> object:
 
 def stored(actors: Actors) -> list[str]:
     """The files in new/ and in the queue's folder."""
-    queue = os.listdir(actors.store.queue_dir("q")) if actors.store.queue_exists("q") else []
+    queue = os.listdir(actors.store.queue_dir("q")) if actors.store.queues.queue_exists("q") else []
     return os.listdir(actors.store.folder("new")) + queue
 
 

@@ -80,6 +80,10 @@ class Rest:
     def peek(self, queue, max=10, after=None):
         return self.call("GET", f"/{quote(queue)}/peek", {"max": max, "after": after})[0]
 
+    def move(self, queue, message_id, target):
+        return self.call("POST", f"/{quote(queue)}/messages/{quote(message_id)}/move",
+                         {"to": target})[0]
+
     def admin(self, what, queue):
         method, path = {"stat": ("GET", ""), "create": ("PUT", ""), "delete": ("DELETE", ""),
                         "purge": ("POST", "/purge"), "redrive": ("POST", "/redrive")}[what]
@@ -131,6 +135,9 @@ class Local:
 
     def peek(self, queue, max=10, after=None):
         return self.run(lambda: self.client.peek(queue, max, after))[0]
+
+    def move(self, queue, message_id, target):
+        return self.run(lambda: self.client.move(queue, message_id, target))[0]
 
     def admin(self, what, queue):
         call = {"stat": self.client.stat, "create": self.client.create_queue,
@@ -211,13 +218,18 @@ WALKS = {
     "set an unknown property": lambda s, q: s.set_properties(q, nope=1),
     "properties of a queue of a bad name": lambda s, q: s.properties("bad name"),
     "get from a missing queue": lambda s, q: s.fetch(q + "-missing"),
+    # A move: of a ready message, into its own queue, of a message not there, to a bad name.
+    "move a ready message": lambda s, q: s.move(q, s.ready_id(q), q + "-to"),
+    "move into the same queue": lambda s, q: s.move(q, s.ready_id(q), q),
+    "move a message not there": lambda s, q: s.move(q, "01800000-0000-7000-8000-000000000001", q + "-to"),
+    "move to a queue of a bad name": lambda s, q: s.move(q, s.ready_id(q), "bad name"),
     "get from a queue of a bad name": lambda s, q: s.fetch("bad name"),
 }
 #: The op each walk's first word asks for (REST and mq.local alike).
 WALKED_OP = {"extend": "extend", "ack": "ack", "nack": "nack", "revoke": "delete", "peek": "peek",
              "put": "add", "stat": "queue_get", "purge": "purge", "delete": "queue_delete",
              "create": "queue_put", "redrive": "redrive", "set": "props_patch",
-             "properties": "props_get", "get": "fetch"}
+             "properties": "props_get", "get": "fetch", "move": "move"}
 
 
 def ops_mq_local_builds() -> set[str]:
