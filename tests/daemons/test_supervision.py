@@ -12,6 +12,7 @@ import pytest
 
 from mq.config import Options
 from mq.supervisor import tree
+from doc_blocks import assert_shows, shown
 from support import files_in, poll_for, queue_owned_by
 
 
@@ -141,6 +142,9 @@ def test_a_front_that_keeps_crashing_makes_the_supervisor_exit_non_zero(mq):
     os.kill(mq.pid_of("front-0"), signal.SIGKILL)
     assert mq.proc.wait(30) == 1
     assert mq.events("supervisor.give_up")
+    # docs/OPERATIONS.md shows these log lines.
+    assert_shows(shown("OPERATIONS.md", "tests/daemons/test_supervision.py", '{"child":"front-0"'),
+                 mq.log_path.read_bytes()[mq.log_offset:].decode())
     poll_for(lambda: not any(c.is_running() and c.status() != psutil.STATUS_ZOMBIE
                              for c in children + mq.tree_processes()), 10,
              what="every child to be stopped")
