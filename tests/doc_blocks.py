@@ -9,6 +9,11 @@ log lines: no code). An HTML comment on the line before a fence says how the blo
     <!-- setup: name -->                  tests/project/test_doc_examples.py prepares `name` first
     <!-- output: trimmed -->              the output shows some of the lines, in order
     <!-- output: numbers vary -->         any number stands for any other (pids, sizes, times)
+    <!-- output: as shown -->             the output is the whole block (with the usual rules)
+
+A `text` block of what mq writes (log lines, a prompt, a file) has a `run by` mark and an
+`output:` one (two values with a comma: `trimmed, numbers vary`); its module reads it with
+shown() and compares what mq wrote with assert_shows().
 
 A `python` block says what it prints in comments: either a `# prints:` line with the output
 after it, one `# ` line each, or a comment on each `print(...)` line, its output on one line
