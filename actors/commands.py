@@ -7,10 +7,11 @@ their actor by these Protocols rather than by its class: mypy checks each use in
 bodies, and tests/project/test_types.py that FetchActor and SaveActor are what they say.
 """
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import zmq
 
+from mq.actors.settlement import Written
 from mq.actors.batch import Batch
 from mq.actors.counters import Counters
 from mq.actors.deliveries import Deliveries
@@ -20,9 +21,6 @@ from mq.config import Options
 from mq.operations import Fetched, Operation
 from mq.properties import PropertyFiles
 from mq.store import Store
-
-if TYPE_CHECKING:  # settlement.py imports fanout.py, which imports this module.
-    from mq.actors.settlement import Written
 
 
 class Watching(Protocol):
@@ -81,5 +79,5 @@ class SaveCommandActor(CommandActor, Protocol):
     def writer(self) -> str:
         """The 'w' header of the files this actor writes."""
 
-    def forget(self, item: "Written") -> None:
+    def forget(self, item: Written) -> None:
         """Drop what the actor keeps of a written item that will not be stored."""
