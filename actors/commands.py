@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 import zmq
 
-from mq.actors.settlement import Written
+from mq.actors.add_batch import Written
 from mq.actors.batch import Batch
 from mq.actors.counters import Counters
 from mq.actors.deliveries import Deliveries
