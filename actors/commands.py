@@ -11,7 +11,6 @@ from typing import Any, Protocol
 
 import zmq
 
-from mq.actors.add_batch import Written
 from mq.actors.batch import Batch
 from mq.actors.counters import Counters
 from mq.actors.deliveries import Deliveries
@@ -78,6 +77,3 @@ class SaveCommandActor(CommandActor, Protocol):
 
     def writer(self) -> str:
         """The 'w' header of the files this actor writes."""
-
-    def forget(self, item: Written) -> None:
-        """Drop what the actor keeps of a written item that will not be stored."""

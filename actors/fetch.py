@@ -27,6 +27,9 @@ from mq.errors import MqError, NotFound, from_os_error
 from mq.ids import id_floor, id_time_ms
 from mq.protocol import fetch_actor_for
 
+#: Most group claims one fetch may lose to peers before it answers that nothing is ready.
+MAX_REFUSED = 8
+
 
 class FetchActor(Actor[FetchActorBatch]):
     """Everything for one queue lands on one fetch actor, so it is serialized and FIFO."""
@@ -43,7 +46,7 @@ class FetchActor(Actor[FetchActorBatch]):
         self.props = properties.PropertyFiles(
             self.store, {"timeout": options.timeout, "max_body_bytes": options.max_body_bytes})
         self.counters = Counters(path=counters_file(run_dir, f"{self.kind}-{index}"))
-        self.groups = MessageGroups(self.store)
+        self.groups = MessageGroups(self.store, shared=self.options.peers > 0)
 
     def start(self) -> None:
         """Connect to the mover, which times the messages this actor hides."""
@@ -188,6 +191,7 @@ class FetchActor(Actor[FetchActorBatch]):
         props = batch.properties(queue, self.props)
         timeout, fifo = props["timeout"], props["fifo"]
         expired_before = rules.expiry_cutoff_ms(props["retention"], time.time())
+        refused = 0
         while True:
             taken = self.groups.take(index, self.options.peers, queue, holder) if fifo \
                 else index.take(self.options.peers)
@@ -201,6 +205,13 @@ class FetchActor(Actor[FetchActorBatch]):
                     self.store.ready_path(queue, message_id, attempts), max_bytes):
                 index.add(message_id, attempts)
                 return None
+            if fifo and not self.groups.claim(queue, message_id, attempts, holder):
+                # A peer took the group first: the next look passes over it, held.
+                index.add(message_id, attempts)
+                refused += 1
+                if refused > MAX_REFUSED:
+                    return None
+                continue
             due = time.time() + timeout
             try:
                 data = self.store.states.claim(queue, message_id, due, attempts, batch.changes)

@@ -10,13 +10,16 @@ with no notification to miss; but a message returned to its queue as queues/{q}/
 still holds it until claimed again: the mover renames it before it tells this actor, and a
 fetch in between must not hand out the group's next message first. The
 record is rebuilt from delay/ the first time a queue is used, so a restarted actor keeps
-holding the groups that were in flight.
+holding the groups that were in flight. Other daemons sharing the root see a group held
+through its claim file in groups/ (core/store/group_claims.py), taken before each grouped
+message is handed out: a group free here is still passed over while a peer's delivery holds it.
 """
 
 import os
 import random
 
 from mq.delivery import group_in_file, holds_back
+from mq.store.group_claims import GroupClaims
 
 #: Most message ids whose group is remembered (past it the memory is cleared and re-read), and
 #: most held groups before the ones no longer in flight are dropped.
@@ -28,11 +31,14 @@ PREFER_SCAN = 1000
 class MessageGroups:
     """The in-flight groups of fifo queues, and the group of each message seen."""
 
-    def __init__(self, store) -> None:
+    def __init__(self, store, shared: bool = False) -> None:
         self.store = store
+        #: Whether other daemons share the root (--peers): only then are claims kept on it.
+        self.shared = shared
         self.held: dict[tuple[str, str], dict[tuple[str, int], str]] = {}
         self.known: dict[tuple[str, str], str] = {}
         self.loaded: set[str] = set()
+        self.claims = GroupClaims(store, store.disk)
 
     def group_of(self, queue: str, message_id: str, path: str) -> str:
         """The message's group ("" for none, or when its file is gone or not a message)."""
@@ -103,7 +109,8 @@ class MessageGroups:
                 message_id, attempts = taken
                 group = self.group_of(queue, message_id, self.store.ready_path(queue, message_id, attempts))
                 if group:
-                    if group in seen or self.blocked(queue, group, holder, message_id):
+                    if group in seen or self.blocked(queue, group, holder, message_id) \
+                            or self.held_by_peer(queue, group, message_id, attempts, holder):
                         # Each younger message of a blocked group is blocked too: looked at once.
                         seen.add(group)
                         passed.append(taken)
@@ -143,6 +150,29 @@ class MessageGroups:
         finally:
             for message_id, attempts in passed:
                 index.add(message_id, attempts)
+
+    def held_by_peer(self, queue: str, group: str, message_id: str, attempts: int,
+                     holder: str | None) -> bool:
+        """Whether the group's claim on the root names a delivery of another daemon (or of
+        another holder) still in flight, so the message must wait (only with --peers)."""
+        return self.shared and not self.claims.free_for(queue, group, message_id, attempts,
+                                                        self.mine(queue, group, holder))
+
+    def mine(self, queue: str, group: str, holder: str | None) -> set[str]:
+        """The deliveries `{id}.{n}` of the group this holder has in flight."""
+        held = self.held.get((queue, group)) if holder else None
+        return {f"{message_id}.{n}" for (message_id, n), other in held.items()
+                if other == holder} if held else set()
+
+    def claim(self, queue: str, message_id: str, attempts: int, holder: str | None) -> bool:
+        """Take the group's claim on the root for the message's next delivery, before its
+        rename hands it out; False when a peer's delivery holds the group (try another)."""
+        if not self.shared:
+            return True
+        group = self.group_of(queue, message_id, self.store.ready_path(queue, message_id, attempts))
+        if not group:
+            return True
+        return self.claims.take(queue, group, message_id, attempts, self.mine(queue, group, holder))
 
     def hold(self, queue: str, group: str, message_id: str, delivery: int, holder: str | None) -> str:
         """Record a delivery of a group's message; return the holder (the receipt when new)."""

@@ -17,7 +17,7 @@ FORMAT_VERSION = 1
 ID_FILE = "ID"
 #: The folders every root has, created at every start if missing.
 FOLDERS = ("new", "queues", "delay", "remove", "run", "dedup", "props", "notices", "corrupt",
-           "accum", "spare")
+           "accum", "spare", "groups")
 #: The file in props/ holding the default property rules (a queue of this name is refused).
 DEFAULT_RULES = "_defaults"
 #: The file in a daemon's run folder naming its socket folder, when that is elsewhere.

@@ -22,6 +22,8 @@ bench_importable()
 from cluster import Node  # noqa: E402
 from cluster_fs import VOLUMES, GlusterVolume  # noqa: E402
 from cluster_run import run, server_errors  # noqa: E402
+from group_consumers import groups_across  # noqa: E402
+from support import Daemon  # noqa: E402
 from total_queue import MUST_BE_ZERO, table  # noqa: E402
 from workload import call  # noqa: E402
 
@@ -81,3 +83,29 @@ def test_a_daemon_started_while_its_file_system_is_away_waits_for_it(tmp_path):
             assert (status, body) == (200, b"after the outage")
         finally:
             node.stop()
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("distributed-fs")
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("kind", sorted(VOLUMES))
+def test_two_daemons_on_two_mounts_hold_each_fifo_group_between_them(tmp_path, kind):
+    """Consumers of two daemons, each on its own mount of one volume, never have one group's
+    messages in flight on both at once, and each group comes in the order sent."""
+    volume_class = VOLUMES[kind]
+    if (why := volume_class.missing()):
+        pytest.skip(why)
+    with volume_class(str(tmp_path), mounts=2) as volume:
+        daemons = {}
+        try:
+            for n, mount in enumerate(volume.mounts):
+                (tmp_path / f"d{n}").mkdir()
+                daemons[f"d{n}"] = Daemon(Path(mount) / "mq", tmp_path / f"d{n}", workers=2,
+                                          timeout=60, args=("--peers=1", f"--run-dir={tmp_path}/run{n}"))
+                daemons[f"d{n}"].start().wait_ready(60)
+            model = groups_across(daemons, per_group=8)
+        finally:
+            for daemon in daemons.values():
+                daemon.cleanup()
+    assert not model.broken, model.broken[:5]
+    assert model.received == model.sent

@@ -2,9 +2,13 @@
 message of a group in flight at a time, the same holder excepted, and the held groups found
 again by a fetch actor that starts after a crash."""
 
+import os
+
 import pytest
 
 from mq.actors.fetch import FetchActor
+from mq.store import Disk, Store
+from mq.store.group_claims import group_key
 
 from actor_support import Actors, request
 
@@ -99,3 +103,53 @@ def test_pull_any_over_a_group_held_in_flight_answers_empty(tmp_path):
     added = actors.add({"queue": "other", "body": b"free"})[0]["id"]
     assert actors.call("fetch_any", queues=queues, claim=False) == {"queue": "other", "id": added}
     assert actors.call("fetch_any", queues=queues)["body"] == b"free"
+
+
+def peer_of(actors: Actors, tmp_path) -> FetchActor:
+    """The fetch actor of a second daemon on the same root: its own Store, Disk and memory."""
+    store = Store(actors.root, actors.disk.sync, disk=Disk(actors.disk.sync))
+    return FetchActor(actors.options, 0, str(tmp_path / "run-peer"), store)
+
+
+def fetch_on(actor: FetchActor, queue: str, holder=None) -> dict:
+    """One fetch on a given fetch actor."""
+    return actor.handle([request("fetch", queue=queue, holder=holder)]).results[0]
+
+
+def test_with_peers_two_daemons_never_both_have_a_group_in_flight(tmp_path):
+    actors = Actors(tmp_path, peers=1)
+    peer = peer_of(actors, tmp_path)
+    fifo_queue(actors, "q", [(f"a{n}", "a") for n in range(1, 5)])
+    first = fetch_on(peer, "q")  # The peer knows the queue, and holds the group.
+    assert first["body"] == b"a1"
+    assert actors.call("fetch", queue="q") == {"empty": True}
+    assert fetch_on(peer, "q", holder=first["holder"])["body"] == b"a2"  # Its holder goes on.
+    assert fetch_on(peer, "q") == {"empty": True}
+    # With a1 gone, a2 still holds the group: the claim names both.
+    assert peer.handle([request("ack", queue="q", id=first["id"], receipt=first["receipt"])]
+                       ).results[0] == {"id": first["id"]}
+    assert actors.call("fetch", queue="q") == {"empty": True}
+
+
+def test_with_peers_a_group_freed_on_one_daemon_goes_on_in_order_on_the_other(tmp_path):
+    actors = Actors(tmp_path, peers=1)
+    peer = peer_of(actors, tmp_path)
+    fifo_queue(actors, "q", [(f"a{n}", "a") for n in range(1, 5)])
+    first = fetch_on(peer, "q")
+    assert first["body"] == b"a1"
+    assert peer.handle([request("ack", queue="q", id=first["id"], receipt=first["receipt"])]
+                       ).results[0] == {"id": first["id"]}
+    second = actors.call("fetch", queue="q")
+    assert second["body"] == b"a2"
+    assert fetch_on(peer, "q") == {"empty": True}  # a2 is in flight on the other daemon.
+    assert actors.call("ack", queue="q", id=second["id"], receipt=second["receipt"]) == {"id": second["id"]}
+    assert fetch_on(peer, "q")["body"] == b"a3"
+    assert actors.call("fetch", queue="q") == {"empty": True}
+    assert os.listdir(actors.store.folder("groups")) == [f"q:{group_key('a')}"]
+
+
+def test_without_peers_no_claim_is_written(tmp_path):
+    actors = Actors(tmp_path)
+    fifo_queue(actors, "q", [("a1", "a")])
+    assert actors.call("fetch", queue="q")["body"] == b"a1"
+    assert os.listdir(actors.store.folder("groups")) == []
