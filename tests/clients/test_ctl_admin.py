@@ -14,6 +14,7 @@ import sys
 import uuid
 
 import pytest
+from doc_blocks import assert_shows, shown
 from support import Daemon, free_port, poll_for, ready_daemon, request
 
 from mq.store import Store
@@ -239,6 +240,15 @@ def test_delete_on_a_terminal_asks_for_the_name(ctl, q):
     status, shown = run_with_terminal(ctl.argv("delete", q), q.encode(), ctl.env)
     assert status == 0 and b'"deleted":true' in shown, shown
     ctl.fails(3, "stat", q)
+
+
+def test_the_delete_prompt_is_the_one_the_operations_guide_shows(ctl):
+    ctl.ok("create", "invoices")
+    ctl.ok("put", "invoices", "x")
+    status, out = run_with_terminal(ctl.argv("delete", "invoices"), b"invoices", ctl.env)
+    assert status == 0, out
+    assert_shows(shown("OPERATIONS.md", "tests/clients/test_ctl_admin.py", "Delete queue"),
+                 out.decode().replace("\r\n", "\n"))
 
 
 def test_redrive_all_some_or_into_another_queue(every_ctl, q):

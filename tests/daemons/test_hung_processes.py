@@ -15,6 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from mq.config import Options
 from mq.errors import Invalid
 from mq.supervisor import heartbeat, tree
+from doc_blocks import assert_shows, shown
 from support import poll_for, queue_owned_by
 
 
@@ -76,6 +77,9 @@ def test_a_stopped_process_is_killed_and_replaced_after_the_hang_timeout(start_m
     assert [c["hung"] for c in mq.health()["children"] if c["name"] == name] == [1]
     assert new == mq.pid_of(name)
     assert [e["child"] for e in mq.events("supervisor.hung")] == [name]
+    if name == "fetch-0":  # docs/OPERATIONS.md shows these log lines.
+        assert_shows(shown("OPERATIONS.md", "tests/daemons/test_hung_processes.py", "{"),
+                     mq.log_path.read_bytes()[mq.log_offset:].decode())
 
 
 def test_a_pause_shorter_than_the_hang_timeout_kills_nothing(start_mq):

@@ -12,6 +12,7 @@ import pytest
 
 from mq.config import Options
 from mq.supervisor import tree
+from doc_blocks import assert_shows, shown
 from support import files_in, poll_for, queue_owned_by
 
 
@@ -70,10 +71,15 @@ def test_killed_fetch_actor_is_restarted_within_2_s_and_serves_its_queues(start_
     first = mq.add(queue, b"one")
     second = mq.add(queue, b"two")
     assert mq.fetch(queue).header("X-Message-Id") == first
+    mq.add("orders", b"hello")
     assert kill_and_time_restart(mq, f"fetch-{index}") < 2.0
     # The new actor rebuilds its index from the folder, oldest first.
     resp = poll_for(lambda: (r := mq.fetch(queue)).status == 200 and r, 30)
     assert resp.header("X-Message-Id") == second
+    if index == 1:  # docs/OPERATIONS.md, "Logs", shows these lines, its root /tmp/mq-demo.
+        log = mq.log_path.read_bytes()[mq.log_offset:].decode()
+        assert_shows(shown("OPERATIONS.md", "tests/daemons/test_supervision.py", '{"method"'),
+                     log.replace(str(mq.run_dir()), f"/tmp/mq-demo/run/vm-{mq.pid}"))
 
 
 def test_killed_save_actor_is_restarted_within_2_s_and_adds_again(start_mq):
@@ -141,6 +147,9 @@ def test_a_front_that_keeps_crashing_makes_the_supervisor_exit_non_zero(mq):
     os.kill(mq.pid_of("front-0"), signal.SIGKILL)
     assert mq.proc.wait(30) == 1
     assert mq.events("supervisor.give_up")
+    # docs/OPERATIONS.md shows these log lines.
+    assert_shows(shown("OPERATIONS.md", "tests/daemons/test_supervision.py", '{"child":"front-0"'),
+                 mq.log_path.read_bytes()[mq.log_offset:].decode())
     poll_for(lambda: not any(c.is_running() and c.status() != psutil.STATUS_ZOMBIE
                              for c in children + mq.tree_processes()), 10,
              what="every child to be stopped")

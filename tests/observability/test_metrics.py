@@ -11,6 +11,7 @@ import subprocess
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from doc_blocks import assert_shows, shown
 from support import command, poll_for, ready_daemon
 from repo_support import REPO
 
@@ -220,6 +221,25 @@ def test_statsd_gets_each_queues_bytes_and_the_roots_free_space(daemon, statsd_s
     # Other tests write on the same file system meanwhile: close, not equal.
     assert abs(int(gauges["mqt._mq.root_free_bytes"]) - st.f_bavail * st.f_frsize) < 64 * 2**20
     assert abs(int(gauges["mqt._mq.root_free_inodes"]) - st.f_favail) < 10_000
+
+
+def test_statsd_lines_are_those_the_operations_guide_shows(daemon, statsd_socket):
+    for n in range(4):  # One delayed, three ready of which one is fetched.
+        path = "/orders/messages?delay=60" if n == 0 else "/orders/messages"
+        assert daemon.request("POST", path, b"order %d" % n).status == 201
+    assert daemon.request("GET", "/orders/messages").status == 200
+    lines: list[str] = []
+
+    def flushed_after_the_fetch():
+        lines.extend(received_lines(statsd_socket))
+        fetched = [i for i, line in enumerate(lines) if line.startswith("mqt.orders.fetches:")]
+        return fetched and any(line.startswith("mqt._mq.root_free_inodes:")
+                               for line in lines[fetched[0]:])
+
+    poll_for(flushed_after_the_fetch, 10, what="StatsD lines counting the fetch")
+    # The module's daemon has --statsd-prefix=mqt; the guide shows the default, mq.
+    assert_shows(shown("OPERATIONS.md", "tests/observability/test_metrics.py", "mq.orders."),
+                 "\n".join("mq." + line.removeprefix("mqt.") for line in lines))
 
 
 def test_a_bad_statsd_address_stops_mq_with_status_2(tmp_path):

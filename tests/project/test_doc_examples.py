@@ -38,7 +38,7 @@ import yaml
 from packaging.requirements import Requirement
 
 from access_support import AccessDaemon, entry
-from doc_blocks import DOCUMENTS, Block, blocks, printed, session
+from doc_blocks import DOCUMENTS, Block, blocks, pattern, printed, session
 from repo_support import REPO
 from support import Daemon, poll_for, unreachable
 
@@ -118,6 +118,11 @@ def test_every_output_shown_is_compared_by_whoever_runs_it():
             assert reads, f"{block.where}: {block.marks['run by']} does not compare its output"
         else:
             assert to_run(block), block.where
+    # A `text` block of what mq writes (log lines, a prompt, a file) is compared by the module
+    # its `run by` mark names, which reads it with doc_blocks.shown().
+    for block in all_blocks():
+        if block.lang == "text" and "output" in block.marks:
+            assert "shown(" in (REPO / block.marks.get("run by", "README.md")).read_text(), block.where
 
 
 def test_the_readme_starts_with_the_set_up_then_a_first_message_and_stays_short():
@@ -364,66 +369,6 @@ def setup_save_actor_killed(ctx: Context) -> None:
 #: What a `setup:` mark asks to be prepared before its block runs.
 SETUPS = {"fresh": setup_fresh, "orders-stats": setup_orders_stats, "tokens": setup_tokens,
           "save-actor-killed": setup_save_actor_killed}
-
-
-TOKENS = re.compile(
-    r"(?P<uuid>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"
-    r"|(?P<boundary>mq-[0-9a-f]{24}|\b[0-9a-f]{32}\b)"
-    r"|(?P<time>\b\d{9,10}\.\d+|\b\d{13}\b)"
-    r"|(?P<duration>\b\d+\.\d{4,}\b)"
-    r"|(?P<bytes>\(\d+ bytes: [0-9a-f ]+\))"
-    r"|(?P<ellipsis>\.\.\.)"
-    r"|(?P<length>(?<=Content-Length: )\d+)")
-
-
-#: What a documented id or boundary may be in this run's output.
-FORMS = {"uuid": r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
-         "boundary": r"mq-[0-9a-f]{24}|[0-9a-f]{32}"}
-
-
-def literal(text: str, numbers_vary: bool) -> str:
-    """Text that must come as it is; with numbers_vary, any number for a number and any run of
-    spaces for one of two or more (a table's columns follow the widths of its numbers)."""
-    if not numbers_vary:
-        return re.escape(text)
-    parts = re.split(r"(\d+(?:\.\d+)?| {2,})", text)
-    return "".join(re.escape(p) if i % 2 == 0 else (" +" if p.startswith(" ") else r"\d+(?:\.\d+)?")
-                   for i, p in enumerate(parts))
-
-
-def pattern(expected: str, bindings: dict, mode: str) -> tuple[str, dict]:
-    """A regular expression that the output of a command must match whole, and the names of
-    its groups that bind a documented id to the one this run gave."""
-    groups: dict[str, str] = {}
-    lines = []
-    for line in expected.split("\n"):
-        out, end = [], 0
-        for token in TOKENS.finditer(line):
-            out.append(literal(line[end:token.start()], mode == "numbers vary"))
-            end = token.end()
-            kind, text = token.lastgroup, token.group()
-            if kind in ("uuid", "boundary"):
-                if text in bindings:
-                    out.append(re.escape(bindings[text]))
-                elif text in groups.values():
-                    out.append(f"(?P={next(g for g, t in groups.items() if t == text)})")
-                else:
-                    name = f"g{len(groups)}"
-                    groups[name] = text
-                    out.append(f"(?P<{name}>{FORMS[kind]})")
-            elif kind in ("time", "duration"):
-                out.append(r"\d+(?:\.\d+)?")
-            elif kind == "bytes":
-                out.append(re.escape(bytes.fromhex(text.split(":", 1)[1].rstrip(")")).decode("latin-1")))
-            elif kind == "ellipsis":
-                out.append(r"[\s\S]*?")
-            else:
-                out.append(r"\d+")
-        out.append(literal(line[end:], mode == "numbers vary"))
-        lines.append("".join(out))
-    if mode == "trimmed":
-        return r"(?:.*\n)*?" + r"\n(?:.*\n)*?".join(lines) + r"(?:\n.*)*", groups
-    return r"\n".join(lines), groups
 
 
 def normalized(output: bytes) -> str:

@@ -21,6 +21,7 @@ import msgpack
 import pytest
 
 from delivery_support import add, assert_json_error, fetch, fetch_when_ready, reply, set_props
+from doc_blocks import assert_shows, shown
 from mq.store.message import decode_header
 from support import files_in, poll_for, ready_daemon
 from repo_support import REPO
@@ -85,6 +86,18 @@ def test_a_window_opens_is_joined_and_closes_into_one_multipart_compound(shared_
     assert parts_of(resp) == sent
     assert resp.header("X-Message-Id") not in [r["id"] for r in replies]
     assert fetch(shared_mq, "acc-mixed").status == 204, "one window, one compound"
+
+
+def test_a_compound_fetch_is_the_one_the_delivery_doc_shows(shared_mq):
+    accumulating(shared_mq, "acc-disk", 1)
+    at_window_start(1)
+    first = add_part(shared_mq, "acc-disk", b"disk 91% full", "text/plain")
+    second = add_part(shared_mq, "acc-disk", b'{"disk": 93}', "application/json")
+    assert first["due"] == second["due"], "two quick adds at a window's start split"
+    resp, _ = fetch_when_ready(shared_mq, "acc-disk", timeout=10)
+    shows = shown("DELIVERY.md", "tests/store/test_accumulation.py", "Content-Type: multipart")
+    assert_shows(shows, "Content-Type: %s\n\n%s" % (resp.header("Content-Type"),
+                                                     resp.body.decode().replace("\r\n", "\n")))
 
 
 def test_ordinary_queues_say_no_and_serve_normal_messages(shared_mq):

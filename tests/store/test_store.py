@@ -6,6 +6,7 @@ import re
 import time
 import uuid
 
+import msgpack
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -16,7 +17,9 @@ from mq.actors.queue_index import QueueIndex
 from mq.errors import Invalid, NotFound, Unavailable
 from mq.ids import id_time_ms, is_id, new_id
 from mq.store import Store
+from mq.store.message import decode_header
 from disks import FailingDisk
+from doc_blocks import shown
 from support import fetch_actor_for, files_in, poll_for
 
 NAME_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-"
@@ -600,3 +603,35 @@ def test_every_part_of_a_store_changes_the_root_through_the_one_disk_it_was_give
     with pytest.raises(AttributeError):
         store.disk = fmt.Disk("fs")  # type: ignore[misc]
     assert store.disk is disk
+
+
+def hexdump(data: bytes) -> str:
+    """data as `xxd` shows it: offset, eight groups of two bytes, the printable characters."""
+    lines = []
+    for at in range(0, len(data), 16):
+        row = data[at:at + 16]
+        groups = " ".join(row[i:i + 2].hex() for i in range(0, len(row), 2))
+        text = "".join(chr(b) if 0x20 <= b < 0x7f else "." for b in row)
+        lines.append(f"{at:08x}: {groups:<39}  {text}")
+    return "\n".join(lines) + "\n"
+
+
+def test_a_message_file_is_the_one_the_format_doc_shows_plus_its_writer(start_mq):
+    block = shown("FORMAT.md", "tests/store/test_store.py", "00000000: ")
+    documented = bytes.fromhex("".join(line[10:49] for line in block.text.splitlines()))
+    assert hexdump(documented) == block.text, "the dump is not what xxd shows of its bytes"
+    # Read as the document's layout says: magic, header length, msgpack header, body.
+    length = int.from_bytes(documented[3:7], "big")
+    assert documented[:3] == b"MQ\x01"
+    header, body = msgpack.unpackb(documented[7:7 + length]), documented[7 + length:]
+    # What encode_message writes without a writer...
+    assert fmt.encode_message(body, header["ct"], header["t"], header["id"]) == documented
+    # ...and what the daemon wrote for the same add: the same keys, with its writer last.
+    mq = start_mq(workers=1)
+    resp = mq.request("POST", "/orders/messages", body, headers={"Content-Type": header["ct"]})
+    assert resp.status == 201, resp.body
+    message_id = resp.json()["id"]
+    written = (mq.root / "queues" / "orders" / message_id).read_bytes()
+    real, _ = decode_header("orders", message_id, written)
+    assert list(real) == [*header, "w"]
+    assert written == fmt.encode_message(body, header["ct"], real["t"], message_id, writer=real["w"])
