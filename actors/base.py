@@ -52,6 +52,12 @@ class Actor(Generic[B]):
     """A single-threaded actor bound to a ROUTER socket, serving the ops of COMMANDS."""
 
     kind = "actor"
+    #: What the actor refuses before any work (actors/pace.py): a fetch actor nothing (its
+    #: requests differ too widely in cost for a pace per message, and its late work adds no
+    #: message); a save actor what is past its deadline, whose add would store a message its
+    #: client was answered 503 for. Refusing by the pace too ("pace") refused batches of 1,000
+    #: that would have ended in time: a batch shares one flush, a pace per message does not.
+    refuses = "none"
     #: op class -> function(actor, batch, request, sender) where request is the payload
     #: decoded into that class (mq.operations) and sender the Request it came in (peer and
     #: request id); the function returns a result dict, DEFERRED, or raises.
@@ -78,7 +84,7 @@ class Actor(Generic[B]):
         self.root_was_lost = False
         #: Time per message, whole batches and their settle() alone, by which requests that
         #: cannot finish before their deadline are refused (actors/pace.py).
-        self.pace = Pace(commit=Pace())
+        self.pace = Pace(commit=Pace(), refuses=self.refuses)
         #: Forgets the queues that went without this actor hearing (actors/gone_queues.py).
         self.gone = GoneQueues(self.store.queues.list_queues, self.store.queues.queue_exists,
                                self.queue_tables, self.forget_queues, self.log)

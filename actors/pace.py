@@ -35,9 +35,12 @@ def deadline(payload: dict) -> float | None:
 class Pace:
     """Seconds per message, over the batches an actor served and the one in hand."""
 
-    def __init__(self, commit: "Pace | None" = None) -> None:
+    def __init__(self, commit: "Pace | None" = None, refuses: str = "pace") -> None:
         #: The pace of the batches' settle() alone (the flush, a save actor's renames).
         self.commit = commit
+        #: What is refused before any work: "pace", what the pace says cannot end before its
+        #: deadline; "late", only what is past it already; "none", nothing.
+        self.refuses = refuses
         self.per_message = 0.0  # 0: nothing measured yet
         #: Moving averages of a batch's seconds and messages: their ratio is the pace, so a
         #: batch weighs by its size (one request stalled by the machine moves it little).
@@ -54,7 +57,8 @@ class Pace:
         batch's first, cannot finish before it at the pace seen so far; else None, and it
         counts in the batch in hand."""
         size, due, now = weight(payload), deadline(payload), time.monotonic()
-        if due is not None and (now >= due or self.done and (
+        by_pace = self.refuses == "pace" and self.done
+        if self.refuses != "none" and due is not None and (now >= due or by_pace and (
                 now + self.seconds(size) + self.commit_seconds(self.done + size) > due)):
             return self.refusal(size)
         self.done += size
@@ -95,6 +99,12 @@ class Pace:
             return messages * max(self.commit.per_message, live)
         return self.seconds(messages)
 
+    def commit_batch_seconds(self) -> float:
+        """How long a batch's settling takes, on average over the batches timed (0 before
+        any): a flush is shared by the whole batch, so a big batch commits in about the time
+        of a small one plus its renames, not in its count times a small batch's pace."""
+        return self.commit.seconds_avg if self.commit is not None else 0.0
+
     def refusal(self, backlog: int) -> Unavailable:
         """503 for a request the actor cannot finish in time; Retry-After: the backlog's time."""
         low, high = RETRY_BOUNDS
@@ -117,7 +127,8 @@ class Pace:
         for request in requests:
             due, size = deadline(request.payload), weight(request.payload)
             ends = now + (total + size) * self.per_message
-            if due is not None and (now >= due or admitted and ends > min(earliest, due)):
+            if self.refuses != "none" and due is not None and (
+                    now >= due or self.refuses == "pace" and admitted and ends > min(earliest, due)):
                 refused.append(request)
                 continue
             admitted.append(request)

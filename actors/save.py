@@ -33,6 +33,7 @@ class SaveActor(Actor[SaveActorBatch]):
 
     kind = "save"
     batch_class = SaveActorBatch
+    refuses = "late"
 
     def __init__(self, options: Options, index: int, run_dir: str, store=None):
         super().__init__(options, index, run_dir, store)
@@ -173,7 +174,7 @@ class SaveActor(Actor[SaveActorBatch]):
         its deadline, its files discarded (its front answers 503 then, so it must store
         nothing: actors/pace.py)."""
         settlement = batch.settlement
-        ends = time.monotonic() + self.pace.commit_seconds(len(settlement.written))
+        ends = time.monotonic() + self.pace.commit_batch_seconds()
         late = {item.pos for item in settlement.written
                 if (due := deadline(batch.requests[item.pos].payload)) is not None and ends > due}
         if late:

@@ -81,3 +81,20 @@ def test_an_add_whose_deadline_passes_while_it_is_written_is_discarded_before_th
     [result] = actors.save.handle([batch(10, time.monotonic() + 30)]).results
     assert len(result["messages"]) == 10, result
     assert len(stored(actors)) == 10
+
+
+def test_a_fetch_actor_refuses_nothing_and_a_save_actor_only_what_is_late(tmp_path):
+    # A fetch actor's requests differ widely in cost (the statistics of 10,000 queues beside
+    # an ack): the pace of one says nothing of the next, and its late work adds no message.
+    pace = Pace(refuses="none")
+    pace.record(1, 100.0)  # a pace that would refuse everything after the first
+    now = time.monotonic()
+    requests = [batch(1, now + 1.0), batch(1, now + 1.0), batch(1, now - 0.1)]
+    admitted, refused, _ = pace.admit(requests)
+    assert admitted == requests and refused == []
+    pace.begin()
+    assert all(pace.start(r.payload) is None for r in requests)
+    late = Pace(refuses="late")
+    late.record(1, 100.0)
+    admitted, refused, _ = late.admit(requests)
+    assert admitted == requests[:2] and refused == requests[2:]
