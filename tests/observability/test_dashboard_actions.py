@@ -19,7 +19,9 @@ from mq import installed_version
 from mq.store import Store
 from support import Daemon, poll_for
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
+#: One xdist worker runs the heavy modules one after another (tests/clients/test_local.py's
+#: 10,000 messages too): on two cores side by side they starved each other past their waits.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180), pytest.mark.xdist_group("heavy")]
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 #: Chromium as root in a container: no sandbox, no GPU, nothing fetched from the network.

@@ -18,7 +18,9 @@ import pytest
 
 from support import Daemon, free_port, poll_for
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
+#: One xdist worker runs the heavy modules one after another (tests/clients/test_local.py's
+#: 10,000 messages too): on two cores side by side they starved each other past their waits.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180), pytest.mark.xdist_group("heavy")]
 
 #: Queues per round, and rounds: 10,000 queues in all. The first round warms every process's
 #: memory up; the memory after it is the base the last round is held to (measured: a plateau
