@@ -52,11 +52,8 @@ class Actor(Generic[B]):
     """A single-threaded actor bound to a ROUTER socket, serving the ops of COMMANDS."""
 
     kind = "actor"
-    #: What the actor refuses before any work (actors/pace.py): a fetch actor nothing (its
-    #: requests differ too widely in cost for a pace per message, and its late work adds no
-    #: message); a save actor what is past its deadline, whose add would store a message its
-    #: client was answered 503 for. Refusing by the pace too ("pace") refused batches of 1,000
-    #: that would have ended in time: a batch shares one flush, a pace per message does not.
+    #: What the actor refuses before any work (actors/pace.py, docs/PROTOCOL.md "Shed before
+    #: work"): a fetch actor nothing; a save actor what is already past its deadline.
     refuses = "none"
     #: op class -> function(actor, batch, request, sender) where request is the payload
     #: decoded into that class (mq.operations) and sender the Request it came in (peer and
