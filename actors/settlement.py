@@ -1,8 +1,9 @@
 """The settlement of a save batch: its adds written into new/, made durable and answered together.
 
 A `Settlement` owns what one batch of the save actor wrote: each add whose file is in new/
-(`Written`), the all-or-none groups they belong to (a single add alone, the messages of one
-add_batch request, the copies of one fan-out) and what each came to. The save actor's commands
+(`Written`, actors/written.py, with the renames of its file), the all-or-none groups they
+belong to (a single add alone, the messages of one add_batch request, the copies of one
+fan-out) and what each came to (`Outcomes`, actors/outcomes.py). The save actor's commands
 write through it (`write`, `write_batch`); `SaveActor.settle` then runs its phases in order:
 
 1. `flush_data`: make the files in new/ durable (a batch of plain adds skips it: `one_flush`);
@@ -24,38 +25,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from mq import store as fmt
 from mq.actors.batch import Batch, Request
 from mq.actors.fanout import Fanout, failure
+from mq.actors.outcomes import Outcomes, first_error
+from mq.actors.written import Written, write_new
 from mq.adds import CheckedAdd
 from mq.errors import MqError, Unavailable, from_os_error
-from mq.ids import new_id
-from mq.operations import accumulated_of
 from mq.store import Store
-
-
-@dataclass
-class Written:
-    """An add whose file is in new/, waiting for the batch's flush and rename."""
-
-    pos: int
-    add: CheckedAdd
-    id: str
-    window: float
-    slot: int | None = None  # Its place in an add_batch request; None for a single add.
-    accum: float = 0.0  # the queue's accumulation window; > 0: the add is a part
-    joined: tuple[str, bool] | None = None  # (window name, opened) once a part is in its window
-
-    def accumulated(self) -> str:
-        """The add reply's `accumulated`: "new" (opened a window), "yes" (joined one) or "no"."""
-        if not self.joined:
-            return "no"
-        return "new" if self.joined[1] else "yes"
-
-    def closes(self) -> float:
-        """When a part's window closes (Unix seconds): its compound is ready from then on."""
-        assert self.joined is not None, "only a part in its window closes"
-        return int(self.joined[0]) / 1000
 
 
 class Settlement:
@@ -77,8 +53,8 @@ class Settlement:
         self.written: list[Written] = []
         #: (follower, the key's winner): an add that lost its key to an add of this batch.
         self.followers: list[tuple[Written, Written]] = []
-        #: add_batch position -> the outcome of each of its messages (dict, MqError or None).
-        self.parts: dict[int, list] = {}
+        #: What each add came to, and each add_batch request's result (actors/outcomes.py).
+        self.outcomes = Outcomes(batch)
         #: (queue, window) opened by this batch's parts, for the mover.
         self.windows: list[tuple[str, str]] = []
         #: The adds renamed into view and not taken back (after sync: the ones stored).
@@ -86,26 +62,13 @@ class Settlement:
         #: The error of the batch's last flush, which no success of the batch outlives.
         self.flush_error: MqError | None = None
 
-    # -- outcomes ---------------------------------------------------------------------------
-
-    def outcome(self, item: Written) -> object:
-        """What an item has come to so far: None (pending), a result dict or an MqError."""
-        return self.batch.results[item.pos] if item.slot is None else self.parts[item.pos][item.slot]
-
-    def set_outcome(self, item: Written, value: object) -> None:
-        """Record what an item came to (a single add's result, or a part of its batch)."""
-        if item.slot is None:
-            self.batch.results[item.pos] = value
-        else:
-            self.parts[item.pos][item.slot] = value
-
     def refuse(self, positions: set[int], error: MqError) -> None:
         """Discard the written files of the requests at these positions, each answered with
         the error (before any key is recorded or any name made visible)."""
         for item in self.written:
             if item.pos in positions:
                 self.store.discard_new(item.add.queue, item.id, self.batch.changes)
-                self.set_outcome(item, error)
+                self.outcomes.record(item, error)
         self.written = [item for item in self.written if item.pos not in positions]
 
     # -- writing (the commands) -------------------------------------------------------------
@@ -113,7 +76,7 @@ class Settlement:
     def write(self, pos: int, add: CheckedAdd, writer: str, window: float, accum: float,
               now: float) -> None:
         """Write a single add's file into new/; its outcome is pending until the phases run."""
-        self.written.append(self._write(pos, add, writer, window, accum, now))
+        self.written.append(write_new(self.store, pos, add, writer, window, accum, now))
 
     def write_batch(self, pos: int, queue: str, adds: list[CheckedAdd], writer: str,
                     window: float, accum: float, now: float) -> None:
@@ -131,23 +94,13 @@ class Settlement:
                         if isinstance(part, MqError):
                             raise part
                         continue
-                items.append(self._write(pos, add, writer, window, accum, now, slot))
+                items.append(write_new(self.store, pos, add, writer, window, accum, now, slot))
         except BaseException:
             for item in items:
                 self.store.discard_new(queue, item.id, self.batch.changes)
             raise
-        self.parts[pos] = parts
+        self.outcomes.parts[pos] = parts
         self.written.extend(items)
-
-    def _write(self, pos: int, add: CheckedAdd, writer: str, window: float, accum: float,
-               now: float, slot: int | None = None) -> Written:
-        """Write one add's file into new/ (a failed write leaves nothing)."""
-        message_id = new_id(int(now * 1000))
-        data = fmt.encode_message(add.body, add.content_type, int(now * 1000), message_id,
-                                  add.dedup_id, writer, group=add.group,
-                                  attributes=add.attributes)
-        self.store.write_new(add.queue, message_id, data, add.due)
-        return Written(pos, add, message_id, window, slot, accum=accum)
 
     def earlier(self, queue: str, earlier: str) -> dict | None:
         """The answer naming an earlier message with an add's key, once that one is durable;
@@ -226,9 +179,9 @@ class Settlement:
                                                   item.window, now, self.batch.changes)
             except (OSError, MqError) as err:
                 earlier = None
-                self.set_outcome(item, err if isinstance(err, MqError) else
-                                 from_os_error(err, "cannot record de-duplication key"))
-            if earlier is None and self.outcome(item) is None:
+                self.outcomes.record(item, err if isinstance(err, MqError) else
+                                     from_os_error(err, "cannot record de-duplication key"))
+            if earlier is None and self.outcomes.of(item) is None:
                 mine[(item.add.queue, item.id)] = item
                 kept.append(item)
                 continue
@@ -238,7 +191,7 @@ class Settlement:
                 if winner is not None:
                     self.followers.append((item, winner))
                 elif item.slot is not None:
-                    self.set_outcome(item, self.duplicate_part(item.add.queue, earlier))
+                    self.outcomes.record(item, self.duplicate_part(item.add.queue, earlier))
                 else:
                     try:
                         self.batch.results[item.pos] = self.duplicate(
@@ -251,16 +204,16 @@ class Settlement:
         """Phase 3: rename each pending add out of new/; one that cannot be fails, and so does
         the rest of its batch request still in new/."""
         for item in self.written:
-            if self.outcome(item) is not None:
+            if self.outcomes.of(item) is not None:
                 continue  # Its add_batch already failed: the file is gone from new/.
             try:
                 self.deliver(item)
                 self.delivered.append(item)
             except (MqError, OSError) as err:
-                self.forget(item)
+                item.forget(self.store)
                 self.store.discard_new(item.add.queue, item.id, self.batch.changes)
-                self.set_outcome(item, err if isinstance(err, MqError) else
-                                 from_os_error(err, "cannot deliver message"))
+                self.outcomes.record(item, err if isinstance(err, MqError) else
+                                     from_os_error(err, "cannot deliver message"))
                 self.log.error("save.deliver_failed", queue=item.add.queue, id=item.id,
                                error=str(err))
                 self.drop_rest(item)
@@ -278,8 +231,8 @@ class Settlement:
         except OSError as err:
             error = from_os_error(err, "cannot flush message folders")
             for item in self.delivered:
-                self.undeliver(item)
-                self.forget(item)
+                item.undeliver(self.store)
+                item.forget(self.store)
             self.fail(self.delivered, error, unlink=False)
             self.flush_error, self.delivered = error, []
             return False
@@ -293,7 +246,7 @@ class Settlement:
             due = item.add.due
             result: dict = {"id": item.id, "queue": item.add.queue, "due": due,
                       "accumulated": item.accumulated()}
-            self.set_outcome(item, result)
+            self.outcomes.record(item, result)
             if item.joined:
                 result["due"] = item.closes()
             elif due is None:
@@ -301,56 +254,27 @@ class Settlement:
             else:
                 self.batch.hidden.append((item.add.queue, item.id, 0, due))
         for follower, winner in self.followers:
-            won = self.outcome(winner)
-            self.set_outcome(follower, dict(won, duplicate=True) if isinstance(won, dict)
-                             else won)
-        self.assemble()
+            won = self.outcomes.of(winner)
+            self.outcomes.record(follower, dict(won, duplicate=True) if isinstance(won, dict)
+                                 else won)
+        self.outcomes.assemble()
         if self.flush_error is not None:
-            error = self.flush_error
-            self.batch.results = [error if isinstance(r, dict) else r for r in self.batch.results]
+            self.outcomes.fail_successes(self.flush_error)
         return self.delivered
 
-    # -- one add's renames --------------------------------------------------------------------
-
     def deliver(self, item: Written) -> None:
-        """Rename a written add out of new/: into its queue (or delay/), or, as a part, into its
-        queue's open window; the batch's change set records the folders to flush."""
-        queue = item.add.queue
-        if item.accum <= 0:
-            self.store.states.deliver_new(queue, item.id, item.add.due is not None, self.batch.changes)
-            return
-        window, opened = self.store.accumulation.add_part(queue, item.id, item.accum, self.batch.changes)
-        item.joined = (window, opened)
-        if opened:
-            self.windows.append((queue, window))
-
-    def take_back(self, item: Written) -> None:
-        """Unlink a delivered add whose group failed before the flush: a part from its window,
-        so that the compound never holds it, any other add from its queue or delay/. An
-        OSError is the caller's to log."""
-        if item.joined:
-            self.store.accumulation.unlink_part(item.add.queue, item.joined[0], item.id)
-        else:
-            self.store.states.undeliver_new(item.add.queue, item.id, item.add.due is not None)
-
-    def undeliver(self, item: Written) -> None:
-        """Move a delivered add whose flush failed to remove/: it was never acknowledged."""
-        if item.joined:
-            self.store.accumulation.remove_part(item.add.queue, item.joined[0], item.id)
-        else:
-            self.store.states.remove(item.add.queue, item.id)
-
-    def forget(self, item: Written) -> None:
-        """Drop the key an unacknowledged add recorded, so the client's retry is stored."""
-        if item.add.dedup_id:
-            self.store.dedup.forget(item.add.queue, fmt.dedup_digest(item.add.dedup_id), item.id)
+        """Rename a written add out of new/ (Written.deliver); a window it opened is kept
+        for the mover."""
+        window = item.deliver(self.store, self.batch.changes)
+        if window is not None:
+            self.windows.append((item.add.queue, window))
 
     def fail(self, items: list[Written], error: MqError, unlink: bool = True) -> None:
         """Answer every item with the error; their files are dropped (never acknowledged)."""
         for item in items:
             if unlink:
                 self.store.discard_new(item.add.queue, item.id, self.batch.changes)
-            self.set_outcome(item, error)
+            self.outcomes.record(item, error)
         self.log.error("save.flush_failed", error=error.message, count=len(items))
 
     # -- all or none ---------------------------------------------------------------------------
@@ -360,12 +284,12 @@ class Settlement:
         still in new/ (the ones already delivered are rolled back by roll_back)."""
         if failed.slot is None:
             return
-        error, done = self.outcome(failed), {id(item) for item in self.delivered}
+        error, done = self.outcomes.of(failed), {id(item) for item in self.delivered}
         for item in self.written:
-            if item.pos == failed.pos and self.outcome(item) is None and id(item) not in done:
-                self.forget(item)
+            if item.pos == failed.pos and self.outcomes.of(item) is None and id(item) not in done:
+                item.forget(self.store)
                 self.store.discard_new(item.add.queue, item.id, self.batch.changes)
-                self.set_outcome(item, error)
+                self.outcomes.record(item, error)
 
     def roll_back_requests(self, delivered: list[Written]) -> list[Written]:
         """Take back every delivered message of a batch request that failed; return the
@@ -378,24 +302,25 @@ class Settlement:
         failed: dict = {}
         while True:
             for follower, winner in self.followers:
-                if self.outcome(follower) is None and isinstance(self.outcome(winner), MqError):
-                    self.set_outcome(follower, self.outcome(winner))
-            newly = {pos: error for pos, parts in self.parts.items()
+                won = self.outcomes.of(winner)
+                if self.outcomes.of(follower) is None and isinstance(won, MqError):
+                    self.outcomes.record(follower, won)
+            newly = {pos: error for pos, parts in self.outcomes.parts.items()
                      if pos not in failed and (error := first_error(parts)) is not None}
             if not newly:
                 break
             failed.update(newly)
             for pos, error in newly.items():
-                parts = self.parts[pos]
+                parts = self.outcomes.parts[pos]
                 parts[:] = [error] * len(parts)
         kept = []
         for item in delivered:
             if item.slot is None or item.pos not in failed:
                 kept.append(item)
                 continue
-            self.forget(item)
+            item.forget(self.store)
             try:
-                self.take_back(item)
+                item.take_back(self.store)
             except OSError as err:
                 self.log.error("save.rollback_failed", queue=item.add.queue, id=item.id,
                                error=str(err))
@@ -426,38 +351,15 @@ class Settlement:
                 kept.append(item)
                 continue
             try:
-                self.take_back(item)
+                item.take_back(self.store)
                 taken += 1
             except OSError as err:
                 self.log.error("save.fanout_take_back_failed", queue=item.add.queue, id=item.id,
                                error=str(err))
-            self.set_outcome(item, error)
+            self.outcomes.record(item, error)
         if taken:
             self.log.warning("save.fanout_taken_back", count=taken)
         return kept
-
-    def assemble(self) -> None:
-        """Each add_batch request's result: the id of every message in order, or its error."""
-        for pos, parts in self.parts.items():
-            error = first_error(parts)
-            if error is not None:
-                self.batch.results[pos] = error
-            elif any(part is None for part in parts):
-                self.batch.results[pos] = MqError(
-                    "internal error in save actor: a message was not settled")
-            else:
-                self.batch.results[pos] = {
-                    "queue": parts[0]["queue"],
-                    "messages": [{"id": p["id"], "due": p.get("due"),
-                                  "accumulated": accumulated_of(p),
-                                  **({"duplicate": True} if p.get("duplicate") else {})}
-                                 for p in parts]}
-
-
-def first_error(parts: list) -> MqError | None:
-    """The first failed part of a batch request, or None."""
-    return next((part for part in parts if isinstance(part, MqError)), None)
-
 
 @dataclass
 class SaveActorBatch(Batch):
