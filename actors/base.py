@@ -5,6 +5,10 @@ payload into its op's request type (mq.operations, checked before any handler ru
 a batch's requests in arrival order, one error value per failed request, flushes once for the
 whole batch, sends the notifications the batch collected, and only then replies: a change
 already made is always flushed and reported, whatever later requests of the batch did.
+
+An actor's sockets and notifications are its `Links` (actors/links.py); what it does while
+its root is away, `RootAway` (actors/root_away.py); the requests it refuses before any work,
+its `Pace` (actors/pace.py).
 """
 
 import signal
@@ -16,26 +20,21 @@ import zmq
 
 from mq import logs, protocol
 from mq.actors.batch import DEFERRED, Batch, Request
+from mq.actors.links import Links
 from mq.actors.mover_notes import MoverNotes
 from mq.actors.pace import Pace
+from mq.actors.root_away import RootAway
 from mq.config import Options
-from mq.errors import Invalid, MqError, Unavailable, from_os_error
-from mq.operations import Cancel, Operation, Ready, Relist, Rescan, Stats, Taken
+from mq.errors import Invalid, MqError, from_os_error
+from mq.operations import Operation
 from mq.store import Store
 from mq.store.gone_queues import GoneQueues
 from mq.store.group_flush import GroupFlush, flush_file
-from mq.store.root import RootWatch, actor_endpoint, mover_endpoint, socket_path
+from mq.store.root import RootWatch
 from mq.supervisor import heartbeat
 
 #: Most requests taken from the socket into one batch (one flush serves them all).
 MAX_BATCH_REQUESTS = 256
-#: Send high-water mark of the actors' own DEALER sockets (notifications to other actors).
-NOTE_HWM = 100_000
-#: Ops served while the root is away: they read the actor's memory only.
-ROOT_FREE_OPS = frozenset({Stats.op, Cancel.op})
-#: Error kinds a vanished root produces in the moment before the supervisor sees it (a queue
-#: "not found" in the empty mount point, ENOENT on new/): checked against the root then.
-ROOT_SUSPECT_KINDS = frozenset({"not_found", "internal", "storage", "unavailable"})
 
 #: The Batch class of an actor's batches, which its hooks (settle, send_notes, ...) receive.
 B = TypeVar("B", bound=Batch)
@@ -48,7 +47,7 @@ def _field(request: Request, name: str):
     return request.payload.get(name)
 
 
-class Actor(Generic[B]):
+class Actor(Links, RootAway, Generic[B]):
     """A single-threaded actor bound to a ROUTER socket, serving the ops of COMMANDS."""
 
     kind = "actor"
@@ -86,84 +85,6 @@ class Actor(Generic[B]):
         self.gone = GoneQueues(self.store.queues.list_queues, self.store.queues.queue_exists,
                                self.queue_tables, self.forget_queues, self.log)
 
-    # -- sockets --------------------------------------------------------------------------
-
-    def endpoint(self) -> str:
-        """The address this actor binds."""
-        return actor_endpoint(self.run_dir, self.kind, self.index)
-
-    def socket(self, kind: int) -> zmq.Socket:
-        """A new socket of this actor's context."""
-        assert self.context is not None, "sockets are made once run() has made the context"
-        return self.context.socket(kind)
-
-    def bind(self) -> zmq.Socket:
-        """Bind the ROUTER socket, replacing a stale socket file from a dead predecessor."""
-        sock = self.socket(zmq.ROUTER)
-        sock.linger = 0
-        self.store.disk.discard(socket_path(self.endpoint()))
-        sock.bind(self.endpoint())
-        return sock
-
-    def dealer(self, endpoint: str) -> zmq.Socket:
-        """A DEALER for one-way notifications to another actor of this daemon."""
-        sock = self.socket(zmq.DEALER)
-        sock.linger = 0
-        sock.sndhwm = NOTE_HWM
-        sock.connect(endpoint)
-        return sock
-
-    def connect_mover(self) -> None:
-        """Connect to the mover and ask it to rescan delay/: a predecessor killed between a
-        rename into delay/ and its notification left a message there no timer would release."""
-        self.mover = self.dealer(mover_endpoint(self.run_dir))
-        self.send(self.mover, Rescan())
-
-    def connect_fetchers(self) -> None:
-        """Connect to every fetch actor and ask each to re-list its queues: a predecessor killed
-        between a rename into a queue and its "ready" left a message no index holds."""
-        self.fetchers = [self.dealer(actor_endpoint(self.run_dir, "fetch", i))
-                         for i in range(self.options.workers)]
-        for sock in self.fetchers:
-            self.send(sock, Relist())
-
-    def send(self, sock: zmq.Socket | None, note: Operation) -> None:
-        """A one-way message; dropped if its peer is down or far behind (it re-reads the disk)."""
-        if sock is None:
-            return
-        try:
-            sock.send_multipart(protocol.encode_notification(note), zmq.NOBLOCK)
-        except zmq.Again:
-            pass
-
-    def send_notes(self, batch: B) -> None:
-        """After the flush: due times and settlements to the mover (within
-        mover_notes.LINGER_SECONDS), ready messages to their fetch actors."""
-        self.mover_notes.add(batch.hidden, batch.settled)
-        for queue, ids in batch.ready.items():
-            self.tell_ready(queue, ids)
-        self.post_notices(batch.ready)
-
-    def post_notices(self, queues) -> None:
-        """With --peers, replace the notice file of each queue that gained ready messages: the
-        other daemons' fetch actors hear no notification from this one, they read the notices
-        (docs/CLUSTER.md, "Visibility")."""
-        if self.options.peers:
-            for queue in queues:
-                self.store.notices.post(queue)
-
-    def tell_ready(self, queue: str, ids: list) -> None:
-        """Tell the queue's fetch actor about ready [id, deliveries] pairs."""
-        if self.fetchers:
-            owner = self.fetchers[protocol.fetch_actor_for(queue, len(self.fetchers))]
-            self.send(owner, Ready(queue=queue, ids=ids))
-
-    def tell_taken(self, queue: str, ids: list) -> None:
-        """Tell the queue's fetch actor about [id, bytes] pairs a redrive moved out of it."""
-        if self.fetchers:
-            owner = self.fetchers[protocol.fetch_actor_for(queue, len(self.fetchers))]
-            self.send(owner, Taken(queue=queue, ids=ids))
-
     # -- the batch ------------------------------------------------------------------------
 
     def start(self) -> None:
@@ -182,6 +103,14 @@ class Actor(Generic[B]):
 
     def forget_queues(self, gone: set[str]) -> None:
         """Drop everything kept about queues that are gone."""
+
+    def send_notes(self, batch: B) -> None:
+        """After the flush: due times and settlements to the mover (within
+        mover_notes.LINGER_SECONDS), ready messages to their fetch actors."""
+        self.mover_notes.add(batch.hidden, batch.settled)
+        for queue, ids in batch.ready.items():
+            self.tell_ready(queue, ids)
+        self.post_notices(batch.ready)
 
     def before_flush(self, batch: B) -> None:
         """Work joined to a batch after its requests, covered by its one flush (the fetch
@@ -299,38 +228,6 @@ class Actor(Generic[B]):
         self.mover_notes.send_all()
         self.log.info("actor.stop")
 
-    # -- the root's file system (docs/OPERATIONS.md, "The root's file system") -------------
-
-    def root_lost(self) -> bool:
-        """Whether the supervisor says the root is away (a load from shared memory); on the
-        way back, re-list and rescan as at a start: notifications were dropped meanwhile."""
-        lost = bool(heartbeat.root_lost_since())
-        if self.root_was_lost and not lost:
-            for sock in self.fetchers:
-                self.send(sock, Relist())
-            self.send(self.mover, Rescan())
-        self.root_was_lost = lost
-        return lost
-
-    def root_away(self) -> None:
-        """Instead of tick() while the root is away (the fetch actor answers its long polls)."""
-
-    def root_refusal(self) -> Unavailable:
-        """The answer to an op that needs the root while it is away."""
-        return Unavailable(f"the root {self.store.root} is not available (its file system is "
-                           "not mounted); retry later")
-
-    def recheck_root(self, results: list) -> None:
-        """Replace errors the root's loss may have caused in the moment before the supervisor
-        saw it (a queue "not found" in the empty mount point) by the refusal: the root checked
-        on the file system itself (one stat of FORMAT), on such errors only. The supervisor's
-        last verdict can be 0.2 s old, too old to tell a missing queue from a missing root."""
-        if any(isinstance(r, MqError) and r.kind in ROOT_SUSPECT_KINDS for r in results):
-            if self.root_watch.check():
-                for pos, result in enumerate(results):
-                    if isinstance(result, MqError) and result.kind in ROOT_SUSPECT_KINDS:
-                        results[pos] = self.root_refusal()
-
     def shed(self, requests: list[Request]) -> list[Request]:
         """The requests this actor can finish before their deadlines; the others are refused
         now, before any work (actors/pace.py)."""
@@ -339,25 +236,6 @@ class Actor(Generic[B]):
             self.reply_all((r.peer, r.rid, refusal) for r in refused if r.rid)
             self.log.warning("actor.shed", refused=len(refused), admitted=len(admitted))
         return admitted
-
-    def reply(self, peer: bytes, rid: bytes, result) -> None:
-        """Send one reply (a result dict or an MqError)."""
-        self.send_frames(protocol.encode_reply(peer, rid, result))
-
-    def send_frames(self, frames: list[bytes]) -> None:
-        """Send one message of replies on the actor's own socket."""
-        assert self.sock is not None, "replies go out once run() has bound the socket"
-        self.sock.send_multipart(frames)
-
-    def reply_all(self, answers) -> None:
-        """Send (peer, request id, result) answers: one message per peer (a front sends a
-        batch's requests over one link), as protocol.encode_replies splits them."""
-        by_peer: dict = {}
-        for peer, rid, result in answers:
-            by_peer.setdefault(peer, []).append((rid, result))
-        for peer, replies in by_peer.items():
-            for frames in protocol.encode_replies(peer, replies):
-                self.send_frames(frames)
 
     def _stop(self, *_):
         self.stopping = True
@@ -389,13 +267,7 @@ class Actor(Generic[B]):
         if not requests:
             return
         if self.root_lost():
-            # Nothing touches the root meanwhile: notifications are dropped (re-listed when it
-            # is back), requests refused unless they read memory only.
-            for request in requests:
-                if request.rid and request.op not in ROOT_FREE_OPS:
-                    self.reply(request.peer, request.rid, self.root_refusal())
-            # A front's cancel is a notification (no request id) that reads memory only.
-            requests = [r for r in requests if r.op in ROOT_FREE_OPS]
+            requests = self.serve_while_away(requests)
             if not requests:
                 return
         requests = self.shed(requests)
