@@ -17,7 +17,8 @@ from mq.ids import new_id
 
 def mover_cost(args):
     """Time move_due passes on a scratch root: k due, with delay/ holding k or k + big files."""
-    from mq.actors.mover import DueHeap, move_due
+    from mq.actors.due_heap import DueHeap
+    from mq.actors.mover import move_due
 
     repeats = args.repeats
     print("# mover cost: mq.actors.mover.move_due on a scratch root, in this process")

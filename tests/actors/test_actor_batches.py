@@ -12,8 +12,8 @@ from actor_support import Actors, request
 from mq.actors.batch import DEFERRED
 from disks import FailingDisk
 from mq import store as fmt
-from mq.actors import mover
-from mq.actors.mover import DueHeap
+from mq.actors import due_heap
+from mq.actors.due_heap import DueHeap
 from mq.errors import Conflict, MqError, NotFound, StorageFailure, Unavailable, from_os_error
 from mq.ids import new_id
 from mq.operations import Stats
@@ -453,14 +453,14 @@ def test_a_timer_that_comes_after_its_delivery_was_settled_is_ignored(monkeypatc
     # queue's fetch actor: each actor's notes wait up to 20 ms, so they may come in either order.
     heap = DueHeap()
     clock = [100.0]
-    monkeypatch.setattr(mover.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(due_heap.time, "monotonic", lambda: clock[0])
     heap.settle("q", "deleted", 0)
     heap.add(1e9, "q", "deleted", 0)
     assert heap.counts == {} and len(heap) == 0, "a message gone from delay/ counted as delayed"
     heap.add(1e9, "q", "other", 0)  # Another message, or another delivery, is timed as ever.
     heap.add(1e9, "q", "deleted", 1)
     assert heap.counts == {"q": [1, 1]}
-    clock[0] += mover.EARLY_SETTLED_SECONDS + 1
+    clock[0] += due_heap.EARLY_SETTLED_SECONDS + 1
     heap.settle("q", "later", 2)
     assert list(heap.settled_early) == [("q", "later", 2)], "what is kept is bounded in time"
 

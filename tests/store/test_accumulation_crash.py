@@ -22,7 +22,7 @@ from test_flush_ordering import SYNC_MODES, Rig, View, assert_sound
 from test_flush_ordering import check_every_cut as check_each_cut
 
 from mq.actors.accumulation import close_due_windows, time_windows
-from mq.actors.mover import DueHeap
+from mq.actors.due_heap import DueHeap
 from mq.ids import new_id
 from mq.store import Disk, Store, encode_message
 from mq.store.accumulation import decode_compound
