@@ -78,8 +78,8 @@ class Actor(Links, RootAway, Generic[B]):
         self._named: tuple[dict, dict] = ({}, {})
         self.root_watch = RootWatch(options.root, options.root_id)
         self.root_was_lost = False
-        #: Time per message, whole batches and their settle() alone, by which requests that
-        #: cannot finish before their deadline are refused (actors/pace.py).
+        #: Time per message, whole batches and their settle() alone: it refuses what is past
+        #: its deadline, names the Retry-After, and times a save batch's commit (actors/pace.py).
         self.pace = Pace(commit=Pace(), refuses=self.refuses)
         #: Forgets the queues that went without this actor hearing (actors/gone_queues.py).
         self.gone = GoneQueues(self.store.queues.list_queues, self.store.queues.queue_exists,

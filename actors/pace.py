@@ -2,11 +2,12 @@
 
 A request carries its deadline, when its front stops waiting (docs/PROTOCOL.md, "Failure:
 503, not a hang"). Work done after it is wasted, and worse for an add: a message its client
-was told is not stored. So an actor admits the requests of a batch only while the whole
-batch, at its measured pace, ends before the deadline of every request admitted, and refuses
-the others at once with 503 and a Retry-After of the time the work it took on needs. It
-checks again before each request's handler (the pace measured so far in this batch) and
-before an add's commit (actors/save.py).
+was told is not stored. So a save actor refuses a request already past its deadline at once,
+at intake and again before its handler, with 503 and a Retry-After of the time the work it
+took on needs at its measured pace; and before an add's renames it discards the files of
+every add that a typical commit would end past its deadline (SaveActor.expire, timed by the
+pace of the batches' settle()). A fetch actor refuses nothing for time: its requests differ
+too widely in cost for a pace per message, and its late work adds no message.
 """
 
 import math
@@ -35,11 +36,11 @@ def deadline(payload: dict) -> float | None:
 class Pace:
     """Seconds per message, over the batches an actor served and the one in hand."""
 
-    def __init__(self, commit: "Pace | None" = None, refuses: str = "pace") -> None:
+    def __init__(self, commit: "Pace | None" = None, refuses: str = "late") -> None:
         #: The pace of the batches' settle() alone (the flush, a save actor's renames).
         self.commit = commit
-        #: What is refused before any work: "pace", what the pace says cannot end before its
-        #: deadline; "late", only what is past it already; "none", nothing.
+        #: What is refused before any work: "late", what is past its deadline already;
+        #: "none", nothing.
         self.refuses = refuses
         self.per_message = 0.0  # 0: nothing measured yet
         #: Moving averages of a batch's seconds and messages: their ratio is the pace, so a
@@ -53,16 +54,18 @@ class Pace:
         self.started, self.done = time.monotonic(), 0
 
     def start(self, payload: dict) -> Unavailable | None:
-        """Before a request's handler: its refusal when it is past its deadline, or, after the
-        batch's first, cannot finish before it at the pace seen so far; else None, and it
-        counts in the batch in hand."""
-        size, due, now = weight(payload), deadline(payload), time.monotonic()
-        by_pace = self.refuses == "pace" and self.done
-        if self.refuses != "none" and due is not None and (now >= due or by_pace and (
-                now + self.seconds(size) + self.commit_seconds(self.done + size) > due)):
+        """Before a request's handler: its refusal when it is past its deadline; else None,
+        and it counts in the batch in hand."""
+        size = weight(payload)
+        if self.late(payload, time.monotonic()):
             return self.refusal(size)
         self.done += size
         return None
+
+    def late(self, payload: dict, now: float) -> bool:
+        """Whether this actor refuses the request as past its deadline."""
+        due = deadline(payload)
+        return self.refuses == "late" and due is not None and now >= due
 
     def end(self, settled: float) -> None:
         """The batch in hand was settled, its settle() in `settled` seconds: fold its time per
@@ -88,17 +91,6 @@ class Pace:
             pace = max(pace, (time.monotonic() - self.started) / self.done)
         return messages * pace
 
-    def commit_seconds(self, messages: int) -> float:
-        """How long settling that many written messages takes (the renames into view, the
-        flush): at the commits' pace, or at the pace of this batch's writes so far when that
-        is slower (the disk slowed since the commits were timed; a rename costs about what a
-        write does on a distributed file system), or, before anything was measured, at the
-        whole pace (which holds their writes too: more, not less)."""
-        live = (time.monotonic() - self.started) / self.done if self.done else 0.0
-        if self.commit is not None and self.commit.per_message:
-            return messages * max(self.commit.per_message, live)
-        return self.seconds(messages)
-
     def commit_batch_seconds(self) -> float:
         """How long a batch's settling takes, on average over the batches timed (0 before
         any): a flush is shared by the whole batch, so a big batch commits in about the time
@@ -114,25 +106,18 @@ class Pace:
                            retry_after=wait)
 
     def admit(self, requests: list) -> tuple[list, list, Unavailable]:
-        """(admitted, refused, the refusal) of a batch's requests: taken in order while the
-        batch, at the pace, ends before every admitted request's deadline. The first one not
-        yet past its deadline is taken whatever the pace says: it measures the pace again (a
-        pace that only refused would never learn that the disk is fast again), and
-        what it wrote is discarded if it ends too late (SaveActor.expire). The refusal's
-        Retry-After is the time the admitted ones take."""
+        """(admitted, refused, the refusal) of a batch's requests: the ones past their
+        deadline refused, the others admitted (what an admitted add wrote is discarded if it
+        would end too late: SaveActor.expire). The refusal's Retry-After is the time the
+        admitted ones take."""
         now = time.monotonic()
         admitted: list = []
         refused: list = []
-        total, earliest = 0, math.inf
+        total = 0
         for request in requests:
-            due, size = deadline(request.payload), weight(request.payload)
-            ends = now + (total + size) * self.per_message
-            if self.refuses != "none" and due is not None and (
-                    now >= due or self.refuses == "pace" and admitted and ends > min(earliest, due)):
+            if self.late(request.payload, now):
                 refused.append(request)
                 continue
             admitted.append(request)
-            total += size
-            if due is not None:
-                earliest = min(earliest, due)
+            total += weight(request.payload)
         return admitted, refused, self.refusal(total)

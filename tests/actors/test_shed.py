@@ -1,7 +1,7 @@
 """Load shed before work, in-process on real files: a request past its deadline is refused
-before its handler touches the disk, a batch is admitted by the actor's measured pace, and an
-add whose deadline passes while its files are written is discarded before it is renamed into
-view (actors/pace.py). tests/powercut/test_shed_load.py shows it on a slow file system."""
+before its handler touches the disk, and an add whose deadline passes while its files are
+written is discarded before it is renamed into view (actors/pace.py).
+tests/powercut/test_shed_load.py shows it on a slow file system."""
 
 import os
 import time
@@ -49,27 +49,6 @@ def test_a_request_past_its_deadline_is_refused_before_its_handler_touches_the_d
     assert "deadline" in result.message
     assert disk.calls == {}, disk.calls
     assert stored(actors) == []
-
-
-def test_a_batch_is_admitted_while_it_ends_before_every_admitted_deadline(tmp_path):
-    pace = Pace()
-    pace.record(100, 0.4)  # 4 ms a message: 0.4 s a request of 100
-    now = time.monotonic()
-    requests = [batch(100, now + 1.0), batch(100, now + 1.0), batch(100, now + 1.0),
-                batch(100, now + 30), batch(1, None)]
-    admitted, refused, refusal = pace.admit(requests)
-    # Two fit in the first's second; a third, even with a later deadline of its own, would
-    # make the batch end after it. A request without a deadline is always taken.
-    assert admitted == [requests[0], requests[1], requests[4]], admitted
-    assert refused == [requests[2], requests[3]]
-    assert refusal.retry_after == 1  # 201 messages at 4 ms: 0.8 s, rounded up
-
-
-def test_the_first_request_is_taken_whatever_the_pace_says(tmp_path):
-    pace = Pace()
-    pace.record(1, 100.0)  # a pace that would refuse everything
-    request_ = batch(100, time.monotonic() + 1.0)
-    assert pace.admit([request_])[0] == [request_]
 
 
 def test_an_add_whose_deadline_passes_while_it_is_written_is_discarded_before_the_renames(

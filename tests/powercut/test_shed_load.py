@@ -3,9 +3,9 @@ under the root made slow (lazyfs.FaultyLazyFS, "+MS"), a daemon whose front wait
 actor, and more concurrent batch adds than its one save actor can store in that time.
 
 Some are stored (201), the others refused (503 with Retry-After); every 201's messages are
-in their queue, and no message of a 503 is, then or later: the save actor refused what it
-could not finish before the request's deadline, and discarded, before renaming them into
-view, the files of any add whose deadline passed meanwhile (actors/pace.py).
+in their queue, and no message of a 503 is, then or later: the save actor refused what was
+past the request's deadline when it came to it, and discarded, before renaming them into
+view, the files of any add whose deadline a commit would pass (actors/pace.py).
 """
 
 import json
