@@ -229,8 +229,8 @@ class Actor(Links, RootAway, Generic[B]):
         self.log.info("actor.stop")
 
     def shed(self, requests: list[Request]) -> list[Request]:
-        """The requests this actor can finish before their deadlines; the others are refused
-        now, before any work (actors/pace.py)."""
+        """The requests this actor takes on: those past their deadline (for an actor that
+        refuses them) are refused now, before any work (actors/pace.py)."""
         admitted, refused, refusal = self.pace.admit(requests)
         if refused:
             self.reply_all((r.peer, r.rid, refusal) for r in refused if r.rid)

@@ -47,8 +47,8 @@ def encode_requests(requests: list) -> list[bytes]:
     request, deadline) triples, at once, a msgpack array of [request_id, payload]: the front
     sends the requests one turn of its event loop made for an actor together, one ZeroMQ
     send instead of one each (bench/RESULTS.md). A deadline (the host's monotonic clock, in
-    seconds) is when the sender stops waiting: the actor refuses what it cannot finish by
-    then (actors/pace.py)."""
+    seconds) is when the sender stops waiting: a save actor refuses what is past it, and
+    stores no add a commit would end after it (actors/pace.py)."""
     return [msgpack.packb([[sent[0], _request_payload(*sent[1:])] for sent in requests],
                           use_bin_type=True)]
 
