@@ -27,8 +27,9 @@ ROOT_SUSPECT_KINDS = frozenset({"not_found", "internal", "storage", "unavailable
 
 
 class RootAway:
-    """Mixed into every actor (actors/base.py, `Actor`), whose links (actors/links.py) it
-    tells on the way back."""
+    """An actor's conduct while its root is away, mixed into every actor (actors/base.py,
+    `Actor`): it answers refusals on the actor's socket and, on the way back, tells the fetch
+    actors and the mover through its links (actors/links.py)."""
 
     store: Store
     root_watch: RootWatch
