@@ -15,6 +15,7 @@ from mq.http import responses
 from mq.http.health import read_health
 from mq.http.queues import QueueHandler
 from mq.http.root_space import free_space
+from mq.operations import Stats
 from mq.supervisor import heartbeat
 
 #: (stats key, metric name, help) of the gauges per queue.
@@ -133,7 +134,7 @@ class MetricsHandler(QueueHandler):
 
     async def get(self, *_) -> None:
         """200 with every metric (docs/OPERATIONS.md lists them)."""
-        figures = await self.service.stats(self.token)
+        figures = await self.service.run(self.token, Stats())
         try:
             health = read_health(self.run_dir, self.application.front_name)
         except MqError:

@@ -24,8 +24,8 @@ from mq.http import access, routing
 from mq.http.actor_links import ActorLink, ActorPool
 from mq.http.clients import Clients
 from mq.http.figures import merge
-from mq.operations import MAX_FANOUT_QUEUES, AddFanout, Fetched, Operation, Stats, check_wait
-from mq.operations.fields import FETCH, SAVE, WRITE
+from mq.operations import MAX_FANOUT_QUEUES, AddFanout, Fetched, Operation, check_wait
+from mq.operations.fields import EVERY, FETCH, SAVE, WRITE
 from mq.store import Store
 from mq.store.gone_queues import GoneQueues
 from mq.tokens import Token
@@ -90,7 +90,8 @@ class QueueService:
         """Run any op the front sends (mq.operations): check it (check()), send it to the
         actor its class names (a save op to the save actor with room, ActorPool.saver, which
         refuses when overloaded; a fetch op to the fetch actor of its queue, fetch actor 0
-        when it names none) and return the awaitable of its reply. A plain function, so the
+        when it names none; the statistics to every actor, their answers merged) and return
+        the awaitable of its reply. A plain function, so the
         hot path pays no coroutine of its own.
 
         An op with a `wait` (a long poll) waits that long plus --actor-timeout, none once the
@@ -102,6 +103,8 @@ class QueueService:
             check(token, request)
         if request.actor == SAVE:
             return cast(Awaitable[R], self._pool.saver().call(request, weight=request.weight()))
+        if request.actor == EVERY:
+            return cast(Awaitable[R], self._every(request))
         if request.actor != FETCH:
             raise TypeError(f"{request.op}: the front does not send it")
         queue = getattr(request, "queue", None)
@@ -162,11 +165,10 @@ class QueueService:
                 + [(f"fetch-{i}", link) for i, link in enumerate(pool.fetchers)]
                 + [("mover-0", pool.mover)])
 
-    async def stats(self, token: Token | None) -> dict:
+    async def _every(self, request: Operation) -> dict:
         """Every actor's statistics, asked concurrently and merged per queue (http/figures.py)."""
-        check(token, Stats())
         links = self._links()
-        answers = await asyncio.gather(*(link.call(Stats()) for _, link in links),
+        answers = await asyncio.gather(*(link.call(request) for _, link in links),
                                        return_exceptions=True)
         figures = merge([name for name, _ in links], answers, time.time())
         for queue, clients in self.clients.counts().items():

@@ -5,6 +5,7 @@ from mq.http.api import ApiHandler, accepts
 from mq.http.history import summed, version
 from mq.http.root_space import free_space, root_figures
 from mq.numbers import parse_number
+from mq.operations import Stats
 
 
 class StatsHandler(ApiHandler):
@@ -15,7 +16,7 @@ class StatsHandler(ApiHandler):
         """200 with the statistics; "complete" is false when an actor did not answer. With
         ?tables=1, also how many queues each process's per-queue tables hold."""
         self.set_header("Cache-Control", "no-store")
-        figures = await self.service.stats(self.token)
+        figures = await self.service.run(self.token, Stats())
         # Flush times are for /metrics' histogram; the JSON keeps to the queues' figures.
         figures.pop("flush")
         if self.get_query_argument("tables", None) != "1":
@@ -43,7 +44,7 @@ class QueueListHandler(ApiHandler):
                              MAX_PAGE_QUEUES)
         exact = self.get_query_argument("name", None)
         self.set_header("Cache-Control", "no-store")
-        figures = await self.service.stats(self.token)
+        figures = await self.service.run(self.token, Stats())
         queues = figures["queues"]
         if exact is not None:
             names = [exact] if exact in queues else []

@@ -9,6 +9,7 @@ from mq import logs
 from mq.config import Options
 from mq.http.figures import DEPTHS
 from mq.http.root_space import root_figures
+from mq.operations import Stats
 
 #: The segment after the prefix of the root's figures: '_mq' is no queue's name (reserved),
 #: and no queue's metric name either ('.' and ':' become '_').
@@ -102,7 +103,7 @@ class StatsdSender:
         first = True
         while True:
             try:
-                figures = await self.service.stats(None)
+                figures = await self.service.run(None, Stats())
                 figures["root"] = root_figures(self.root) if self.root else None
                 lines = statsd_lines(figures, self.prefix, self.previous)
                 if first:  # Totals from before this front started are not news.

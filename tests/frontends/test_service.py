@@ -20,7 +20,7 @@ from mq.config import Options
 from mq.errors import Forbidden
 from mq.http import front, service
 from mq.http.actor_links import ActorPool
-from mq.operations import OPS, Acked, AddFanout
+from mq.operations import OPS, Acked, AddFanout, Stats
 from mq.operations.admin import Properties
 from mq.operations.fields import EACH_QUEUE, Queue
 from mq.tokens import RANKS, Token, digest_of
@@ -33,7 +33,7 @@ SERVICE_SIDE = {"mq.http.actor_links", "mq.http.service", "mq.http.routing", "mq
 SHARED = {"mq.http.access", "mq.http.figures", "mq.http.disk_errors", "mq.http.clients"}
 #: The ops a front end sends (the others are notes between the daemon's own processes).
 FRONT_OPS = [cls for cls in OPS.values()
-             if cls.__module__.rpartition(".")[2] in ("admin", "fetch", "save")] + [service.Stats]
+             if cls.__module__.rpartition(".")[2] in ("admin", "fetch", "save")] + [Stats]
 
 
 def contract(contract_id: str) -> dict:
