@@ -4,7 +4,8 @@ its one-way notifications to the mover and to the fetch actors of its daemon.
 Mixed into every actor (actors/base.py, `Actor`), whose run() makes the context and binds
 the ROUTER; an actor served in-process (tests) has no sockets, and its notifications go
 nowhere. A notification is dropped rather than queued when its peer is down or far behind:
-the peer re-reads the disk (docs/PROTOCOL.md).
+the peer re-reads the disk (docs/PROTOCOL.md). With --peers, the other daemons hear none of
+them and read the notice files instead (`post_notices`).
 """
 
 import zmq
