@@ -9,6 +9,7 @@ from mq.client import batch_calls, calls
 from mq.client.errors import InvalidError
 from mq.client.message import Message
 from mq.client.retry import RetryPolicy
+from mq.operations import Move
 
 #: Where `mq` listens unless told otherwise (`make run`).
 DEFAULT_URL = "http://127.0.0.1:8080"
@@ -105,7 +106,7 @@ class Operations(ABC):
 
     def move(self, queue: str, message_id: str, target: str) -> dict:
         """Move a ready message into the target queue, ready there as new; {"id", "queue"}."""
-        return self._perform(calls.move(queue, message_id, target))
+        return self._perform(calls.declared(Move, queue=queue, id=message_id, target=target))
 
     def peek(self, queue: str, max: int = 10, after: str | None = None) -> list[Message]:
         """Up to max of the oldest ready messages (ids after `after`), without claiming them."""
