@@ -9,7 +9,7 @@ from mq.client import batch_calls, calls
 from mq.client.errors import InvalidError
 from mq.client.message import Message
 from mq.client.retry import RetryPolicy
-from mq.operations import Move
+from mq.operations import Move, Operation
 
 #: Where `mq` listens unless told otherwise (`make run`).
 DEFAULT_URL = "http://127.0.0.1:8080"
@@ -103,6 +103,11 @@ class Operations(ABC):
     def revoke(self, queue: str, message_id: str) -> None:
         """Delete a message in whatever state it is (ready, delayed, in flight)."""
         return self._perform(calls.revoke(queue, message_id))
+
+    def run(self, op: type[Operation], **fields):
+        """Run an op that declares its REST route (mq.operations.wire) with these fields; its
+        reply. InvalidError, before any request, for a field the op's checks refuse."""
+        return self._perform(calls.declared(op, **fields))
 
     def move(self, queue: str, message_id: str, target: str) -> dict:
         """Move a ready message into the target queue, ready there as new; {"id", "queue"}."""
