@@ -7,6 +7,7 @@ declaration says."""
 import importlib.util
 import socket
 import sys
+from dataclasses import dataclass
 
 import pytest
 from access_support import RpcClient
@@ -15,6 +16,8 @@ from support import Daemon, free_port, poll_for
 from mq.actors.commands import SERVED
 from mq.client import Client, InvalidError
 from mq.operations import OPS
+from mq.operations.fields import OnQueue, Queue, operation
+from mq.operations.wire import Rest, Rpc
 
 #: The whole of the throw-away op: its declaration and its command function.
 PROBE = '''
@@ -48,6 +51,21 @@ def count_ready(actor, batch, request, sender) -> Counted:
     """The queue's ready count, from its index."""
     return {"queue": request.queue, "ready": len(actor.indexes.of(request.queue)),
             "label": request.label}
+
+
+@operation("echo_note", scope=READ, rest=Rest("PUT", "/{queue}/note", body="note", status=201))
+@dataclass(slots=True, frozen=True, kw_only=True)
+class EchoNote(OnQueue):
+    """The note the request's body holds, answered back."""
+
+    queue: Queue
+    note: dict
+
+
+@serves(EchoNote)
+def echo_note(actor, batch, request, sender) -> dict:
+    """The note, as it came."""
+    return {"queue": request.queue, "note": request.note}
 '''
 
 
@@ -83,10 +101,10 @@ def probe_op(probe_mq):
     sys.modules["count_probe"] = module
     try:
         exec(compile(PROBE, "count_probe.py", "exec"), module.__dict__)
-        yield module.CountReady
+        yield module
     finally:
-        cls = OPS.pop("count_ready", None)
-        SERVED.pop(cls, None)
+        for name in ("count_ready", "echo_note"):
+            SERVED.pop(OPS.pop(name, None), None)
         sys.modules.pop("count_probe", None)
 
 
@@ -107,6 +125,15 @@ def test_the_declared_route_refuses_what_the_declaration_does_not_take(probe_mq)
     assert resp.status == 405, resp.body
 
 
+def test_a_declared_body_fills_its_field_and_the_declared_status_answers(probe_mq):
+    resp = probe_mq.request("PUT", "/dw-q/note", b'{"a": [1, 2]}')
+    assert resp.status == 201 and resp.json() == {"queue": "dw-q", "note": {"a": [1, 2]}}
+    resp = probe_mq.request("PUT", "/dw-q/note", b"[1]")  # The op's check: a map.
+    assert resp.status == 400 and "note" in resp.json()["message"], resp.body
+    resp = probe_mq.request("PUT", "/dw-q/note", b"{")
+    assert resp.status == 400 and "JSON" in resp.json()["message"], resp.body
+
+
 def test_the_declared_rpc_method_runs_the_op(probe_mq):
     rpc = RpcClient(probe_mq.rpc_port)
     try:
@@ -123,7 +150,23 @@ def test_the_declared_rpc_method_runs_the_op(probe_mq):
 
 def test_the_client_runs_the_declared_op(probe_mq, probe_op):
     with Client(f"http://127.0.0.1:{probe_mq.port}") as client:
-        assert client.run(probe_op, queue="dw-q", label="c") == {
+        assert client.run(probe_op.CountReady, queue="dw-q", label="c") == {
             "queue": "dw-q", "ready": 2, "label": "c"}
+        assert client.run(probe_op.EchoNote, queue="dw-q", note={"b": "é"}) == {
+            "queue": "dw-q", "note": {"b": "é"}}
         with pytest.raises(InvalidError):
-            client.run(probe_op, queue="bad name")
+            client.run(probe_op.CountReady, queue="bad name")
+
+
+def test_a_declaration_that_names_no_field_of_the_op_is_refused():
+    with pytest.raises(TypeError, match="'to'"):
+        @operation("misdeclared", rest=Rest("POST", "/{queue}/x", query={"to": "to"}))
+        @dataclass(slots=True, frozen=True, kw_only=True)
+        class Misdeclared(OnQueue):
+            queue: Queue
+    with pytest.raises(TypeError, match="'target'"):
+        @operation("misdeclared", rpc=Rpc("misdeclared", ("queue", "target")))
+        @dataclass(slots=True, frozen=True, kw_only=True)
+        class Misdeclared2(OnQueue):
+            queue: Queue
+    assert "misdeclared" not in OPS
