@@ -5,8 +5,12 @@ functions live in modules of their own (replies.py, queue_admin.py, fetch_any.py
 fetch_batch.py; fanout.py, save_batch.py), which the actor's module imports, so they name
 their actor by these Protocols rather than by its class: mypy checks each use in their
 bodies, and tests/project/test_types.py that FetchActor and SaveActor are what they say.
+
+A command function may also name the ops it serves (`@serves(ops.Move)`): it is then in the
+COMMANDS of the actor each op declares (`served(kind)`), with no entry written there.
 """
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import zmq
@@ -77,3 +81,25 @@ class SaveCommandActor(CommandActor, Protocol):
 
     def writer(self) -> str:
         """The 'w' header of the files this actor writes."""
+
+
+#: op class -> the command function that serves it, for the functions that name their ops
+#: (`serves`); each actor's COMMANDS takes those of the ops it serves (`served`).
+SERVED: dict[type[Operation], Callable[..., object]] = {}
+
+
+def serves(*ops: type[Operation]):
+    """Decorator of a command function: it serves these ops, in the COMMANDS of the actor each
+    op declares (Operation.actor); TypeError when an op already has a function."""
+    def register(function):
+        for op in ops:
+            if op in SERVED:
+                raise TypeError(f"op {op.op!r} is served twice")
+            SERVED[op] = function
+        return function
+    return register
+
+
+def served(actor: str) -> dict[type[Operation], Callable[..., object]]:
+    """The commands `serves` names for the ops that actor kind serves (SAVE, FETCH, ...)."""
+    return {op: function for op, function in SERVED.items() if op.actor == actor}

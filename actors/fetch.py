@@ -17,6 +17,7 @@ from mq import store as fmt
 from mq.actors import fetch_any, fetch_batch, queue_admin, replies
 from mq.actors.base import Actor
 from mq.actors.batch import DEFERRED, Batch, Request
+from mq.actors.commands import served
 from mq.actors.counters import Counters, counters_file
 from mq.actors.deliveries import Deliveries
 from mq.actors.long_polls import FetchActorBatch, Waiters
@@ -25,6 +26,7 @@ from mq.actors.queue_index import RELIST_EMPTY_SECONDS, ReadyIndexes
 from mq.config import Options
 from mq.errors import MqError, NotFound, from_os_error
 from mq.ids import id_floor, id_time_ms
+from mq.operations.fields import FETCH
 from mq.protocol import fetch_actor_for
 
 #: Most group claims one fetch may lose to peers before it answers that nothing is ready.
@@ -167,14 +169,16 @@ class FetchActor(Actor[FetchActorBatch]):
         ops.Delete: replies.delete,
         ops.QueueGet: queue_admin.queue_get, ops.QueuePut: queue_admin.queue_put,
         ops.QueueDelete: queue_admin.queue_delete,
-        ops.Redrive: queue_admin.redrive, ops.Move: queue_admin.move,
+        ops.Redrive: queue_admin.redrive,
         ops.Taken: queue_admin.taken,
-        ops.Peek: queue_admin.peek, ops.Purge: queue_admin.purge,
+        ops.Peek: queue_admin.peek,
         ops.PropsGet: queue_admin.props, ops.PropsPut: queue_admin.props,
         ops.PropsPatch: queue_admin.props, ops.PropsDelete: queue_admin.props,
         ops.RulesGet: queue_admin.rules, ops.RulesPut: queue_admin.rules,
         ops.RulesDelete: queue_admin.rules,
         ops.FetchAny: fetch_any.fetch_any, ops.Watch: fetch_any.watch,
+        # The commands that name their ops (`@serves`, actors/commands.py).
+        **served(FETCH),
     }
 
     def take(self, batch: Batch, queue: str, holder: str | None = None,

@@ -2,11 +2,12 @@
 properties, and the default property rules.
 
 Each is a command of FetchActor: function(actor, batch, request, sender) -> result, where
-request is the op's request (mq.operations), checked.
+request is the op's request (mq.operations), checked; those marked `@serves(op)` are in its
+COMMANDS through that mark (actors/commands.py).
 """
 
 from mq import operations as ops
-from mq.actors.commands import FetchCommandActor
+from mq.actors.commands import FetchCommandActor, serves
 from mq.actors.queue_bytes import file_size
 from mq.delivery import peeked
 from mq.errors import NotFound
@@ -46,6 +47,7 @@ def peek(actor: FetchCommandActor, batch, request: ops.Peek, sender) -> dict:
     return {"queue": queue, "messages": messages}
 
 
+@serves(ops.Purge)
 def purge(actor: FetchCommandActor, batch, request: ops.Purge, sender) -> dict:
     """Remove every message of the queue, in every state (with `keys`, its de-duplication keys
     too); the queue and its settings stay."""
@@ -100,6 +102,7 @@ def redrive(actor: FetchCommandActor, batch, request: ops.Redrive, sender) -> di
     return {"queue": queue, "dead_letter_queue": dead, "moved": len(ids)}
 
 
+@serves(ops.Move)
 def move(actor: FetchCommandActor, batch, request: ops.Move, sender) -> ops.Moved:
     """Move a ready message of the queue into the target, ready there as new: its size leaves
     this queue's bytes, and the target's fetch actor hears of it through the mover."""

@@ -14,12 +14,14 @@ from mq import properties
 from mq.actors import accumulation, fanout, save_batch
 from mq.actors.base import Actor
 from mq.actors.batch import DEFERRED, Request
+from mq.actors.commands import served
 from mq.actors.counters import Counters, counters_file
 from mq.actors.pace import deadline
 from mq.actors.settlement import SaveActorBatch, Settlement
 from mq.adds import checked_add, with_properties
 from mq.config import Options
 from mq.errors import NotFound, Unavailable
+from mq.operations.fields import SAVE
 
 #: Longest time, in seconds, an add waits for an earlier add with its de-duplication key that
 #: is still being written (by this or another save actor) before it answers 503.
@@ -118,7 +120,8 @@ class SaveActor(Actor[SaveActorBatch]):
         self.store.states.admitted.difference_update(gone)
 
     COMMANDS = {ops.Add: add, ops.AddBatch: save_batch.add_batch,
-                ops.AddFanout: fanout.add_fanout, ops.Stats: stats}
+                ops.AddFanout: fanout.add_fanout, ops.Stats: stats,
+                **served(SAVE)}  # The commands that name their ops (`@serves`).
 
     def handle(self, requests: list[Request]) -> SaveActorBatch:
         """Apply a batch, each fan-out as one add per queue (actors/fanout.py)."""

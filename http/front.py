@@ -14,7 +14,7 @@ import tornado.web
 from mq import event_loops, logs
 from mq.config import Options
 from mq.errors import NotFound
-from mq.http import access, listening, responses, sqs, tornado_io
+from mq.http import access, declared, listening, responses, sqs, tornado_io
 from mq.http.actor_links import ActorPool
 from mq.http.api import ApiHandler, FrontApplication
 from mq.http.batches import AckBatchHandler
@@ -22,13 +22,12 @@ from mq.http.connection_timeouts import TimedHTTPServer
 from mq.http.dashboard import DashboardHandler, HomeHandler
 from mq.http.health import read_health
 from mq.http.history import History, HistoryHandler
-from mq.http.messages import MessageHandler, MessagesHandler, MoveHandler
+from mq.http.messages import MessageHandler, MessagesHandler
 from mq.http.metrics import HealthCheckHandler, MetricsHandler
 from mq.http.queues import (
     DefaultRulesHandler,
     PeekHandler,
     PropertiesHandler,
-    PurgeHandler,
     QueueHandler,
     RedriveHandler,
 )
@@ -117,7 +116,8 @@ def make_app(service: QueueService, options: Options, run_dir: str = "",
             (rf"/{name}/messages", MessagesHandler, args),
             (rf"/{name}/messages/ack", AckBatchHandler, args),
             (rf"/{name}/messages/{name}", MessageHandler, args),
-            (rf"/{name}/messages/{name}/move", MoveHandler, args),
+            # The routes the ops declare (http/declared.py): POST /{queue}/messages/{id}/move, ...
+            *declared.routes(args),
             (r"/_mq/properties", DefaultRulesHandler, args),
             (r"/_mq/health", HealthHandler, {**args, "run_dir": run_dir}),
             (r"/_mq/openapi\.yaml", OpenApiHandler, args),
@@ -132,7 +132,6 @@ def make_app(service: QueueService, options: Options, run_dir: str = "",
             (rf"/{name}/properties", PropertiesHandler, args),
             (rf"/{name}/redrive", RedriveHandler, args),
             (rf"/{name}/peek", PeekHandler, args),
-            (rf"/{name}/purge", PurgeHandler, args),
         ],
         default_handler_class=NotFoundHandler,
         default_handler_args=args,

@@ -24,7 +24,6 @@ from mq.operations import (
     Fetch,
     FetchBatch,
     Fetched,
-    Move,
     Nack,
     Operation,
     accumulated_of,
@@ -283,19 +282,3 @@ class MessageHandler(ApiHandler):
             return
         self.set_status(204)
         self.finish()
-
-
-class MoveHandler(ApiHandler):
-    """POST /{queue}/messages/{id}/move?to={target}."""
-
-    @accepts("to")
-    async def post(self, name: str, message_id: str) -> None:
-        """Move a ready message into the target queue, ready there as new: 200 with its id and
-        queue; 404 when the queue has no such ready message."""
-        queue = self.queue_name(name)
-        self.log_fields["id"] = message_id
-        fmt.validate_id(message_id)
-        # A missing target goes as None: the actor's check of the op answers that it is required.
-        target = self.get_query_argument("to", None)
-        self.write_json(200, await self.service.run(self.token, Move(
-            queue=queue, id=message_id, target=target)))  # type: ignore[arg-type]

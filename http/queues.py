@@ -1,5 +1,5 @@
-"""The routes of queues: create, inspect, delete, peek, purge, redrive, properties and the
-default property rules."""
+"""The routes of queues: create, inspect, delete, peek, redrive, properties and the default
+property rules (purge is the route its op declares, http/declared.py)."""
 
 import base64
 
@@ -12,7 +12,6 @@ from mq.operations import (
     PropsGet,
     PropsPatch,
     PropsPut,
-    Purge,
     QueueDelete,
     QueueGet,
     QueuePut,
@@ -79,16 +78,6 @@ class PeekHandler(ApiHandler):
             # Of a protocol layer's metadata, only the trace context is shown, as a fetch does.
             message.update(trace_context.of_message(message.pop("attributes", None)))
         self.write_json(200, {"queue": queue, "messages": result["messages"]})
-
-
-class PurgeHandler(ApiHandler):
-    """POST /{queue}/purge: remove every message of the queue, keep the queue."""
-
-
-    async def post(self, name: str) -> None:
-        """Answer how many messages went."""
-        queue = self.queue_name(name)
-        self.write_json(200, await self.service.run(self.token, Purge(queue=queue)))
 
 
 class PropertiesHandler(ApiHandler):

@@ -11,6 +11,10 @@ back the same, and a message added over HTTP comes back as bytes (as text when i
 With a token file, a connection first calls auth(token); every call is then checked as the
 HTTP route it maps onto is, by the queue service on each operation it runs (http/service.py):
 the scope, and every queue the operation touches.
+
+Beside the methods below, each op that declares an RPC method (`rpc=Rpc(...)`,
+mq.operations.wire) is one, with no code here: `declared_method` builds the op from its
+parameters by name (`from_payload`, its own checks) and runs it.
 """
 
 import time
@@ -23,13 +27,13 @@ from mq.config import Options
 from mq.errors import Invalid, Unauthorized
 from mq.http.service import QueueService
 from mq.operations import (
+    OPS,
     Ack,
     Add,
     AddFanout,
     Extend,
     Fetch,
     Fetched,
-    Move,
     Nack,
     Operation,
     PropsDelete,
@@ -235,14 +239,6 @@ async def release(caller: Caller, params: list):
     return await reply(caller, params, "release", Nack)
 
 
-async def move(caller: Caller, params: list):
-    """move(name, id, target) -> "ok": move a ready message into the target queue."""
-    name, message_id, target = arguments("move", params, ("name", "id", "target"), 3)
-    await caller.service.run(caller.token(), Move(queue=queue_name(name), id=message_id,
-                                                  target=queue_name(target)))
-    return "ok"
-
-
 async def delete(caller: Caller, params: list):
     """delete(name) -> "ok": delete the queue and all its messages."""
     (name,) = arguments("delete", params, ("name",), 1)
@@ -299,16 +295,44 @@ async def auth(caller: Caller, params: list):
 
 METHODS = {
     "auth": auth, "push": push, "pull": pull, "pull_any": pull_any, "push_all": push_all,
-    "done": done, "retain": retain, "release": release, "move": move, "delete": delete,
+    "done": done, "retain": retain, "release": release, "delete": delete,
     "update_props": update_props, "set_default_props": set_default_props,
     "get_default_props": get_default_props,
 }
 
 
+#: (how many ops were declared when it was made, RPC method -> the op that declares it).
+_declared: tuple[int, dict[str, type[Operation]]] = (-1, {})
+
+
+def declared_methods() -> dict[str, type[Operation]]:
+    """The RPC methods the ops declare (`rpc=`), by name; made again when an op is declared."""
+    global _declared
+    if _declared[0] != len(OPS):
+        _declared = (len(OPS), {op.rpc.method: op for op in OPS.values() if op.rpc is not None})
+    return _declared[1]
+
+
+async def declared_method(caller: Caller, op: type[Operation], params: list):
+    """Run the op an RPC method declares: its parameters are the op's fields of their names."""
+    rpc = op.rpc
+    assert rpc is not None, "only ops with an RPC method get one"
+    shown = rpc.shown()
+    values = arguments(rpc.method, params, shown, len(shown) if rpc.required is None else rpc.required)
+    token = caller.token()
+    # A nil parameter is an absent field: the op's check answers when it is required.
+    result = await caller.service.run(token, op.from_payload(dict(zip(rpc.params, values))))
+    return result if rpc.reply else "ok"
+
+
 async def call_method(caller: Caller, method: str, params: list):
     """Run one method; its error (MqError) is raised, Invalid for an unknown method."""
     function = METHODS.get(method)
-    if function is None:
-        raise Invalid(f"no such method {method!r}; known: {', '.join(sorted(METHODS))}")
-    return await function(caller, params)
+    if function is not None:
+        return await function(caller, params)
+    op = declared_methods().get(method)
+    if op is None:
+        known = sorted([*METHODS, *declared_methods()])
+        raise Invalid(f"no such method {method!r}; known: {', '.join(known)}")
+    return await declared_method(caller, op, params)
 

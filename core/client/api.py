@@ -9,6 +9,7 @@ from mq.client import batch_calls, calls
 from mq.client.errors import InvalidError
 from mq.client.message import Message
 from mq.client.retry import RetryPolicy
+from mq.operations import Move, Operation
 
 #: Where `mq` listens unless told otherwise (`make run`).
 DEFAULT_URL = "http://127.0.0.1:8080"
@@ -103,9 +104,14 @@ class Operations(ABC):
         """Delete a message in whatever state it is (ready, delayed, in flight)."""
         return self._perform(calls.revoke(queue, message_id))
 
+    def run(self, op: type[Operation], **fields):
+        """Run an op that declares its REST route (mq.operations.wire) with these fields; its
+        reply. InvalidError, before any request, for a field the op's checks refuse."""
+        return self._perform(calls.declared(op, **fields))
+
     def move(self, queue: str, message_id: str, target: str) -> dict:
         """Move a ready message into the target queue, ready there as new; {"id", "queue"}."""
-        return self._perform(calls.move(queue, message_id, target))
+        return self._perform(calls.declared(Move, queue=queue, id=message_id, target=target))
 
     def peek(self, queue: str, max: int = 10, after: str | None = None) -> list[Message]:
         """Up to max of the oldest ready messages (ids after `after`), without claiming them."""

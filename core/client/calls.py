@@ -20,7 +20,7 @@ from mq.client.errors import ClientError, InvalidError, UnavailableError, error_
 from mq.client.message import Message
 from mq.errors import Invalid
 from mq.ids import id_time_ms
-from mq.operations import MAX_WAIT_SECONDS
+from mq.operations import MAX_WAIT_SECONDS, Operation
 from mq.queue_names import validate_queue
 
 #: The Content-Type of a str body when none is given: the text is sent as UTF-8.
@@ -165,10 +165,24 @@ def revoke(queue: str, message_id: str) -> Call:
     return Call("DELETE", message_path(queue, message_id), _nothing, removes=True)
 
 
-def move(queue: str, message_id: str, target: str) -> Call:
-    """POST /{queue}/messages/{id}/move?to={target}: {"id", "queue"} (the target)."""
-    queue_path(target)  # The target's name checked as the queue's is, before any request.
-    return Call("POST", message_path(queue, message_id) + "/move", _json, params={"to": target})
+def declared(op: type[Operation], **fields) -> Call:
+    """The request of an op that declares its REST route (mq.operations.wire): the op built
+    from fields with its own checks (InvalidError, before any request, for one the daemon
+    would refuse), its fields put in the path, query and body as the route declares; its
+    JSON reply."""
+    rest = op.rest
+    if rest is None:
+        raise TypeError(f"op {op.op!r} declares no REST route")
+    try:
+        payload = op.from_payload(fields).to_payload()
+    except Invalid as err:
+        raise InvalidError(err.message) from None
+    path = rest.path.format(**{name: quote(str(payload[name]), safe="") for name in rest.path_fields})
+    params = _present({parameter: payload[name] for parameter, name in rest.query.items()})
+    if rest.body is None:
+        return Call(rest.method, path, _json, params=params)
+    return Call(rest.method, path, _json, params=params, headers={"Content-Type": "application/json"},
+                content=json.dumps(payload[rest.body]).encode())
 
 
 def peek(queue: str, max=10, after=None) -> Call:

@@ -17,6 +17,7 @@ from mq.operations.fields import (
     between,
     operation,
 )
+from mq.operations.wire import Rest, Rpc
 
 #: Most messages one peek returns.
 MAX_PEEK = 1000
@@ -77,7 +78,8 @@ class Moved(TypedDict):
     queue: str
 
 
-@operation("move", scope=WRITE)
+@operation("move", scope=WRITE, rest=Rest("POST", "/{queue}/messages/{id}/move", query={"to": "target"}),
+           rpc=Rpc("move", ("queue", "id", "target")))
 @dataclass(slots=True, frozen=True, kw_only=True)
 class Move(OnQueue[Moved]):
     """Move a ready message of the queue into `target`, ready there as new (it keeps its id)."""
@@ -101,7 +103,7 @@ class Peek(OnQueue):
     after: MessageId | None = None
 
 
-@operation("purge")
+@operation("purge", rest=Rest("POST", "/{queue}/purge"))
 @dataclass(slots=True, frozen=True, kw_only=True)
 class Purge(OnQueue):
     """Remove every message of a queue (keys: also its de-duplication keys)."""

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Annotated, Any, ClassVar, Generic, TypeVar
 
 from mq.errors import Invalid
+from mq.operations.wire import Rest, Rpc, check_wire
 from mq.store import validate_id, validate_queue
 
 #: op name -> its request class, filled by operation().
@@ -77,6 +78,9 @@ class Operation(Generic[R]):
     names: ClassVar[tuple] = ()
     #: field -> its declared Limit (a field with one), compiled by operation().
     limits: ClassVar[dict] = {}
+    #: Its REST route and RPC method, when the front ends serve it as declared (wire.py).
+    rest: ClassVar[Rest | None] = None
+    rpc: ClassVar[Rpc | None] = None
 
     @classmethod
     def from_payload(cls, payload: dict):
@@ -133,9 +137,11 @@ class OnQueue(Operation[R]):
     queue: str
 
 
-def operation(name: str, scope: str = ADMIN, actor: str = FETCH):
+def operation(name: str, scope: str = ADMIN, actor: str = FETCH, rest: Rest | None = None,
+              rpc: Rpc | None = None):
     """Class decorator: register a request dataclass under its op name, with the scope that
-    runs it and the actor that serves it, and compile its checks and its queue fields."""
+    runs it, the actor that serves it and (optional) its REST route and RPC method, and
+    compile its checks and its queue fields."""
     if scope not in (READ, WRITE, ADMIN) or actor not in (SAVE, FETCH, EVERY, MOVER):
         raise TypeError(f"op {name!r}: no scope {scope!r} or no actor {actor!r}")
 
@@ -166,6 +172,8 @@ def operation(name: str, scope: str = ADMIN, actor: str = FETCH):
                 # Checked as a queue's name but not marked: the access check would miss it.
                 raise TypeError(f"{cls.__qualname__}.{field_name}: type a queue as Queue")
         cls.limits = {name: limit for name in cls.names for limit in declared_limits(hints[name])}
+        check_wire(cls.__qualname__, cls.names, rest, rpc)
+        cls.rest, cls.rpc = rest, rpc
         if len(cls.names) > 1:
             cls.values = staticmethod(operator.attrgetter(*cls.names))
         elif cls.names:

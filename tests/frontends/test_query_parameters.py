@@ -1,6 +1,7 @@
 """Every REST route takes only the query parameters its method declares (`accepts` in
 http/api.py): any other, such as a misspelled option, is a 400 that names it. The OpenAPI
-document lists the same parameters, route by route."""
+document lists the same parameters, route by route, and every route an op declares
+(`rest=`, mq.operations.wire) with its method, query parameters and status."""
 
 import pytest
 import tornado.httputil
@@ -9,6 +10,7 @@ import yaml
 from mq.config import Options
 from mq.http.api import query_parameters
 from mq.http.front import make_app
+from mq.operations import OPS
 from repo_support import REPO
 from support import poll_for, ready_daemon
 
@@ -42,6 +44,8 @@ def operations() -> list[tuple[str, str, set[str]]]:
 
 
 OPERATIONS = operations()
+#: The ops that declare their REST route.
+DECLARED = [op for op in OPS.values() if op.rest is not None]
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +63,16 @@ def test_each_route_declares_the_parameters_the_document_lists(app, method, path
         headers=tornado.httputil.HTTPHeaders({"Host": "127.0.0.1"}))
     handler = app.find_handler(request).handler_class
     assert set(query_parameters(handler, method)) == documented
+
+
+@pytest.mark.parametrize("op", DECLARED, ids=[op.op for op in DECLARED])
+def test_the_document_lists_each_route_an_op_declares_as_declared(op):
+    item = DOCUMENT["paths"].get(op.rest.path)
+    assert item is not None, f"{op.op}: {op.rest.path} is not in core/openapi.yaml"
+    method = item.get(op.rest.method.lower())
+    assert method is not None, f"{op.op}: {op.rest.method} {op.rest.path} is not documented"
+    assert documented_parameters(item, method) == set(op.rest.query)
+    assert str(op.rest.status) in method["responses"]
 
 
 @pytest.fixture(scope="module")
