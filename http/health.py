@@ -40,7 +40,8 @@ def read_health(run_dir: str, front: str) -> dict:
     down = [c["name"] for c in health["children"] if not c["alive"] and c["name"] != front]
     if lost_since:
         down.append(ROOT_DOWN)
-        health["root_state"] = {**health.get("root_state", {}), "state": "lost",
+        # The supervisor's word on why comes with its next write: until then the error is None.
+        health["root_state"] = {"error": None, **health.get("root_state", {}), "state": "lost",
                                 "lost_since": lost_since}
     elif "root_state" in health:
         health["root_state"] = {"state": "ok", "lost_since": None, "error": None}
