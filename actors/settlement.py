@@ -45,6 +45,7 @@ class Written:
     slot: int | None = None  # Its place in an add_batch request; None for a single add.
     accum: float = 0.0  # the queue's accumulation window; > 0: the add is a part
     joined: tuple[str, bool] | None = None  # (window name, opened) once a part is in its window
+    size: int | None = None  # the bytes of its file
 
     def accumulated(self) -> str:
         """The add reply's `accumulated`: "new" (opened a window), "yes" (joined one) or "no"."""
@@ -147,7 +148,7 @@ class Settlement:
                                   add.dedup_id, writer, group=add.group,
                                   attributes=add.attributes)
         self.store.write_new(add.queue, message_id, data, add.due)
-        return Written(pos, add, message_id, window, slot, accum=accum)
+        return Written(pos, add, message_id, window, slot, accum=accum, size=len(data))
 
     def earlier(self, queue: str, earlier: str) -> dict | None:
         """The answer naming an earlier message with an add's key, once that one is durable;
@@ -297,7 +298,7 @@ class Settlement:
             if item.joined:
                 result["due"] = item.closes()
             elif due is None:
-                self.batch.add_ready(item.add.queue, item.id)
+                self.batch.add_ready(item.add.queue, item.id, size=item.size)
             else:
                 self.batch.hidden.append((item.add.queue, item.id, 0, due))
         for follower, winner in self.followers:
