@@ -85,7 +85,7 @@ class Disk:
     sync="fs" falls back to "file" on a libc without syncfs(2), since the per-file recipe
     is durable everywhere; `fell_back` records that it did. Renames never replace a name
     (renameat2 RENAME_NOREPLACE); where the file system refuses the flag, renames are checked
-    ones (renames.checked_rename).
+    ones (renames.checked_rename), and the refusal is remembered for this Disk's life.
     """
 
     def __init__(self, sync: str = "fs", libc=None, synchronous_metadata: bool = False):
@@ -101,6 +101,8 @@ class Disk:
         #: nor a file whose due time was set is fsynced: the call would change nothing there
         #: and cost FUSE round trips (an open, a close and a look at the folder's attributes).
         self.synchronous_metadata = synchronous_metadata
+        #: The file system refused renameat2's RENAME_NOREPLACE once: it is not asked again.
+        self.refuses_noreplace = False
 
     # -- changes --------------------------------------------------------------------------
 
@@ -206,16 +208,21 @@ class Disk:
     def rename(self, source: str, target: str) -> None:
         """Rename one entry (the only way a message changes state); FileExistsError when the
         target exists, which for a state change means a peer got there first."""
-        try:
-            rename_noreplace(source, target)
-            return
-        except OSError as err:
-            if err.errno not in UNSUPPORTED:
-                raise
-        # The file system refused the flag, after the kernel found no target (else EEXIST):
-        # tried each time all the same, since that kernel check is half of what keeps two
-        # clients from both "winning" (renames.py). A refusal costs no round trip to a FUSE
-        # daemon after the first (the kernel remembers that it lacks the call).
+        if not self.refuses_noreplace:
+            try:
+                rename_noreplace(source, target)
+                return
+            except OSError as err:
+                if err.errno not in UNSUPPORTED:
+                    raise
+            self.refuses_noreplace = True
+        # The file system refused the flag (GlusterFS: EINVAL, which a FUSE kernel does not
+        # remember as it does ENOSYS, so each try is a round trip to its client): from now on
+        # its check that no target exists is made here, by one lookup, as the kernel made it
+        # before passing the flag on; it is half of what keeps two clients from both
+        # "winning" (renames.py).
+        if os.path.lexists(target):
+            raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), source, None, target)
         checked_rename(source, target)
 
     def rename_over(self, source: str, target: str) -> None:
