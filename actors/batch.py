@@ -55,6 +55,9 @@ class Batch:
             found = self.props[queue] = files.effective(queue)
         return found
 
-    def add_ready(self, queue: str, message_id: str, attempts: int = 0) -> None:
-        """Record a message made ready, to tell its queue's fetch actor after the flush."""
-        self.ready.setdefault(queue, []).append([message_id, attempts])
+    def add_ready(self, queue: str, message_id: str, attempts: int = 0,
+                  size: int | None = None) -> None:
+        """Record a message made ready, to tell its queue's fetch actor after the flush (with
+        its file's size when known: the fetch actor's statistics then need no stat)."""
+        self.ready.setdefault(queue, []).append(
+            [message_id, attempts] if size is None else [message_id, attempts, size])

@@ -93,7 +93,7 @@ class FetchActor(Actor[FetchActorBatch]):
         queue = request.queue
         index = self.indexes.watched(queue)
         if index is not None:
-            for message_id, attempts in request.ids:
+            for message_id, attempts, *size in request.ids:
                 if index.attempts(message_id) == attempts:
                     continue  # A listing found it first.
                 if (index.may_have_listed(message_id)
@@ -102,7 +102,7 @@ class FetchActor(Actor[FetchActorBatch]):
                     # deleted) since. Added, it would count as ready until a fetch tried it.
                     continue
                 index.add(message_id, attempts)
-                self.indexes.sizes.became_ready(queue, message_id, attempts)
+                self.indexes.sizes.became_ready(queue, message_id, attempts, *size[:1])
         return {}
 
     def relist_all(self, batch: Batch, request: ops.Relist, sender: Request) -> dict:
@@ -234,6 +234,7 @@ class FetchActor(Actor[FetchActorBatch]):
                 continue
             batch.hidden.append((queue, message_id, delivery, due))
             self.deliveries.handed(queue, message_id, delivery)
+            self.indexes.sizes.handed(queue, message_id, len(data))
             self.counters.count(queue, "fetches")
             if delivery > 1:
                 self.counters.count(queue, "redeliveries")

@@ -18,6 +18,7 @@ deliveries in delay/ (`heal`).
 
 import os
 import time
+from collections import OrderedDict
 
 from mq.store.names import parse_entry, split_name
 
@@ -26,6 +27,9 @@ HEAL_SECONDS = 10.0
 #: Seconds a listing of delay/, grouped by queue, serves the scans of other queues: the first
 #: statistics index every owned queue at once, and delay/ is shared by all of them.
 DELAY_LISTING_SECONDS = 1.0
+#: Sizes of messages handed out remembered for their ack (newest kept): the ack then needs no
+#: stat of the file (a round trip on a network file system).
+MAX_HANDED_SIZES = 65536
 
 
 def file_size(path: str) -> int:
@@ -45,6 +49,7 @@ class QueueBytes:
         self._delayed: dict[str, int] = {}
         self._delayed_at = -DELAY_LISTING_SECONDS
         self._healed_at = time.monotonic()
+        self._handed: OrderedDict[tuple[str, str], int] = OrderedDict()
 
     def __contains__(self, queue: str) -> bool:
         return queue in self.totals
@@ -105,14 +110,27 @@ class QueueBytes:
         except OSError:
             return 0
 
-    def became_ready(self, queue: str, message_id: str, attempts: int) -> None:
-        """A message entered the queue's index: a first-time ready one adds its size."""
+    def became_ready(self, queue: str, message_id: str, attempts: int,
+                     size: int | None = None) -> None:
+        """A message entered the queue's index: a first-time ready one adds its size (the
+        size its writer told, else its file's)."""
         if attempts == 0 and queue in self.totals:
-            self.totals[queue] += file_size(self.store.ready_path(queue, message_id))
+            self.totals[queue] += size if size is not None else \
+                file_size(self.store.ready_path(queue, message_id))
+
+    def handed(self, queue: str, message_id: str, size: int) -> None:
+        """A message of `size` bytes was handed out: its ack or delete takes that size."""
+        self._handed[(queue, message_id)] = size
+        if len(self._handed) > MAX_HANDED_SIZES:
+            self._handed.popitem(last=False)
 
     def removed(self, queue: str, message_id: str) -> None:
         """A message of the queue was just renamed into remove/: its size leaves the figure."""
-        self.moved_out(queue, self.store.remove_path(queue, message_id))
+        size = self._handed.pop((queue, message_id), None)
+        if size is not None:
+            self.taken(queue, size)
+        else:
+            self.moved_out(queue, self.store.remove_path(queue, message_id))
 
     def moved_out(self, queue: str, path: str) -> None:
         """A message of the queue was just renamed to path (remove/, a dead-letter queue)."""

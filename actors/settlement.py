@@ -250,7 +250,7 @@ class Settlement:
             if item.joined:
                 result["due"] = item.closes()
             elif due is None:
-                self.batch.add_ready(item.add.queue, item.id)
+                self.batch.add_ready(item.add.queue, item.id, size=item.size)
             else:
                 self.batch.hidden.append((item.add.queue, item.id, 0, due))
         for follower, winner in self.followers:

@@ -26,6 +26,7 @@ class Written:
     slot: int | None = None  # Its place in an add_batch request; None for a single add.
     accum: float = 0.0  # the queue's accumulation window; > 0: the add is a part
     joined: tuple[str, bool] | None = None  # (window name, opened) once a part is in its window
+    size: int | None = None  # the bytes of its file
 
     def accumulated(self) -> str:
         """The add reply's `accumulated`: "new" (opened a window), "yes" (joined one) or "no"."""
@@ -79,4 +80,4 @@ def write_new(store: Store, pos: int, add: CheckedAdd, writer: str, window: floa
     data = fmt.encode_message(add.body, add.content_type, int(now * 1000), message_id,
                               add.dedup_id, writer, group=add.group, attributes=add.attributes)
     store.write_new(add.queue, message_id, data, add.due)
-    return Written(pos, add, message_id, window, slot, accum=accum)
+    return Written(pos, add, message_id, window, slot, accum=accum, size=len(data))

@@ -300,10 +300,12 @@ class JuiceVolume(Volume):
             return "no /dev/fuse"
         return None
 
-    def __init__(self, workdir: str, mounts: int = 3):
+    def __init__(self, workdir: str, mounts: int = 3, mount_args: tuple[str, ...] = ()):
         super().__init__(workdir, mounts)
         self.redis: subprocess.Popen | None = None
         self.port = 0
+        #: More `juicefs mount` options (its metadata caches: bench/fs_ops.py --mount-args).
+        self.mount_args = tuple(mount_args)
 
     @property
     def meta_url(self) -> str:
@@ -354,7 +356,7 @@ class JuiceVolume(Volume):
         run([self.juicefs(), "mount", "-d", self.meta_url, path, "--no-usage-report",
              "--cache-dir", os.path.join(self.workdir, f"cache-{name}"),
              "--metrics", f"127.0.0.1:{free_port()}",
-             "--log", os.path.join(self.workdir, f"{name}.log")])
+             "--log", os.path.join(self.workdir, f"{name}.log"), *self.mount_args])
 
     def stop(self) -> None:
         """Stop redis-server; the folder goes with the volume."""

@@ -14,6 +14,7 @@ the slower phase is counted first and printed as well, for what is not the messa
 import argparse
 import http.client
 import os
+import shlex
 import sys
 import tempfile
 import time
@@ -124,18 +125,22 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=200)
     parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--mount-args", default="",
+                        help="more `juicefs mount` options, as one string (its metadata caches: "
+                             "'--attr-cache=10 --non-default-permission')")
     args = parser.parse_args()
     if JuiceVolume.missing():
         print(f"cannot run: {JuiceVolume.missing()}", file=sys.stderr)
         return 2
     n = args.messages
     with tempfile.TemporaryDirectory(prefix="mq-fs-ops-") as workdir:
-        with JuiceVolume(workdir, mounts=1) as volume:
+        with JuiceVolume(workdir, mounts=1, mount_args=tuple(shlex.split(args.mount_args))) as volume:
             mount = volume.mounts[0]
             print(f"# {machine_line(mount)}")
             print(f"# {code_under_test()}")
             print(f"# JuiceFS {os.path.basename(JuiceVolume.juicefs() or '')}, redis metadata, "
-                  f"file bucket; {n} messages of 100 bytes, one request at a time")
+                  f"file bucket, mount options {args.mount_args or '(defaults)'}; "
+                  f"{n} messages of 100 bytes, one request at a time")
             plain = os.path.join(mount, "plain")
             for sub in ("", "new", "queue", "delay", "remove"):
                 os.makedirs(os.path.join(plain, sub), exist_ok=True)

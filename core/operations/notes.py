@@ -16,7 +16,8 @@ class Stats(Operation):
 @operation("ready")
 @dataclass(slots=True, frozen=True, kw_only=True)
 class Ready(OnQueue):
-    """To a fetch actor: [id, deliveries] pairs became ready in a queue."""
+    """To a fetch actor: [id, deliveries] pairs became ready in a queue (a save actor's with
+    the file's bytes third)."""
 
     queue: Queue
     ids: Sequence[list] = ()

@@ -16,7 +16,7 @@ from mq.flush_times import FlushTimes
 from mq.store.accumulation import Accumulation
 from mq.store.changes import Changes
 from mq.store.dedup import DedupKeys
-from mq.store.disk import Disk, choose_sync
+from mq.store.disk import SYNCHRONOUS_METADATA, Disk, choose_sync, mount_type
 from mq.store.message import (
     DEFAULT_CONTENT_TYPE,
     MAGIC,
@@ -75,7 +75,10 @@ class Store(Root):
         self.filesystem = ""
         if sync == "auto" and disk is None:
             sync, self.filesystem = choose_sync(root)
-        self._disk = disk if disk is not None else Disk(sync)
+        if disk is None:
+            disk = Disk(sync, synchronous_metadata=sync == "file"
+                        and mount_type(root) in SYNCHRONOUS_METADATA)
+        self._disk = disk
         self.sync = self._disk.sync
         #: How long each flush took: where a slow disk shows first (the stats op serves it).
         self.flush_times = FlushTimes()

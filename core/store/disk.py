@@ -24,6 +24,13 @@ SYNC_MODES = ("fs", "file")
 PER_FILE_FLUSH = {0x65735546: "fuse", 0x6969: "nfs", 0x00C36400: "ceph", 0xFF534D42: "cifs",
                   0xFE534D42: "smb2", 0x01021997: "9p", 0x0BD00BD0: "lustre"}
 
+#: FUSE file systems (their type in /proc/self/mountinfo) whose every change of a name or of
+#: an inode's times is durable when its call returns, and which are sent no folder fsync:
+#: JuiceFS commits each metadata operation in its metadata engine before it answers, and its
+#: FUSE layer answers FSYNCDIR with ENOSYS, after which the kernel answers every folder fsync
+#: itself (docs/FORMAT.md, "Durability").
+SYNCHRONOUS_METADATA = frozenset({"fuse.juicefs"})
+
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -37,6 +44,27 @@ def filesystem_type(path: str) -> int:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err), path)
     return ctypes.c_long.from_buffer(buf).value & 0xFFFFFFFF
+
+
+def mount_type(path: str, mountinfo: str = "/proc/self/mountinfo") -> str:
+    """The type a mount table gives the file system holding path (or its nearest existing
+    parent), "fuse.juicefs" say; "" when none is found."""
+    path = os.path.abspath(path)
+    while not os.path.exists(path) and path != os.path.dirname(path):
+        path = os.path.dirname(path)
+    try:
+        device = os.stat(path).st_dev
+        with open(mountinfo) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return ""
+    wanted = f"{os.major(device)}:{os.minor(device)}"
+    for line in lines:
+        fields = line.split()
+        # id, parent, major:minor, root, mount point, options, optional fields, "-", type, ...
+        if len(fields) > 7 and fields[2] == wanted and "-" in fields[6:]:
+            return fields[fields.index("-", 6) + 1]
+    return ""
 
 
 def choose_sync(path: str) -> tuple[str, str]:
@@ -57,10 +85,10 @@ class Disk:
     sync="fs" falls back to "file" on a libc without syncfs(2), since the per-file recipe
     is durable everywhere; `fell_back` records that it did. Renames never replace a name
     (renameat2 RENAME_NOREPLACE); where the file system refuses the flag, renames are checked
-    ones (renames.checked_rename).
+    ones (renames.checked_rename), and the refusal is remembered for this Disk's life.
     """
 
-    def __init__(self, sync: str = "fs", libc=None):
+    def __init__(self, sync: str = "fs", libc=None, synchronous_metadata: bool = False):
         if sync not in SYNC_MODES:
             raise ValueError(f"sync must be 'fs' or 'file', not {sync!r}")
         self._syncfs = getattr(libc if libc is not None else _libc, "syncfs", None)
@@ -68,7 +96,13 @@ class Disk:
         self.sync = "file" if self.fell_back else sync
         #: A GroupFlush shared with the daemon's other actors (share_flushes), or None.
         self.group = None
-        #: folder -> (open handle, (st_dev, st_ino) of what it opened): fsync_dir
+        #: With sync=file: the file system makes every change of a name or of an inode's
+        #: times durable before the call returns (SYNCHRONOUS_METADATA), so neither a folder
+        #: nor a file whose due time was set is fsynced: the call would change nothing there
+        #: and cost FUSE round trips (an open, a close and a look at the folder's attributes).
+        self.synchronous_metadata = synchronous_metadata
+        #: The file system refused renameat2's RENAME_NOREPLACE once: it is not asked again.
+        self.refuses_noreplace = False
 
     # -- changes --------------------------------------------------------------------------
 
@@ -174,16 +208,21 @@ class Disk:
     def rename(self, source: str, target: str) -> None:
         """Rename one entry (the only way a message changes state); FileExistsError when the
         target exists, which for a state change means a peer got there first."""
-        try:
-            rename_noreplace(source, target)
-            return
-        except OSError as err:
-            if err.errno not in UNSUPPORTED:
-                raise
-        # The file system refused the flag, after the kernel found no target (else EEXIST):
-        # tried each time all the same, since that kernel check is half of what keeps two
-        # clients from both "winning" (renames.py). A refusal costs no round trip to a FUSE
-        # daemon after the first (the kernel remembers that it lacks the call).
+        if not self.refuses_noreplace:
+            try:
+                rename_noreplace(source, target)
+                return
+            except OSError as err:
+                if err.errno not in UNSUPPORTED:
+                    raise
+            self.refuses_noreplace = True
+        # The file system refused the flag (GlusterFS: EINVAL, which a FUSE kernel does not
+        # remember as it does ENOSYS, so each try is a round trip to its client): from now on
+        # its check that no target exists is made here, by one lookup, as the kernel made it
+        # before passing the flag on; it is half of what keeps two clients from both
+        # "winning" (renames.py).
+        if os.path.lexists(target):
+            raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), source, None, target)
         checked_rename(source, target)
 
     def rename_over(self, source: str, target: str) -> None:
@@ -218,7 +257,7 @@ class Disk:
         """Set an open file's mtime (a due time); with sync=file, fsync it, since folder
         fsyncs do not carry an inode's times."""
         os.utime(fd, ns=(int(when * 1e9), int(when * 1e9)))
-        if self.sync == "file":
+        if self.sync == "file" and not self.synchronous_metadata:
             os.fsync(fd)
 
     def remove_tree(self, path: str) -> None:
@@ -274,7 +313,10 @@ class Disk:
             os.close(fd)
 
     def fsync_dir(self, path: str) -> None:
-        """fsync a folder so that the names created, renamed or removed in it are durable."""
+        """fsync a folder so that the names created, renamed or removed in it are durable
+        (already so, where the file system's metadata is synchronous)."""
+        if self.synchronous_metadata:
+            return
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
         try:
             os.fsync(fd)

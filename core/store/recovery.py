@@ -16,6 +16,13 @@ HEADER_BYTES = 65536
 #: Seconds after which the reaper moves a file of new/ that has no header of its own (its
 #: writer died between taking or creating it and writing it) to remove/.
 ABANDONED_SECONDS = 60.0
+#: How much older than the stat that saw it a folder's mtime must be for an unchanged mtime
+#: to mean that nothing entered it since: some file systems' mtimes are coarse, and JuiceFS
+#: leaves a folder's mtime alone when it moved less than 100 ms before (--skip-dir-mtime).
+SETTLED_MTIME_NS = 1_000_000_000
+#: Seconds after which a folder found empty is listed again whatever its mtime says (a
+#: network file system's client may answer a stat from attributes cached that long).
+RELIST_EMPTY_SECONDS = 10.0
 
 
 class Recovery:
@@ -98,3 +105,28 @@ def reap_folder(path: str, disk: Disk) -> int:
             except FileNotFoundError:
                 continue
     return count
+
+
+class QuietFolders:
+    """Folders the reaper found empty, with the mtime each had then: one whose mtime has not
+    moved since is not listed again (one stat, often answered from the kernel's cache, where a
+    listing is an open, two reads and a close, round trips on a network file system)."""
+
+    def __init__(self) -> None:
+        self._empty: dict[str, tuple[int, float]] = {}  # folder -> (mtime ns, listed at)
+
+    def reap(self, path: str, disk: Disk) -> int:
+        """reap_folder(path), unless it was found empty and has not changed since."""
+        seen = self._empty.get(path)
+        try:
+            mtime = os.stat(path).st_mtime_ns
+        except OSError:
+            mtime = None
+        if seen is not None and mtime == seen[0] and time.monotonic() - seen[1] < RELIST_EMPTY_SECONDS:
+            return 0
+        count = reap_folder(path, disk)
+        if count == 0 and mtime is not None and time.time_ns() - mtime >= SETTLED_MTIME_NS:
+            self._empty[path] = (mtime, time.monotonic())
+        else:
+            self._empty.pop(path, None)
+        return count

@@ -15,7 +15,7 @@ import time
 from mq.ids import new_id
 from mq.store.changes import Flush
 from mq.store.disk import Disk
-from mq.store.recovery import reap_folder
+from mq.store.recovery import QuietFolders
 from mq.store.root import Root
 
 #: Largest file kept, in bytes the file system allocated to it (st_blocks): one 4 KiB block,
@@ -59,6 +59,8 @@ class Spares:
         #: The reaper's: spare/ holds at most this many files (Spares.room), listed at listed_at.
         self.spares_at_most = 0
         self.listed_at = float("-inf")
+        #: The reaper's, without spares: remove/ and spare/ as last found empty.
+        self.quiet = QuietFolders()
 
     def take(self) -> str | None:
         """The path of a spare file to try, None when spare/ was empty at a listing less than
@@ -105,7 +107,7 @@ class Spares:
         """
         remove, spare = self.paths.folder("remove"), self.paths.folder("spare")
         if limit <= 0 or self.disk.sync != "fs":
-            return 0, reap_folder(remove, self.disk) + reap_folder(spare, self.disk)
+            return 0, self.quiet.reap(remove, self.disk) + self.quiet.reap(spare, self.disk)
         if self.seen and time.monotonic() - self.listed_remove_at < grace:
             # What waits is looked at `grace` after its first listing, not before: the passes
             # between would only list it again (under load, remove/ holds the last `grace` of

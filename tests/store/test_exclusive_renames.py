@@ -51,6 +51,28 @@ def test_a_state_change_never_replaces_an_existing_name(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["b", "c"]
 
 
+def test_a_refused_flag_is_asked_for_once_and_the_target_still_checked(tmp_path, monkeypatch):
+    """GlusterFS answers RENAME_NOREPLACE with EINVAL, a round trip to its client each time."""
+    from mq.store import disk as disk_module
+
+    asked = []
+
+    def refused(source: str, target: str) -> None:
+        asked.append(target)
+        raise OSError(errno.EINVAL, os.strerror(errno.EINVAL), source, None, target)
+
+    monkeypatch.setattr(disk_module, "rename_noreplace", refused)
+    for name in "abc":
+        (tmp_path / name).write_text(name)
+    disk = Disk("file")
+    disk.rename(str(tmp_path / "a"), str(tmp_path / "d"))
+    disk.rename(str(tmp_path / "b"), str(tmp_path / "e"))
+    assert len(asked) == 1 and disk.refuses_noreplace
+    with pytest.raises(FileExistsError):
+        disk.rename(str(tmp_path / "c"), str(tmp_path / "d"))
+    assert (tmp_path / "c").read_text() == "c" and (tmp_path / "d").read_text() == "a"
+
+
 def test_a_small_file_is_still_replaced_whole(tmp_path):
     disk = Disk("fs")
     path = str(tmp_path / "props.json")

@@ -1,6 +1,8 @@
 """--sync=auto: the flush is chosen from the root's file system type (docs/CLUSTER.md, "The
 flush"); a FUSE root is tested in tests/powercut/, where it also has to survive a power cut."""
 
+import os
+
 from mq.store import Store
 from mq.store.disk import PER_FILE_FLUSH, choose_sync, filesystem_type
 
@@ -28,3 +30,20 @@ def test_the_broker_less_library_chooses_the_same_way(tmp_path):
 
     client = LocalClient(tmp_path / "root", create_root=True)
     assert (client.store.sync, client.store.filesystem) == choose_sync(str(tmp_path))
+
+
+def test_the_mount_type_is_read_from_the_mount_table_by_device(tmp_path):
+    from mq.store.disk import mount_type
+
+    device = os.stat(tmp_path).st_dev
+    table = tmp_path / "mountinfo"
+    table.write_text(
+        "22 1 0:1 / / rw shared:1 - ext4 /dev/other rw\n"
+        f"36 22 {os.major(device)}:{os.minor(device)} / /mnt/jfs rw,relatime shared:7 master:2 "
+        "- fuse.juicefs JuiceFS:vol rw,user_id=0\n")
+    assert mount_type(str(tmp_path / "not" / "yet" / "made"), str(table)) == "fuse.juicefs"
+    assert mount_type(str(tmp_path), str(tmp_path / "missing")) == ""
+
+
+def test_a_local_root_fsyncs_its_folders(tmp_path):
+    assert not Store(str(tmp_path), "file").disk.synchronous_metadata
