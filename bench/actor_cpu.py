@@ -261,7 +261,7 @@ def main(argv=None) -> int:
     runs = []
     for number in range(args.runs):
         base = tempfile.mkdtemp(prefix="mq-actor-cpu-", dir=args.tmp)
-        profiles = {args.profile: cProfile.Profile()} if args.profile and number == args.runs - 1 else {}
+        profiles = {args.profile: cProfile.Profile(time.thread_time)} if args.profile and number == args.runs - 1 else {}
         rig = Rig(base)
         try:
             runs.append(run_ops(rig, args, profiles))

@@ -3,19 +3,21 @@
 each round's machine and disk did.
 
     .venv/bin/python bench/batch_rounds.py [--rounds 6] [--seconds 8] [--connections 64]
-        [--tmp DIR] [--mq-args ""]
+        [--tmp DIR] [--mq-args ""] [--perf] [--keep]
 
 bench/peers.py gives medians; this one looks at the rounds that fall away from them. Each
 round starts beanstalkd (`-b DIR -f0`) on a new folder and puts for --seconds with
 --connections asyncio clients, stops it, then starts mq on a new root and adds 100 messages a
 call for --seconds with as many clients, the clients of bench/peers.py. For the mq part it
 records, beside msg/s: messages completed in each second of the round, the CPU of every
-process of the tree (user + system, psutil), each save actor's flushes (`GET /_mq/stats`:
-count and total seconds), the most dirty and writeback memory seen (/proc/meminfo, every
-0.2 s), the sectors the root's disk wrote and its time busy (/proc/diskstats), and the load
-average. Before the mq part it times 500 creates of empty files in a new folder beside the
-root (what an add costs ext4 where no spare file is at hand: bench/RESULTS.md "Why batch
-adds were slow"). The round's folders are deleted at its end, as bench/peers.py's are.
+process of the tree (user + system and system alone, psutil), each save actor's flushes
+(/metrics' mq_flush_seconds: count and total seconds), with --perf the save actors' hottest
+symbols (`perf record -g`, the kernel's included), the most dirty and writeback memory seen
+(/proc/meminfo, every 0.2 s), the sectors the root's disk wrote and its time busy
+(/proc/diskstats), and the load average. Before the mq part it times 500 creates of empty
+files in a new folder beside the root (what an add costs ext4 where no spare file is at
+hand: bench/RESULTS.md "Why batch adds were slow"). The round's folders are deleted at its
+end, as bench/peers.py's are, unless --keep: then at the end of the run.
 """
 
 import argparse
@@ -24,13 +26,14 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
 import time
 
 import peers_servers as servers
-from harness import Client, Daemon, code_under_test, cpu_snapshot, loadavg, machine_line
+from harness import Client, Daemon, code_under_test, loadavg, machine_line
 from peers_clients import Beanstalk, Mq, drive
 
 
@@ -119,20 +122,48 @@ async def timeline(make, conns: int, seconds: float) -> tuple[dict, list]:
 
 
 def save_flushes(port: int) -> dict:
-    """{actor: (flushes, seconds)} of every save actor, from GET /_mq/stats."""
+    """{actor: [flushes, seconds]} of every save actor, from /metrics' mq_flush_seconds."""
     client = Client(port, timeout=30)
     try:
-        status, _, body = client.request("GET", "/_mq/stats")
+        status, _, body = client.request("GET", "/metrics")
     finally:
         client.close()
-    if status != 200:
-        return {}
-    stats = json.loads(body)
-    out = {}
-    for name, flush in (stats.get("flush") or {}).items():
-        if name.startswith("save"):
-            out[name] = (flush["count"], round(flush["sum_s"], 2))
+    out: dict = {}
+    for line in body.decode().splitlines() if status == 200 else []:
+        for suffix, slot in (("_count", 0), ("_sum", 1)):
+            head = f"mq_flush_seconds{suffix}{{actor=\"save-"
+            if line.startswith(head):
+                name, value = line[len(head):].split('"}')
+                out.setdefault(f"save-{name}", [0, 0.0])[slot] = round(float(value), 2)
     return out
+
+
+def cpu_times(procs: dict) -> dict:
+    """{name: (user, system) CPU seconds} of each psutil.Process."""
+    out = {}
+    for name, proc in procs.items():
+        try:
+            times = proc.cpu_times()
+            out[name] = (times.user, times.system)
+        except Exception:
+            out[name] = (float("nan"), float("nan"))
+    return out
+
+
+def perf_top(pids: list[int], seconds: float, folder: str) -> list[str]:
+    """The hottest symbols (kernel's included) of these processes over `seconds`, from
+    `perf record -g`, as `perf report` prints them; [] without perf."""
+    data = os.path.join(folder, "perf.data")
+    try:
+        subprocess.run(["perf", "record", "-q", "-g", "-o", data, "-p", ",".join(map(str, pids)),
+                        "--", "sleep", str(seconds)], capture_output=True, timeout=seconds + 60)
+        out = subprocess.run(["perf", "report", "-i", data, "--stdio", "--no-children",
+                              "--sort", "sym", "-g", "none", "--percent-limit", "3"],
+                             capture_output=True, text=True, timeout=120).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [" ".join(line.split()) for line in out.splitlines() if "%" in line and
+            not line.startswith("#")][:8]
 
 
 def one_round(args, number: int, say) -> dict:
@@ -155,18 +186,28 @@ def one_round(args, number: int, say) -> dict:
             procs = daemon.processes()
             device = disk_of(root)
             written, busy = diskstats(device)
-            cpu = cpu_snapshot(procs)
+            cpu = cpu_times(procs)
             watch = Watch()
+            perf: list = []
+            if args.perf:  # The save actors' hottest symbols, during the round.
+                saves = [proc.pid for name, proc in procs.items() if name.startswith("save")]
+                profiler = threading.Thread(target=lambda: perf.extend(
+                    perf_top(saves, args.seconds, base)))
+                profiler.start()
             done, per_second = asyncio.run(timeline(lambda: Mq(daemon.port, "batch"), args.conns,
                                                     args.seconds))
             most = watch.done()
-            after = cpu_snapshot(procs)
+            after = cpu_times(procs)
+            if args.perf:
+                profiler.join()
+                out["perf"] = perf
             written2, busy2 = diskstats(device)
             out["mq"] = done["messages"] / done["seconds"]
             out["refused"] = done["refused"]
             out["per_second"] = per_second
-            out["cpu_us_per_msg"] = {name: round((after[name] - cpu[name]) / max(done["messages"], 1)
-                                                 * 1e6, 1) for name in cpu}
+            # user+system CPU seconds of each process in the round, and its system part
+            out["cpu_s"] = {name: [round(after[name][0] + after[name][1] - sum(cpu[name]), 2),
+                                   round(after[name][1] - cpu[name][1], 2)] for name in cpu}
             out["flushes"] = save_flushes(daemon.port)
             out["dirty_kib"], out["writeback_kib"] = most["Dirty"], most["Writeback"]
             out["disk"] = {"device": device, "mib_written": round((written2 - written) / 2048, 1),
@@ -174,7 +215,8 @@ def one_round(args, number: int, say) -> dict:
         finally:
             daemon.stop()
     finally:
-        shutil.rmtree(base, ignore_errors=True)
+        if not args.keep:
+            shutil.rmtree(base, ignore_errors=True)
     out["ratio"] = round(out["mq"] / out["beanstalkd"], 2)
     say(json.dumps(out))
     return out
@@ -188,13 +230,21 @@ def main(argv=None) -> int:
     parser.add_argument("--tmp", default=tempfile.gettempdir(),
                         help="folder for the servers' data (its file system is the one measured)")
     parser.add_argument("--mq-args", default="", help="more mq options")
+    parser.add_argument("--keep", action="store_true",
+                        help="delete the rounds' folders at the end of the run, not of each round")
+    parser.add_argument("--perf", action="store_true",
+                        help="perf record the save actors in each round; print their hottest symbols")
     args = parser.parse_args(argv)
 
     def say(text: str) -> None:
         print(text, flush=True)
 
     say(f"machine: {machine_line(args.tmp)}; mq: {code_under_test()}; load {loadavg()}")
-    rounds = [one_round(args, n + 1, say) for n in range(args.rounds)]
+    kept = args.tmp = tempfile.mkdtemp(prefix="mq-batch-rounds-", dir=args.tmp)
+    try:
+        rounds = [one_round(args, n + 1, say) for n in range(args.rounds)]
+    finally:
+        shutil.rmtree(kept, ignore_errors=True)
     mq = [r["mq"] for r in rounds]
     median = statistics.median(mq)
     peer = ", ".join(f"{r['beanstalkd']:,.0f}" for r in rounds)
