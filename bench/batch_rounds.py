@@ -33,7 +33,7 @@ import threading
 import time
 
 import peers_servers as servers
-from harness import Client, Daemon, code_under_test, loadavg, machine_line
+from harness import Client, Daemon, code_under_test, filesystem, loadavg, machine_line
 from peers_clients import Beanstalk, Mq, drive
 
 
@@ -99,11 +99,14 @@ def create_cost(folder: str, files: int = 500) -> float:
 
 
 async def timeline(make, conns: int, seconds: float) -> tuple[dict, list]:
-    """drive() the batch adds, and count the messages done in each second of the round."""
+    """drive() the batch adds, count the messages done in each second of the round and
+    those sent (result["sent"])."""
     marks: list[float] = []
+    sent = [0]
     original = Mq.put_batch
 
     async def counted(self):
+        sent[0] += 1
         done = await original(self)
         if done:
             marks.append(time.perf_counter())
@@ -118,6 +121,7 @@ async def timeline(make, conns: int, seconds: float) -> tuple[dict, list]:
     per_second = [0] * (int(seconds) + 1)
     for mark in marks:
         per_second[min(int(mark - started), len(per_second) - 1)] += 100
+    result["sent"] = sent[0] * 100
     return result, per_second
 
 
@@ -166,10 +170,10 @@ def perf_top(pids: list[int], seconds: float, folder: str) -> list[str]:
             not line.startswith("#")][:8]
 
 
-def one_round(args, number: int, say) -> dict:
-    """beanstalkd, then mq, each on a fresh folder; the round's figures."""
-    base = tempfile.mkdtemp(prefix=f"mq-batch-round{number}-", dir=args.tmp)
-    out = {"round": number, "load": loadavg()}
+def one_round(args, number: int, folder: str, say) -> dict:
+    """beanstalkd, then mq, each on a fresh folder in `folder`; the round's figures."""
+    base = tempfile.mkdtemp(prefix=f"round{number}-", dir=folder)
+    out = {"round": number, "folder": folder, "fs": filesystem(folder), "load": loadavg()}
     try:
         beanstalkd = servers.beanstalkd(os.path.join(base, "beanstalkd", "data"))
         try:
@@ -205,6 +209,11 @@ def one_round(args, number: int, say) -> dict:
             out["mq"] = done["messages"] / done["seconds"]
             out["refused"] = done["refused"]
             out["per_second"] = per_second
+            # What the save actors spent per message sent them (stored, or written and
+            # discarded when it could not be committed before its deadline).
+            saves = [name for name in procs if name.startswith("save")]
+            out["save_us_per_sent"] = round(sum(
+                sum(after[name]) - sum(cpu[name]) for name in saves) / max(done["sent"], 1) * 1e6)
             # user+system CPU seconds of each process in the round, and its system part
             out["cpu_s"] = {name: [round(after[name][0] + after[name][1] - sum(cpu[name]), 2),
                                    round(after[name][1] - cpu[name][1], 2)] for name in cpu}
@@ -228,7 +237,8 @@ def main(argv=None) -> int:
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--connections", type=int, default=64, dest="conns")
     parser.add_argument("--tmp", default=tempfile.gettempdir(),
-                        help="folder for the servers' data (its file system is the one measured)")
+                        help="folder for the servers' data (its file system is the one measured);"
+                             " several, comma-separated: the rounds take turns")
     parser.add_argument("--mq-args", default="", help="more mq options")
     parser.add_argument("--keep", action="store_true",
                         help="delete the rounds' folders at the end of the run, not of each round")
@@ -239,12 +249,19 @@ def main(argv=None) -> int:
     def say(text: str) -> None:
         print(text, flush=True)
 
-    say(f"machine: {machine_line(args.tmp)}; mq: {code_under_test()}; load {loadavg()}")
-    kept = args.tmp = tempfile.mkdtemp(prefix="mq-batch-rounds-", dir=args.tmp)
+    say(f"machine: {machine_line()}; mq: {code_under_test()}; load {loadavg()}")
+    # One folder per --tmp, the rounds taking turns: file systems side by side, same load.
+    kept = [tempfile.mkdtemp(prefix="mq-batch-rounds-", dir=tmp) for tmp in args.tmp.split(",")]
+    rounds = []
     try:
-        rounds = [one_round(args, n + 1, say) for n in range(args.rounds)]
+        for n in range(args.rounds):
+            rounds.append(one_round(args, n + 1, kept[n % len(kept)], say))
     finally:
-        shutil.rmtree(kept, ignore_errors=True)
+        for folder in kept:
+            shutil.rmtree(folder, ignore_errors=True)
+    for folder in kept if len(kept) > 1 else []:
+        mine = [r["mq"] for r in rounds if r["folder"] == folder]
+        say(f"{folder}: mq batch adds/s {', '.join(f'{v:,.0f}' for v in mine)}")
     mq = [r["mq"] for r in rounds]
     median = statistics.median(mq)
     peer = ", ".join(f"{r['beanstalkd']:,.0f}" for r in rounds)
