@@ -20,7 +20,14 @@ Ops: "add" (single adds to one queue), then on that queue "fetch" (each keeping 
 receipt), "ack" of half of them (a DELETE with the receipt) and "delete" of the rest
 (without one: the single fetch+delete path's DELETE), then "fetch+delete" pairs (a fetch
 then a delete of the same message, as bench/cores.py's clients make them). --profile prints
-cProfile's hottest functions of one op's serving.
+cProfile's hottest functions of one op's serving (by the thread's CPU clock).
+
+--plain measures each actor against the file calls it makes: after each batch of adds,
+fetches and acks, this thread makes the same system calls by plain Python on the same disk
+(bench/plain_files.py), and after the deletes the reaper's two passes over remove/ (a
+listing, then 2 s later the spare files kept) run against two plain passes; it prints each
+actor's CPU per message over its plain calls' (bench/RESULTS.md, "CPU per message against
+plain file calls").
 
 CPU time moves with the load of a shared machine; instructions do not. Under
 `valgrind --tool=callgrind`, two runs that differ only in --ops give the instructions per
@@ -261,7 +268,9 @@ def main(argv=None) -> int:
     runs = []
     for number in range(args.runs):
         base = tempfile.mkdtemp(prefix="mq-actor-cpu-", dir=args.tmp)
-        profiles = {args.profile: cProfile.Profile(time.thread_time)} if args.profile and number == args.runs - 1 else {}
+        # CPU time, not wall time: on a loaded machine a profile by wall time shows the waits.
+        last = args.profile and number == args.runs - 1
+        profiles = {args.profile: cProfile.Profile(time.thread_time)} if last else {}
         rig = Rig(base)
         try:
             runs.append(run_ops(rig, args, profiles))
