@@ -2,7 +2,7 @@
 """CPU per operation of one save actor and one fetch actor, in this process, over real sockets.
 
     .venv/bin/python bench/actor_cpu.py [--ops 6000] [--batch 32] [--runs 3]
-        [--profile save|fetch|ack|delete] [--tmp DIR]
+        [--profile save|fetch|ack|delete] [--tmp DIR] [--plain]
 
 bench/cores.py measures the whole tree under a load of HTTP clients, so its figures move with
 the load of a shared machine and with the batch sizes that load happens to make. This one
@@ -20,7 +20,14 @@ Ops: "add" (single adds to one queue), then on that queue "fetch" (each keeping 
 receipt), "ack" of half of them (a DELETE with the receipt) and "delete" of the rest
 (without one: the single fetch+delete path's DELETE), then "fetch+delete" pairs (a fetch
 then a delete of the same message, as bench/cores.py's clients make them). --profile prints
-cProfile's hottest functions of one op's serving.
+cProfile's hottest functions of one op's serving (by the thread's CPU clock).
+
+--plain measures each actor against the file calls it makes: after each batch of adds,
+fetches and acks, this thread makes the same system calls by plain Python on the same disk
+(bench/plain_files.py), and after the deletes the reaper's two passes over remove/ (a
+listing, then 2 s later the spare files kept) run against two plain passes; it prints each
+actor's CPU per message over its plain calls' (bench/RESULTS.md, "CPU per message against
+plain file calls").
 
 CPU time moves with the load of a shared machine; instructions do not. Under
 `valgrind --tool=callgrind`, two runs that differ only in --ops give the instructions per
@@ -42,6 +49,7 @@ import time
 
 import zmq
 from harness import thread_cpu
+from plain_files import PlainFiles
 
 from mq import logs, protocol
 from mq import operations as ops
@@ -50,15 +58,18 @@ from mq.actors.save import SaveActor
 from mq.config import Options
 from mq.store import Store
 from mq.store.root import mover_endpoint
+from mq.store.spares import GRACE_SECONDS
 
 BODY = b"x" * 100
 QUEUE = "hot"
+SPARE_FILES = 65_536  # --spare-files' default
 
 
 class Rig:
     """A root, one save actor and one fetch actor bound in this process, and a client."""
 
     def __init__(self, base: str):
+        self.base = base
         self.root = os.path.join(base, "root")
         self.run_dir = os.path.join(base, "run")
         os.makedirs(self.run_dir)
@@ -155,15 +166,21 @@ def run_ops(rig: Rig, args, profiles: dict) -> dict:
     """Each op over --ops messages in batches of --batch: CPU microseconds per operation."""
     out = {}
 
-    def timed(name: str, kind: str, make, items):
-        total, noted, replies = 0j, 0j, []
+    def timed(name: str, kind: str, make, items, plain=None):
+        total, noted, replies, floor = 0j, 0j, [], 0j
         prof = profiles.get(name)
         for start in range(0, len(items), args.batch):
-            used, got, ready = rig.batch(kind, [make(x) for x in items[start:start + args.batch]],
-                                         prof)
+            chunk = items[start:start + args.batch]
+            used, got, ready = rig.batch(kind, [make(x) for x in chunk], prof)
             total += used
             noted += ready
             replies.extend(got)
+            if plain is not None:  # The same file calls, right after, on the same disk.
+                started = thread_cpu()
+                plain(chunk)
+                floor += thread_cpu() - started
+        if plain is not None:
+            out[f"plain {name}"] = floor / len(items) * 1e6
         bad = [r for r in replies if not isinstance(r, dict) or r.get("empty")]
         if bad:
             raise SystemExit(f"{name}: {len(bad)} failed, e.g. {bad[0]!r}")
@@ -172,16 +189,24 @@ def run_ops(rig: Rig, args, profiles: dict) -> dict:
             out["ready"] = noted / len(items) * 1e6
         return replies
 
-    n = args.ops
+    n = rig.ops = args.ops
+    plain = PlainFiles(rig.base) if args.plain else None
+    stored: list[str] = []
     timed("add", "save", lambda _: ops.Add(queue=QUEUE, body=BODY, content_type="text/plain"),
-          list(range(n)))
+          list(range(n)), plain and (lambda chunk: stored.extend(plain.add(len(chunk)))))
     if args.adds_only:
         return out
-    fetched = timed("fetch", "fetch", lambda _: ops.Fetch(queue=QUEUE), list(range(n)))
+    fetched = timed("fetch", "fetch", lambda _: ops.Fetch(queue=QUEUE), list(range(n)),
+                    plain and (lambda chunk: plain.fetch([stored[i] for i in chunk])))
     taken = [(r["id"], r["receipt"]) for r in fetched]
     half = n // 2
-    timed("ack", "fetch", lambda t: ops.Ack(queue=QUEUE, id=t[0], receipt=t[1]), taken[:half])
+    timed("ack", "fetch", lambda t: ops.Ack(queue=QUEUE, id=t[0], receipt=t[1]), taken[:half],
+          plain and (lambda chunk: plain.ack(stored[:len(chunk)]) or stored.__delitem__(
+              slice(0, len(chunk)))))
     timed("delete", "fetch", lambda t: ops.Delete(queue=QUEUE, id=t[0]), taken[half:])
+    if plain is not None:
+        reaped = reap(rig, plain, n - half)
+        out.update(reaped)
     # fetch+delete pairs: a batch of fetches, then a batch of the deletes of what it took.
     for start in range(0, n, args.batch):
         rig.batch("save", [ops.Add(queue=QUEUE, body=BODY, content_type="text/plain")
@@ -196,6 +221,26 @@ def run_ops(rig: Rig, args, profiles: dict) -> dict:
         total += used
     out["fetch+delete"] = total / n * 1e6
     return out
+
+
+def reap(rig: "Rig", plain: PlainFiles, acked: int) -> dict:
+    """The reaper's two passes over remove/ (a listing, then GRACE_SECONDS later the spares
+    kept), timed against the plain passes over the acked files; CPU us per removed message."""
+    store = Store(rig.root, "fs")
+    used = floor = 0j
+    for step in ("list", "keep"):
+        if step == "keep":
+            time.sleep(GRACE_SECONDS + 0.1)
+        started = thread_cpu()
+        recycled, _ = store.spares.recycle_removed(SPARE_FILES)
+        used += thread_cpu() - started
+        started = thread_cpu()
+        plain.reap_listing() if step == "list" else plain.reap()
+        floor += thread_cpu() - started
+    if recycled != rig.ops:  # Every ack and delete of the run, kept as a spare.
+        raise SystemExit(f"reaper: {recycled} recycled of {rig.ops}")
+    # The ack's share: the plain side reaped only the acked half.
+    return {"reaper": used / rig.ops * 1e6, "plain reaper": floor / acked * 1e6}
 
 
 def _figure(name: str, values: list) -> str:
@@ -216,11 +261,16 @@ def main(argv=None) -> int:
     parser.add_argument("--adds-only", action="store_true",
                         help="only the adds (under valgrind: instructions per add by difference)")
     parser.add_argument("--tmp", default=None, help="folder for the roots (on the disk to measure)")
+    parser.add_argument("--plain", action="store_true",
+                        help="after each batch, the same file calls by plain Python (plain_files.py)"
+                             ", and the reaper's passes; print each actor's ratio to them")
     args = parser.parse_args(argv)
     runs = []
     for number in range(args.runs):
         base = tempfile.mkdtemp(prefix="mq-actor-cpu-", dir=args.tmp)
-        profiles = {args.profile: cProfile.Profile()} if args.profile and number == args.runs - 1 else {}
+        # CPU time, not wall time: on a loaded machine a profile by wall time shows the waits.
+        last = args.profile and number == args.runs - 1
+        profiles = {args.profile: cProfile.Profile(time.thread_time)} if last else {}
         rig = Rig(base)
         try:
             runs.append(run_ops(rig, args, profiles))
@@ -233,6 +283,16 @@ def main(argv=None) -> int:
             pstats.Stats(prof).sort_stats("tottime").print_stats(30)
     print(f"CPU us per operation (user, system), medians of {args.runs} runs, batches of "
           f"{args.batch}: " + ", ".join(_figure(k, [r[k] for r in runs]) for k in runs[0]))
+    if args.plain:
+        def ratio(mine: list, floor: list) -> str:
+            values = [sum(r[k].real + r[k].imag for k in mine) /
+                      sum(r[k].real + r[k].imag for k in floor) for r in runs]
+            return f"{statistics.median(values):.2f} ({' / '.join(f'{v:.2f}' for v in values)})"
+        print("actor / plain file calls, median (runs): "
+              f"save actor per add {ratio(['add'], ['plain add'])}, "
+              f"fetch actor per fetch+ack {ratio(['fetch', 'ack'], ['plain fetch', 'plain ack'])}"
+              f" (fetch {ratio(['fetch'], ['plain fetch'])}, ack {ratio(['ack'], ['plain ack'])})"
+              f", reaper per message {ratio(['reaper'], ['plain reaper'])}")
     return 0
 
 

@@ -139,10 +139,28 @@ class Store(Root):
         return path
 
     def discard_new(self, queue: str, message_id: str, changes: Changes | None = None) -> None:
-        """Unlink a never-acknowledged file from new/."""
-        self.disk.discard(self.new_path(queue, message_id))
+        """Take a never-acknowledged file out of new/: with sync=fs into remove/, where the
+        reaper keeps it as a spare file, else (or when that rename fails) unlinked.
+
+        An unlinked file frees its inode, and on ext4 without a journal every create near
+        an inode freed in the last hours scans past it: a batch discarded under load (a 503)
+        made the adds after it dearer, and so more of them late (bench/RESULTS.md, "The
+        batch rounds that collapse").
+        """
+        source = self.new_path(queue, message_id)
+        if self.disk.sync == "fs":
+            target = self.remove_path(queue, message_id)
+            try:
+                self.disk.rename(source, target)
+            except OSError:
+                pass
+            else:
+                if changes is not None:
+                    changes.renamed(source, target)
+                return
+        self.disk.discard(source)
         if changes is not None:
-            changes.changed(self.new_path(queue, message_id))
+            changes.changed(source)
 
     def write_json(self, path: str, value: object) -> None:
         """Replace a small JSON file (properties, rules) durably."""
