@@ -1,18 +1,19 @@
 #!/usr/bin/env python3
 """One hot queue: the takes it sustains, and what each fetch actor spends per take.
 
-    .venv/bin/python bench/hot_queue.py [--workers 2] [--clients 64] [--seconds 6]
+    .venv/bin/python bench/hot_queue.py [--workers 2] [--clients 64] [--fill 10000]
         [--rounds 2] [--variant 'NAME|PYTHONPATH|MQ ARGS' ...]
 
 For each variant, each round: a fresh root and daemon, one queue filled by batch adds (not
-measured), then --seconds of single fetch+ack (the ack with its receipt) from --clients
-keep-alive connections, the queue refilled, then --seconds of batch fetch (`?max=--batch`) and
-batch ack. Before and after each workload, psutil's user+system CPU seconds of every process
-of the tree. The report gives per workload the takes per second, every fetch actor's CPU per
-take, their sum, the busiest one's (a queue's ceiling where that actor has a core of its
-own: one second over it), and the takes per second of fetch-actor CPU (the takes over the
-fetch actors' CPU seconds together). On a machine with fewer cores than processes the takes
-per second are bound by the front; the CPU per take is what carries over.
+measured: --fill messages), then drained by single fetch+ack (the ack with its receipt) from
+--clients keep-alive connections, each until its fetch finds the queue empty; filled again,
+then drained by batch fetch (`?max=--batch`) and batch ack. Every id must come out once.
+Before and after each drain, psutil's user+system CPU seconds of every process of the tree.
+The report gives per workload the takes per second, every fetch actor's CPU per take, their
+sum, the busiest one's (a queue's ceiling where that actor has a core of its own: one second
+over it), and the takes per second of fetch-actor CPU (the takes over the fetch actors' CPU
+seconds together). On a machine with fewer cores than processes the takes per second are
+bound by the front; the CPU per take is what carries over.
 
 A variant's PYTHONPATH puts another build of mq ahead of the installed one (e.g. main's,
 from `pip install --no-deps --target DIR`); its MQ ARGS are added to `mq --sync fs`.
@@ -36,24 +37,28 @@ QUEUE = "hot"
 NDJSON = {"Content-Type": "application/x-ndjson"}
 
 
-async def run_clients(port: int, clients: int, seconds: float, work) -> dict:
-    """Takes and errors of `clients` connections doing work(client) -> (taken, errors)."""
-    deadline = time.monotonic() + seconds
+async def run_clients(port: int, clients: int, work) -> dict:
+    """Drain the queue: `clients` connections doing work(client) -> (ids taken, errors), each
+    until its fetch finds the queue empty; the takes, the distinct ids, the errors."""
     totals = {"taken": 0, "errors": 0}
+    seen: set = set()
 
     async def one():
         client = await AsyncClient(port).open()
         try:
-            while time.monotonic() < deadline:
-                taken, errors = await work(client)
-                totals["taken"] += taken
+            while True:
+                ids, errors = await work(client)
+                totals["taken"] += len(ids)
                 totals["errors"] += errors
+                seen.update(ids)
+                if not ids and not errors:
+                    return
         finally:
             client.close()
 
     started = time.monotonic()
     await asyncio.gather(*[one() for _ in range(clients)])
-    return {**totals, "seconds": time.monotonic() - started}
+    return {**totals, "distinct": len(seen), "seconds": time.monotonic() - started}
 
 
 async def fill(port: int, count: int, size: int) -> None:
@@ -80,10 +85,10 @@ async def fetch_ack(client):
     path = f"/{QUEUE}/messages"
     status, headers, _ = await client.request("GET", path)
     if status != 200:
-        return 0, int(status != 204)
+        return [], int(status != 204)
     status, _, _ = await client.request(
         "DELETE", f"{path}/{headers['x-message-id']}?receipt={headers['x-receipt']}")
-    return 1, int(status != 204)
+    return [headers["x-message-id"]], int(status != 204)
 
 
 def batch_fetch_ack(batch: int):
@@ -93,11 +98,11 @@ def batch_fetch_ack(batch: int):
     async def work(client):
         status, _, data = await client.request("GET", f"{path}?max={batch}")
         if status != 200:
-            return 0, int(status != 204)
+            return [], int(status != 204)
         receipts = [r.decode() for r in re.findall(rb"X-Receipt: (\S+)", data)]
         status, _, _ = await client.request("POST", f"{path}/ack",
                                             json.dumps({"receipts": receipts}).encode())
-        return (len(receipts), 0) if status == 200 else (0, 1)
+        return [r.rsplit(".", 1)[0] for r in receipts], int(status != 200)
 
     return work
 
@@ -106,7 +111,7 @@ def measured(daemon: Daemon, args, work) -> dict:
     """One workload: its takes, and each process's CPU microseconds per take."""
     procs = daemon.processes()
     before = cpu_snapshot(procs)
-    run = asyncio.run(run_clients(daemon.port, args.clients, args.seconds, work))
+    run = asyncio.run(run_clients(daemon.port, args.clients, work))
     after = cpu_snapshot(procs)
     taken = max(run["taken"], 1)
     run["us"] = {name: (after[name] - before[name]) / taken * 1e6 for name in after}
@@ -151,7 +156,8 @@ def line(run: dict) -> str:
     ours = fetchers(run)
     total = sum(ours.values())
     each = ", ".join(f"{n} {us:.0f}" for n, us in ours.items())
-    return (f"{run['taken'] / run['seconds']:,.0f} takes/s, errors {run['errors']}; fetch actors' "
+    return (f"{run['taken'] / run['seconds']:,.0f} takes/s, {run['taken']} takes of "
+            f"{run['distinct']} messages, errors {run['errors']}; fetch actors' "
             f"CPU per take {total:.0f} us ({each}), busiest {max(ours.values()):.0f} us; "
             f"{1e6 / max(total, 1e-9):,.0f} takes per fetch-actor CPU second; "
             f"all processes {sum(run['us'].values()):.0f} us")
@@ -161,10 +167,10 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workers", default="2", help="mq --workers (default 2)")
     parser.add_argument("--clients", type=int, default=64, help="connections (default 64)")
-    parser.add_argument("--seconds", type=float, default=6, help="seconds per workload")
     parser.add_argument("--rounds", type=int, default=2, help="rounds (default 2)")
     parser.add_argument("--batch", type=int, default=100, help="batch fetch size (default 100)")
-    parser.add_argument("--fill", type=int, default=30000, help="messages added before each")
+    parser.add_argument("--fill", type=int, default=10000,
+                        help="messages added, then drained, per workload (default 10000)")
     parser.add_argument("--size", type=int, default=100, help="body bytes (default 100)")
     parser.add_argument("--variant", action="append", default=[],
                         help="NAME|PYTHONPATH|MQ ARGS (repeatable; PYTHONPATH may be empty)")
@@ -178,7 +184,7 @@ def main(argv=None) -> int:
     base = tempfile.mkdtemp(prefix="mq-bench-hot-", dir=args.tmp)
     say(machine_line(base))
     say(f"mq: {code_under_test()}; --workers {args.workers}, {args.clients} connections, "
-        f"{args.seconds:g} s per workload, batches of {args.batch}; load {loadavg()}")
+        f"{args.fill} messages per workload, batches of {args.batch}; load {loadavg()}")
     results: dict[str, list] = {v[0]: [] for v in variants}
     try:
         for r in range(args.rounds):

@@ -1,0 +1,227 @@
+"""One queue served by two fetch actors of one daemon: while its own fetch actor is behind
+(HOT_WAITING requests waiting on it), the front sends its fetches and acks to the next one,
+which claims by the same exclusive rename peers use (docs/DELIVERY.md, "Hot queues").
+
+The owner is made to fall behind for real: SIGSTOP, while requests pile up on it; whatever
+is answered meanwhile was served by the other actor.
+"""
+
+import contextlib
+import json
+import os
+import signal
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from support import fetch_actor_for, poll_for, queue_owned_by
+
+from mq.http.actor_links import HOT_WAITING
+
+#: The daemon's --timeout: a delivery whose answer was lost comes back this soon.
+TIMEOUT = 3
+
+
+@pytest.fixture
+def hot_mq(start_mq):
+    """Two fetch actors; room for requests that wait on a stopped actor."""
+    return start_mq(workers=2, timeout=TIMEOUT, args=("--actor-timeout=60",))
+
+
+@contextlib.contextmanager
+def stopped(mq, name: str):
+    """The child stopped (SIGSTOP) until the block ends."""
+    pid = mq.pid_of(name)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield pid
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+class Ledger:
+    """What consumers were handed and what they acked, checked for exactly-once delivery."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.handed: list[tuple[str, str]] = []  # (id, attempts) of every 200
+        self.acked: list[str] = []
+
+    def took(self, resp) -> tuple[str, str]:
+        """Record a fetch's answer; return (id, receipt)."""
+        message_id = resp.header("X-Message-Id")
+        with self.lock:
+            self.handed.append((message_id, resp.header("X-Attempts")))
+        return message_id, resp.header("X-Receipt")
+
+    def check(self, ids: set[str]) -> None:
+        """Every id acked exactly once; no delivery (id and its number) handed out twice."""
+        assert sorted(self.acked) == sorted(ids)
+        assert len(set(self.handed)) == len(self.handed), "a delivery was handed out twice"
+
+
+def add_many(mq, queue: str, count: int) -> list[str]:
+    """Add count messages in one batch; their ids in order."""
+    lines = [{"body": f"m{n}"} for n in range(count)]
+    resp = mq.request("POST", f"/{queue}/messages",
+                      b"".join(json.dumps(line).encode() + b"\n" for line in lines),
+                      {"Content-Type": "application/x-ndjson"})
+    assert resp.status == 201, (resp.status, resp.body)
+    return [m["id"] for m in resp.json()["messages"]]
+
+
+def sqs(mq, operation: str, **params) -> dict:
+    """One call of the SQS API (JSON protocol; the daemon checks no signature by default)."""
+    resp = mq.request("POST", "/", json.dumps(params).encode(), {
+        "X-Amz-Target": f"AmazonSQS.{operation}", "Content-Type": "application/x-amz-json-1.0"})
+    assert resp.status == 200, (resp.status, resp.body)
+    return resp.json()
+
+
+def ack(mq, queue: str, message_id: str, receipt: str, timeout: float = 15.0) -> int:
+    """POST reply=ack with the receipt; the status."""
+    return mq.request("POST", f"/{queue}/messages/{message_id}?reply=ack&receipt={receipt}",
+                      timeout=timeout).status
+
+
+def consume(mq, queue: str, ledger: Ledger, until) -> None:
+    """Fetch and ack until until() is true; 503 (an actor being restarted) is tried again."""
+    while not until():
+        try:
+            resp = mq.fetch(queue)
+        except OSError:
+            continue
+        if resp.status != 200:
+            assert resp.status in (204, 503), (resp.status, resp.body)
+            continue
+        message_id, receipt = ledger.took(resp)
+        status = ack(mq, queue, message_id, receipt, timeout=60)
+        assert status in (204, 409, 503), status  # 409/503: its answer was lost; it comes back.
+        if status == 204:
+            with ledger.lock:
+                ledger.acked.append(message_id)
+
+
+def pile_up(pool: ThreadPoolExecutor, mq, queue: str) -> list:
+    """HOT_WAITING fetches that wait on the stopped owner."""
+    return [pool.submit(mq.fetch, queue) for _ in range(HOT_WAITING)]
+
+
+def served_while_stopped(mq, queue: str):
+    """A fetch answered 200 while the owner is stopped: by the other fetch actor. Until the
+    pile-up has reached the front, a fetch may still go to the owner and wait: given up on
+    (by the client) after a second, it adds to the owner's load all the same."""
+    def one():
+        resp = mq.request("GET", f"/{queue}/messages", timeout=1)
+        return resp if resp.status == 200 else None
+    return poll_for(one, 60, what="a fetch served by the other fetch actor", ignore=(OSError,))
+
+
+def test_a_busy_queue_is_served_by_the_next_fetch_actor_and_its_receipts_work_on_either(hot_mq):
+    queue = queue_owned_by(0, 2, prefix="hot-a")
+    ids = set(add_many(hot_mq, queue, 40))
+    ledger = Ledger()
+    with ThreadPoolExecutor(HOT_WAITING) as pool:
+        with stopped(hot_mq, "fetch-0"):
+            piled = pile_up(pool, hot_mq, queue)
+            first = ledger.took(served_while_stopped(hot_mq, queue))
+            # The ack of a delivery the other actor handed out, while the owner is stopped.
+            assert ack(hot_mq, queue, *first) == 204
+            ledger.acked.append(first[0])
+            second = ledger.took(served_while_stopped(hot_mq, queue))
+            third = ledger.took(served_while_stopped(hot_mq, queue))
+        # The owner again: a nack and an extend of deliveries the other actor handed out.
+        nacked = hot_mq.request("POST", f"/{queue}/messages/{second[0]}?reply=nack&receipt={second[1]}")
+        assert nacked.status == 204, nacked.body
+        extended = hot_mq.request("POST", f"/{queue}/messages/{third[0]}?reply=ext&seconds=30"
+                                  f"&receipt={third[1]}")
+        assert extended.status == 200, extended.body
+        assert ack(hot_mq, queue, third[0], extended.header("X-Receipt")) == 204
+        ledger.acked.append(third[0])
+        for future in piled:  # Answered once the owner runs again.
+            resp = future.result(60)
+            assert resp.status == 200, (resp.status, resp.body)
+            assert ack(hot_mq, queue, *ledger.took(resp)) == 204
+            ledger.acked.append(resp.header("X-Message-Id"))
+    consume(hot_mq, queue, ledger, lambda: len(ledger.acked) >= len(ids))
+    ledger.check(ids)
+    assert hot_mq.fetch(queue).status == 204
+    # The figures of both actors: the owner's index dropped what the other one claimed.
+    poll_for(lambda: (s := hot_mq.request("GET", "/_mq/stats").json()["queues"][queue])["ready"] == 0
+             and s["totals"]["acks"] == len(ids) and s["totals"]["fetches"] >= len(ids), 10,
+             what="the queue's figures")
+
+
+def test_concurrent_consumers_of_one_queue_on_two_fetch_actors_get_each_message_once(hot_mq):
+    queue = queue_owned_by(1, 2, prefix="hot-b")
+    ids = set(add_many(hot_mq, queue, 300))
+    ledger = Ledger()
+    done = lambda: len(ledger.acked) >= len(ids)  # noqa: E731
+    consumers = HOT_WAITING + 8
+    with ThreadPoolExecutor(consumers) as pool:
+        running = [pool.submit(consume, hot_mq, queue, ledger, done) for _ in range(consumers)]
+        poll_for(lambda: len(ledger.acked) >= 50, 60, what="the consumers to start")
+        with stopped(hot_mq, "fetch-1"):
+            # The consumers beyond those waiting on the owner go on, on the other actor.
+            mark = len(ledger.acked)
+            poll_for(lambda: len(ledger.acked) >= mark + 20, 60,
+                     what="acks while the queue's own fetch actor is stopped")
+        for future in running:
+            future.result(120)
+    ledger.check(ids)
+
+
+def test_a_fifo_queue_stays_on_its_own_fetch_actor_and_keeps_each_group_in_order(hot_mq):
+    queue = next(q for n in range(1000) if fetch_actor_for(q := f"hot-c{n}.fifo", 2) == 0)
+    url = sqs(hot_mq, "CreateQueue", QueueName=queue, Attributes={"FifoQueue": "true"})["QueueUrl"]
+    ids = [sqs(hot_mq, "SendMessage", QueueUrl=url, MessageBody=f"m{n}", MessageGroupId=f"g{n % 2}",
+               MessageDeduplicationId=str(n))["MessageId"] for n in range(20)]
+    first = hot_mq.fetch(queue)  # The owner holds g0 until it is acked; its groups are loaded.
+    assert first.header("X-Message-Id") == ids[0]
+    assert ack(hot_mq, queue, ids[0], first.header("X-Receipt")) == 204
+    with ThreadPoolExecutor(HOT_WAITING + 4) as pool:
+        with stopped(hot_mq, "fetch-0"):
+            piled = pile_up(pool, hot_mq, queue)
+            # Beyond the pile-up: the other actor is asked, refuses the fifo queue, and the
+            # front sends these to the queue's own too (served by the other, they would take
+            # the groups' next messages while the owner holds none of them).
+            more = [pool.submit(hot_mq.request, "GET", f"/{queue}/messages", timeout=60)
+                    for _ in range(4)]
+        answers = [f.result(60) for f in piled + more]
+    assert all(r.status in (200, 204) for r in answers), [(r.status, r.body) for r in answers]
+    # One message of each group in flight at a time: the oldest of each.
+    handed = [r for r in answers if r.status == 200]
+    assert sorted(r.header("X-Message-Id") for r in handed) == [ids[1], ids[2]]
+    seen = [ids[0]] + [r.header("X-Message-Id") for r in handed]
+    for resp in handed:
+        assert ack(hot_mq, queue, resp.header("X-Message-Id"), resp.header("X-Receipt")) == 204
+    while (resp := hot_mq.fetch(queue)).status == 200:
+        seen.append(resp.header("X-Message-Id"))
+        assert ack(hot_mq, queue, seen[-1], resp.header("X-Receipt")) == 204
+    assert resp.status == 204
+    for group in (0, 1):  # Each group in the order of its adds.
+        mine = [i for i in seen if ids.index(i) % 2 == group]
+        assert mine == ids[group::2]
+
+
+@pytest.mark.parametrize("victim", ["fetch-1", "fetch-0"])
+def test_kill_9_of_either_fetch_actor_of_a_busy_queue_loses_nothing(hot_mq, victim):
+    owner = "fetch-0"
+    queue = queue_owned_by(0, 2, prefix=f"hot-d{victim[-1]}")
+    ids = set(add_many(hot_mq, queue, 200))
+    ledger = Ledger()
+    done = lambda: len(ledger.acked) >= len(ids)  # noqa: E731
+    consumers = HOT_WAITING + 8
+    with ThreadPoolExecutor(consumers) as pool:
+        running = [pool.submit(consume, hot_mq, queue, ledger, done) for _ in range(consumers)]
+        poll_for(lambda: len(ledger.acked) >= 20, 60, what="the consumers to start")
+        stop = stopped(hot_mq, owner) if victim != owner else contextlib.nullcontext()
+        with stop:
+            mark = len(ledger.acked)
+            poll_for(lambda: len(ledger.acked) >= mark + 10, 60, what="acks on the other actor")
+            old = hot_mq.kill_child(victim)
+        hot_mq.wait_for_new_pid(victim, old)
+        for future in running:
+            future.result(120)
+    ledger.check(ids)
+    assert fetch_actor_for(queue, 2) == 0
