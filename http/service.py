@@ -130,7 +130,7 @@ class QueueService:
             taker = self._pool.taker(queue)
         if "wait" not in request.names:
             return cast(Awaitable[R], taker.call(request))
-        if self.draining and getattr(request, "wait", 0.0):
+        if self.draining and getattr(request, "wait", 0) > 0:
             request = dataclasses.replace(request, wait=0.0)  # type: ignore[type-var]
         if taker is not link:
             return cast(Awaitable[R], self._spread(taker, link, cast(str, queue), request, on_sent))
