@@ -25,8 +25,10 @@ TIMEOUT = 3
 
 @pytest.fixture
 def hot_mq(start_mq):
-    """Two fetch actors; room for requests that wait on a stopped actor."""
-    return start_mq(workers=2, timeout=TIMEOUT, args=("--actor-timeout=60", "--fronts=1"))
+    """Two fetch actors, one front; room for requests that wait on a stopped actor, which the
+    supervisor does not take for hung (the tests stop it on purpose)."""
+    return start_mq(workers=2, timeout=TIMEOUT,
+                    args=("--actor-timeout=60", "--fronts=1", "--hang-timeout=0"))
 
 
 @contextlib.contextmanager
