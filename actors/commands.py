@@ -66,6 +66,9 @@ class FetchCommandActor(CommandActor, Protocol):
     def head(self, queue: str, batch: Batch | None = None) -> str | None:
         """The id a fetch of the queue would take next, or None."""
 
+    def serves_only_owner(self, batch: Batch, queue: str) -> bool:
+        """Whether a fetch of another actor's queue is refused here (a fifo queue)."""
+
     def forget_queue(self, queue: str) -> None:
         """Drop a queue from the indexes and the groups."""
 

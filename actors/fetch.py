@@ -31,6 +31,9 @@ from mq.protocol import fetch_actor_for
 
 #: Most group claims one fetch may lose to peers before it answers that nothing is ready.
 MAX_REFUSED = 8
+#: A fetch actor claiming from another one's queue picks among this many more of the oldest
+#: (as peers do): the two rarely try the same file at once.
+HELPER_SPREAD = 2
 
 
 class FetchActor(Actor[FetchActorBatch]):
@@ -49,10 +52,23 @@ class FetchActor(Actor[FetchActorBatch]):
             self.store, {"timeout": options.timeout, "max_body_bytes": options.max_body_bytes})
         self.counters = Counters(path=counters_file(run_dir, f"{self.kind}-{index}"))
         self.groups = MessageGroups(self.store, shared=self.options.peers > 0)
+        #: Queue -> [id, 0] of the messages this actor claimed from another one's queue, told
+        #: to that one (through the mover) after the batch, so its index drops them.
+        self.claimed_elsewhere: dict[str, list] = {}
 
     def start(self) -> None:
         """Connect to the mover, which times the messages this actor hides."""
         self.connect_mover()
+
+    def owns(self, queue: str) -> bool:
+        """Whether the queue is this actor's own (crc32(q) % W): it holds every operation on
+        it but the fetches a busy owner's front sends to the next actors (ActorPool.taker)."""
+        return fetch_actor_for(queue, self.options.workers) == self.index
+
+    def serves_only_owner(self, batch: Batch, queue: str) -> bool:
+        """Whether a fetch of the queue is refused here, for its own actor: a fifo queue of
+        another actor's (its message groups are held in that actor's memory)."""
+        return not self.owns(queue) and batch.properties(queue, self.props)["fifo"]
 
     # -- indexes ----------------------------------------------------------------------------
 
@@ -115,6 +131,8 @@ class FetchActor(Actor[FetchActorBatch]):
     def fetch(self, batch: Batch, request: ops.Fetch, sender: Request) -> ops.Fetched | object:
         """Hide the oldest ready message for the queue's timeout and return it; or wait for one."""
         queue, wait = request.queue, request.wait
+        if self.serves_only_owner(batch, queue):
+            return {"owner_only": True}  # Its groups are held by its own actor alone.
         result = self.take(batch, queue, request.holder)
         if result is not None:
             return result
@@ -149,6 +167,10 @@ class FetchActor(Actor[FetchActorBatch]):
         waiting, watching = self.waiters.counts(), self.watches.counts()
         self.indexes.sizes.heal([queue for queue, index in self.indexes if not index])
         for queue, index in self.indexes:
+            if not self.owns(queue):
+                if queue in counted:  # Its fetches here; its figures are its own actor's.
+                    queues[queue] = counted[queue]
+                continue
             oldest = index.oldest()
             entry = counted.get(queue) or {"totals": {}, "rates": {}}
             entry.update(ready=len(index), bytes=self.indexes.sizes.of(queue),
@@ -191,15 +213,23 @@ class FetchActor(Actor[FetchActorBatch]):
         fifo queue, messages of a group with an older message in flight (with another holder)
         are passed over (actors/message_groups.py).
         """
-        index = self.indexes.of(queue)
+        owned = self.owns(queue)
+        index = self.indexes.of(queue, sized=owned)
         props = batch.properties(queue, self.props)
         timeout, fifo = props["timeout"], props["fifo"]
         expired_before = rules.expiry_cutoff_ms(props["retention"], time.time())
         refused = 0
+        spread = self.options.peers or (0 if owned else HELPER_SPREAD)
+        lost = relisted = False
         while True:
             taken = self.groups.take(index, self.options.peers, queue, holder) if fifo \
-                else index.take(self.options.peers)
+                else index.take(spread)
             if taken is None:
+                if lost and not relisted:
+                    # Every entry left was claimed by another actor or a peer: the folder
+                    # changed since its listing, so list it again once (ReadyIndexes.of).
+                    relisted, index = True, self.indexes.of(queue, sized=owned)
+                    continue
                 return None
             message_id, attempts = taken
             if rules.expired(message_id, expired_before):
@@ -225,7 +255,8 @@ class FetchActor(Actor[FetchActorBatch]):
                 batch.hidden.append((queue, message_id, attempts + 1, time.time()))
                 raise
             if data is None:
-                continue  # Removed, or taken by a peer: try the next one.
+                lost = True
+                continue  # Removed, or taken by a peer or another actor: try the next one.
             delivery = attempts + 1
             try:
                 message = fmt.decode_message(queue, message_id, data)
@@ -235,6 +266,8 @@ class FetchActor(Actor[FetchActorBatch]):
             batch.hidden.append((queue, message_id, delivery, due))
             self.deliveries.handed(queue, message_id, delivery)
             self.indexes.sizes.handed(queue, message_id, len(data))
+            if not owned:
+                self.claimed_elsewhere.setdefault(queue, []).append([message_id, 0])
             self.counters.count(queue, "fetches")
             if delivery > 1:
                 self.counters.count(queue, "redeliveries")
@@ -276,6 +309,15 @@ class FetchActor(Actor[FetchActorBatch]):
             batch.hidden.append((queue, message_id, delivery, due))  # Back to the queue later.
             self.log.error("fetch.corrupt", queue=queue, id=message_id, error=str(err),
                            move_error=str(move_err))
+
+    def send_notes(self, batch: FetchActorBatch) -> None:
+        """After the flush: the actor's notes, and to the owner of each queue this actor
+        claimed from (through the mover, which relays to fetch actors) the ids it took."""
+        super().send_notes(batch)
+        if self.claimed_elsewhere:
+            for queue, ids in self.claimed_elsewhere.items():
+                self.send(self.mover, ops.Relay(queue=queue, ids=ids, taken=True))
+            self.claimed_elsewhere = {}
 
     # -- long polls: hooks of the batch loop ------------------------------------------------
 

@@ -18,6 +18,8 @@ from mq.operations import AckBatch, FetchBatch, Fetched
 def fetch_batch(actor: FetchCommandActor, batch, request: FetchBatch, sender):
     """Hide up to `max` of the oldest ready messages and return them; or wait for the first."""
     queue, wait, limit = request.queue, request.wait, request.max
+    if actor.serves_only_owner(batch, queue):
+        return {"owner_only": True}
     messages = take_many(actor, batch, queue, limit)
     if messages:
         return {"messages": messages}

@@ -119,8 +119,8 @@ def move(actor: FetchCommandActor, batch, request: ops.Move, sender) -> ops.Move
 
 
 def taken(actor: FetchCommandActor, batch, request: ops.Taken, sender) -> dict:
-    """Notification: [id, bytes] of ready messages a redrive moved out of the queue; its index
-    and bytes drop those it holds."""
+    """Notification: [id, bytes] of ready messages a redrive moved out of the queue, or another
+    fetch actor claimed from it (bytes 0); its index and bytes drop those it holds."""
     queue = request.queue
     index = actor.indexes.known(queue)
     if index is not None:

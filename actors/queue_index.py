@@ -156,15 +156,16 @@ class ReadyIndexes:
         """The queue's index if it has one, without listing."""
         return self._indexes.get(queue)
 
-    def of(self, queue: str) -> QueueIndex:
-        """The queue's index, built from its folder on first use or when empty and stale."""
+    def of(self, queue: str, sized: bool = True) -> QueueIndex:
+        """The queue's index, built from its folder on first use or when empty and stale;
+        with sized false its bytes are not counted (another fetch actor's queue)."""
         index = self._indexes.get(queue)
         if index is None or (not index and self.may_have_more(queue, index)):
             # The notice is read before the listing, so one posted meanwhile is seen as new;
             # the folder's mtime likewise, so a change meanwhile is seen on the next fetch.
             self._notices[queue] = self.store.notices.read(queue)
             changed = self.store.queues.queue_changed_ns(queue)
-            if queue not in self.sizes:
+            if sized and queue not in self.sizes:
                 self.sizes.scan(queue)  # Before the listing: an add between them counts once.
             listed = self.store.states.list_ready(queue)
             if index is not None:

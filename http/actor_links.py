@@ -21,6 +21,11 @@ POLLIN = int(zmq.POLLIN)  # A plain int: bit tests on zmq's enum flags cost micr
 #: MARGIN_SECONDS) before the link stops waiting: room for an add committed at the last
 #: moment and its reply's way back, so that a 503 for the timeout means nothing was stored.
 MARGIN_SHARE, MARGIN_SECONDS = 0.1, 1.0
+#: Requests (long polls not counted) waiting on a queue's own fetch actor from which its
+#: fetches go to the next fetch actor too: that actor is behind (docs/DELIVERY.md, "Hot queues").
+HOT_WAITING = 16
+#: Most queues remembered as served by their own fetch actor alone (fifo); past it, forgotten.
+MAX_OWNER_ONLY = 10_000
 
 
 def _expire(future: asyncio.Future, name: str, timeout: float) -> None:
@@ -222,6 +227,8 @@ class ActorPool:
         start = front % self.workers
         self.save_order = self.savers[start:] + self.savers[:start]
         self.fetchers = [link("fetch", i) for i in range(self.workers)]
+        #: Queues whose fetches their own fetch actor alone serves (fifo: its message groups).
+        self.owned_only: set[str] = set()
         # Asked only for statistics (its delayed and in-flight counts).
         self.mover = ActorLink(self.context, mover_endpoint(run_dir), "mover", options.actor_timeout)
 
@@ -247,6 +254,32 @@ class ActorPool:
     def fetcher(self, queue: str) -> ActorLink:
         """The fetch actor that owns this queue."""
         return self.fetchers[protocol.fetch_actor_for(queue, self.workers)]
+
+    def taker(self, queue: str) -> ActorLink:
+        """The fetch actor a fetch of this queue goes to: its own while that one has fewer
+        than HOT_WAITING requests waiting, else the first of the next ones (in turn after it)
+        that has, else the least busy; a dead one is passed over while it restarts.
+
+        Any fetch actor can claim a queue's messages, as a peer daemon does: each claim is an
+        exclusive rename, so none goes out twice (docs/DELIVERY.md, "Hot queues").
+        """
+        first = protocol.fetch_actor_for(queue, self.workers)
+        owner = self.fetchers[first]
+        if owner.load < HOT_WAITING and owner.connected or self.workers == 1 \
+                or queue in self.owned_only:
+            return owner
+        order = self.fetchers[first + 1:] + self.fetchers[:first]
+        for link in order:
+            if link.connected and link.load < HOT_WAITING:
+                return link
+        return min([owner, *order], key=lambda link: (not link.connected, link.load))
+
+    def owner_only(self, queue: str) -> None:
+        """Send the queue's fetches to its own fetch actor alone from now on (another one
+        answered that it does not serve them: a fifo queue)."""
+        if len(self.owned_only) >= MAX_OWNER_ONLY:
+            self.owned_only.clear()  # Relearned, one refused fetch per queue.
+        self.owned_only.add(queue)
 
     def close(self) -> None:
         """Close every link."""

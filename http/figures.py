@@ -50,7 +50,7 @@ def merge(names: list[str], answers: list, now: float) -> dict:
                 merged["rates"][event] = round(merged["rates"].get(event, 0.0) + rate, 3)
             for depth in ("ready", "delayed", "in_flight"):
                 merged[depth] += entry.get(depth, 0)
-            if name.startswith("fetch-"):
+            if name.startswith("fetch-") and "ready" in entry:  # Its own actor's.
                 existing.add(queue)
                 merged["bytes"] = entry.get("bytes", 0)
                 merged["waiting"] = entry.get("waiting", 0)

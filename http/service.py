@@ -25,6 +25,7 @@ from mq.http.actor_links import ActorLink, ActorPool
 from mq.http.clients import Clients
 from mq.http.figures import merge
 from mq.operations import MAX_FANOUT_QUEUES, AddFanout, Fetched, Operation, check_wait
+from mq.operations.fetch import Ack, AckBatch, Fetch, FetchBatch
 from mq.operations.fields import EVERY, FETCH, SAVE, WRITE
 from mq.store import Store
 from mq.store.gone_queues import GoneQueues
@@ -32,6 +33,22 @@ from mq.tokens import Token
 
 #: An op's reply type.
 R = TypeVar("R")
+
+
+#: The ops a queue's busy fetch actor hands to the next (ActorPool.taker): fetches, and acks
+#: with a receipt (any actor can rename a delivery away; the others stay with the queue's own).
+SPREAD = (Fetch, FetchBatch, Ack, AckBatch)
+
+
+def _waiting_call(link: ActorLink, request: Operation,
+                  on_sent: Callable[[Callable[[], None]], None] | None) -> Awaitable[dict]:
+    """Send an op that may wait (a long poll): it may take its wait plus the actor's timeout,
+    and a parked one counts in no actor's load (its actor is not behind for it)."""
+    wait: float = getattr(request, "wait", 0.0)
+    sent = None if on_sent is None else (
+        lambda rid: on_sent(functools.partial(link.cancel, rid)))
+    return link.call(request, timeout=wait + link.timeout, on_sent=sent,
+                     weight=0 if wait else 1)
 
 
 def check(token: Token | None, request: Operation) -> None:
@@ -111,14 +128,27 @@ class QueueService:
         if client is not None and queue is not None:
             self.clients.seen(queue, client)
         link = self._pool.fetchers[0] if queue is None else self._pool.fetcher(queue)
+        taker = link
+        if queue is not None and type(request) in SPREAD and getattr(request, "receipt", True):
+            taker = self._pool.taker(queue)
         if "wait" not in request.names:
-            return cast(Awaitable[R], link.call(request))
-        wait: float = getattr(request, "wait", 0.0)
-        if self.draining and wait:
-            wait, request = 0.0, dataclasses.replace(request, wait=0.0)  # type: ignore[type-var]
-        sent = None if on_sent is None else (
-            lambda rid: on_sent(functools.partial(link.cancel, rid)))
-        return cast(Awaitable[R], link.call(request, timeout=wait + link.timeout, on_sent=sent))
+            return cast(Awaitable[R], taker.call(request))
+        if self.draining and getattr(request, "wait", 0) > 0:
+            request = dataclasses.replace(request, wait=0.0)  # type: ignore[type-var]
+        if taker is not link:
+            return cast(Awaitable[R], self._spread(taker, link, cast(str, queue), request, on_sent))
+        return cast(Awaitable[R], _waiting_call(link, request, on_sent))
+
+    async def _spread(self, taker: ActorLink, owner: ActorLink, queue: str, request: Operation,
+                      on_sent: Callable[[Callable[[], None]], None] | None) -> dict:
+        """A fetch sent to another fetch actor than its queue's own (ActorPool.taker); one
+        that answers that the queue is served by its own alone (a fifo queue) sends it there,
+        and so do this front's later fetches of that queue."""
+        result = await _waiting_call(taker, request, on_sent)
+        if result.get("owner_only"):
+            self._pool.owner_only(queue)
+            result = await _waiting_call(owner, request, on_sent)
+        return result
 
     async def fan_out(self, token: Token | None, pattern, request: AddFanout) -> list[dict]:
         """Run the fan-out on every existing queue the pattern matches and the token may use

@@ -58,6 +58,7 @@ class Fetched(TypedDict, total=False):
     attributes: dict | None
     holder: str
     queue: str  # fetch_any's answer only
+    owner_only: bool  # From a fetch actor not the queue's own: a fifo queue, ask its own.
     cancelled: bool  # the front's own answer to a long poll it withdrew (its client went away)
 
 

@@ -26,7 +26,8 @@ class Ready(OnQueue):
 @operation("taken")
 @dataclass(slots=True, frozen=True, kw_only=True)
 class Taken(OnQueue):
-    """To a fetch actor: [id, bytes] of ready messages a redrive moved out of a queue."""
+    """To a fetch actor: [id, bytes] of ready messages a redrive moved out of a queue (or
+    another fetch actor claimed from it: bytes 0, its file still counted)."""
 
     queue: Queue
     ids: Sequence[list] = ()
