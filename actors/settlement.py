@@ -22,11 +22,13 @@ a fetch actor or combined into a compound.
 
 import time
 from collections.abc import Callable
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 
 from mq import store as fmt
 from mq.actors.batch import Batch, Request
 from mq.actors.fanout import Fanout, failure
+from mq.actors.overlap import run_all
 from mq.adds import CheckedAdd
 from mq.errors import MqError, Unavailable, from_os_error
 from mq.ids import new_id
@@ -45,6 +47,7 @@ class Written:
     slot: int | None = None  # Its place in an add_batch request; None for a single add.
     accum: float = 0.0  # the queue's accumulation window; > 0: the add is a part
     joined: tuple[str, bool] | None = None  # (window name, opened) once a part is in its window
+    data: bytes | None = None  # its file's bytes while the write waits for write_pending
 
     def accumulated(self) -> str:
         """The add reply's `accumulated`: "new" (opened a window), "yes" (joined one) or "no"."""
@@ -67,8 +70,13 @@ class Settlement:
     """
 
     def __init__(self, store: Store, log, batch: Batch, fanouts: list[Fanout],
-                 peers: bool = False) -> None:
+                 peers: bool = False, pool: Executor | None = None) -> None:
         self.store = store
+        #: Where the file calls of the batch run several at once (actors/overlap.py); None:
+        #: one at a time, each write as its command runs.
+        self.pool = pool
+        #: The files the batch wrote (or, with a pool, will write) into new/.
+        self.files = 0
         self.log = log
         self.batch = batch
         self.fanouts = fanouts
@@ -146,8 +154,51 @@ class Settlement:
         data = fmt.encode_message(add.body, add.content_type, int(now * 1000), message_id,
                                   add.dedup_id, writer, group=add.group,
                                   attributes=add.attributes)
+        self.files += 1
+        if self.pool is not None:
+            return Written(pos, add, message_id, window, slot, accum=accum, data=data)
         self.store.write_new(add.queue, message_id, data, add.due)
         return Written(pos, add, message_id, window, slot, accum=accum)
+
+    def write_pending(self) -> None:
+        """With a pool, after the commands: write the batch's files into new/ several at once.
+        A request with a file that could not be written answers its error, and its other
+        files are unlinked, as when its command's own write fails."""
+        pending = [item for item in self.written if item.data is not None]
+        if not pending:
+            return
+        assert self.pool is not None, "files wait for a write only with a pool"
+        store = self.store
+        outcomes = run_all(self.pool, [
+            lambda item=item: store.write_new(item.add.queue, item.id, item.data, item.add.due)
+            for item in pending])
+        failed: dict[int, MqError] = {}
+        for item, outcome in zip(pending, outcomes):
+            item.data = None
+            if isinstance(outcome, BaseException) and item.pos not in failed:
+                failed[item.pos] = self.write_error(item, outcome)
+        if not failed:
+            return
+        for item, outcome in zip(pending, outcomes):
+            if item.pos in failed and not isinstance(outcome, BaseException):
+                self.store.discard_new(item.add.queue, item.id, self.batch.changes)
+        for pos, error in failed.items():
+            self.batch.results[pos] = error
+            self.parts.pop(pos, None)
+        self.written = [item for item in self.written if item.pos not in failed]
+
+    def write_error(self, item: Written, err: BaseException) -> MqError:
+        """The answer to a request one of whose files could not be written, logged."""
+        op = self.batch.requests[item.pos].op
+        if isinstance(err, MqError):
+            return err
+        if isinstance(err, OSError):
+            error = from_os_error(err, f"cannot {op}")
+            self.log.error("actor.disk_error", op=op, queue=item.add.queue, id=item.id,
+                           error=error.message, kind=error.kind)
+            return error
+        self.log.error("actor.error", op=op, queue=item.add.queue, id=item.id, error=repr(err))
+        return MqError("internal error in save actor")
 
     def earlier(self, queue: str, earlier: str) -> dict | None:
         """The answer naming an earlier message with an add's key, once that one is durable;
@@ -249,7 +300,10 @@ class Settlement:
 
     def rename_into_view(self) -> None:
         """Phase 3: rename each pending add out of new/; one that cannot be fails, and so does
-        the rest of its batch request still in new/."""
+        the rest of its batch request still in new/ (with a pool: the rest already renamed
+        is taken back by roll_back)."""
+        if self.pool is not None and len(self.written) > 1:
+            return self.rename_overlapped()
         for item in self.written:
             if self.outcome(item) is not None:
                 continue  # Its add_batch already failed: the file is gone from new/.
@@ -257,13 +311,59 @@ class Settlement:
                 self.deliver(item)
                 self.delivered.append(item)
             except (MqError, OSError) as err:
-                self.forget(item)
-                self.store.discard_new(item.add.queue, item.id, self.batch.changes)
-                self.set_outcome(item, err if isinstance(err, MqError) else
-                                 from_os_error(err, "cannot deliver message"))
-                self.log.error("save.deliver_failed", queue=item.add.queue, id=item.id,
-                               error=str(err))
-                self.drop_rest(item)
+                self.not_delivered(item, err)
+
+    def not_delivered(self, item: Written, err: BaseException) -> None:
+        """An add whose rename out of new/ failed: dropped, answered the error, logged."""
+        self.forget(item)
+        self.store.discard_new(item.add.queue, item.id, self.batch.changes)
+        self.set_outcome(item, err if isinstance(err, MqError) else
+                         from_os_error(err, "cannot deliver message")
+                         if isinstance(err, OSError) else MqError("internal error in save actor"))
+        self.log.error("save.deliver_failed", queue=item.add.queue, id=item.id, error=str(err))
+        self.drop_rest(item)
+
+    def rename_overlapped(self) -> None:
+        """Phase 3 on the pool: the renames several at once, those of one message group in
+        their order (a peer listing the folder meanwhile never sees a group's later message
+        without the earlier). A part, and the first add into a queue not yet admitted (which
+        may create its folder), are renamed first, one at a time."""
+        pending = [item for item in self.written if self.outcome(item) is None]
+        admitted, first = self.store.states.admitted, set[str]()
+        chains: dict[object, list[Written]] = {}
+        outcomes: dict[int, BaseException | None] = {}
+        for item in pending:
+            queue = item.add.queue
+            if item.accum > 0 or (queue not in admitted and queue not in first):
+                first.add(queue)
+                try:
+                    self.deliver(item)
+                    outcomes[id(item)] = None
+                except (MqError, OSError) as err:
+                    outcomes[id(item)] = err
+                continue
+            chains.setdefault((queue, item.add.group) if item.add.group else id(item),
+                              []).append(item)
+
+        def renamed(chain: list[Written]) -> list:
+            done: list = []
+            for item in chain:
+                try:
+                    self.deliver(item)
+                    done.append(None)
+                except BaseException as err:  # noqa: BLE001 - answered as its add's error
+                    done.append(err)
+            return done
+        for chain, done in zip(chains.values(), run_all(self.pool, [
+                lambda chain=chain: renamed(chain) for chain in chains.values()])):
+            for item, outcome in zip(chain, done):
+                outcomes[id(item)] = outcome
+        for item in pending:
+            if outcomes[id(item)] is None:
+                self.delivered.append(item)
+        for item in pending:
+            if (err := outcomes[id(item)]) is not None and self.outcome(item) is None:
+                self.not_delivered(item, err)
 
     def roll_back(self) -> None:
         """Phase 4, before the flush: take back every delivered message of a batch request or
