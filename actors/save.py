@@ -133,7 +133,11 @@ class SaveActor(Actor[SaveActorBatch]):
             batch = self.handle_expanded(requests)
         finally:
             self.pool = None
+        was = self.overlap.on
         self.overlap.end(batch.settlement.files, self.store.flush_times.total_s - flushed)
+        if self.overlap.on != was:
+            self.log.info("save.file_calls", overlap=self.overlap.on,
+                          wait_per_file_ms=round(self.overlap.wait_per_file() * 1000, 3))
         return batch
 
     def handle_expanded(self, requests: list[Request]) -> SaveActorBatch:
