@@ -15,6 +15,7 @@ from mq.actors import accumulation, fanout, save_batch
 from mq.actors.base import Actor
 from mq.actors.batch import DEFERRED, Request
 from mq.actors.counters import Counters, counters_file
+from mq.actors.overlap import THREADS as OVERLAP_THREADS
 from mq.actors.overlap import Overlap
 from mq.actors.pace import deadline
 from mq.actors.settlement import SaveActorBatch, Settlement
@@ -167,6 +168,14 @@ class SaveActor(Actor[SaveActorBatch]):
     def poll_timeout_ms(self) -> int:
         """Look again soon while adds wait for a key's earlier add."""
         return PENDING_KEY_POLL_MS if self.pending_keys else 500
+
+    def dispatch(self, batch: SaveActorBatch, request: Request):
+        """With a pool, first write the files the requests before left for it once they fill
+        its threads: time passes as it does one call at a time, and a request whose deadline
+        it passed is refused before its handler (actors/pace.py)."""
+        if batch.settlement.pending() >= OVERLAP_THREADS:
+            batch.settlement.write_pending()
+        return super().dispatch(batch, request)
 
     def before_flush(self, batch: SaveActorBatch) -> None:
         """With a pool, write the files the commands left for it (several at once)."""

@@ -77,6 +77,8 @@ class Settlement:
         self.pool = pool
         #: The files the batch wrote (or, with a pool, will write) into new/.
         self.files = 0
+        #: With a pool, those left for write_pending.
+        self.waiting = 0
         self.log = log
         self.batch = batch
         self.fanouts = fanouts
@@ -156,15 +158,21 @@ class Settlement:
                                   attributes=add.attributes)
         self.files += 1
         if self.pool is not None:
+            self.waiting += 1
             return Written(pos, add, message_id, window, slot, accum=accum, data=data)
         self.store.write_new(add.queue, message_id, data, add.due)
         return Written(pos, add, message_id, window, slot, accum=accum)
+
+    def pending(self) -> int:
+        """The files left for write_pending."""
+        return self.waiting
 
     def write_pending(self) -> None:
         """With a pool, after the commands: write the batch's files into new/ several at once.
         A request with a file that could not be written answers its error, and its other
         files are unlinked, as when its command's own write fails."""
         pending = [item for item in self.written if item.data is not None]
+        self.waiting = 0
         if not pending:
             return
         assert self.pool is not None, "files wait for a write only with a pool"
