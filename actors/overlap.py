@@ -19,7 +19,8 @@ import statistics
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
+from typing import TypeVar
 
 #: Threads of a save actor's file calls once they overlap (only made then).
 THREADS = 16
@@ -33,6 +34,7 @@ PROBE_SECONDS = 10.0
 #: (a queue's folder made and fsynced, a journal commit waited for) decides nothing.
 MEASURED = 3
 SCHEDSTAT = "/proc/thread-self/schedstat"
+T = TypeVar("T")
 
 
 def cpu_seconds() -> Callable[[], float]:
@@ -93,11 +95,12 @@ class Overlap:
         return statistics.median(m[0] for m in self.measured) if self.measured else 0.0
 
 
-def run_all(pool: ThreadPoolExecutor, calls: Iterable[Callable[[], object]]) -> list:
-    """Run the calls on the pool; each one's result or the exception it raised, in order."""
-    def caught(call: Callable[[], object]) -> object:
+def run_all(pool: Executor, call: Callable[[T], object], items: Iterable[T]) -> list:
+    """call(item) for each item on the pool; each one's result or the exception it raised, in
+    order."""
+    def caught(item: T) -> object:
         try:
-            return call()
+            return call(item)
         except BaseException as err:  # noqa: BLE001 - each call's failure is its own answer
             return err
-    return list(pool.map(caught, calls))
+    return list(pool.map(caught, items))

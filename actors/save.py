@@ -8,6 +8,7 @@ back the groups that failed, flush again, answer (a batch of plain adds skips th
 
 import os
 import time
+from concurrent.futures import Executor
 
 from mq import operations as ops
 from mq import properties
@@ -47,7 +48,7 @@ class SaveActor(Actor[SaveActorBatch]):
         self.writer_name = f"{os.path.basename(self.run_dir)}/save-{self.index}"
         #: One file call at a time, or several once they wait on the file system.
         self.overlap = Overlap()
-        self.pool = None  # the batch in hand's (Overlap.begin), read by new_batch
+        self.pool: Executor | None = None  # the batch in hand's (Overlap.begin), for new_batch
 
     def start(self) -> None:
         """Clean up a crashed predecessor's files, then connect to the mover and fetch actors."""

@@ -177,9 +177,11 @@ class Settlement:
             return
         assert self.pool is not None, "files wait for a write only with a pool"
         store = self.store
-        outcomes = run_all(self.pool, [
-            lambda item=item: store.write_new(item.add.queue, item.id, item.data, item.add.due)
-            for item in pending])
+
+        def write(item: Written) -> None:
+            assert item.data is not None
+            store.write_new(item.add.queue, item.id, item.data, item.add.due)
+        outcomes = run_all(self.pool, write, pending)
         failed: dict[int, MqError] = {}
         for item, outcome in zip(pending, outcomes):
             item.data = None
@@ -362,16 +364,16 @@ class Settlement:
                 except BaseException as err:  # noqa: BLE001 - answered as its add's error
                     done.append(err)
             return done
-        for chain, done in zip(chains.values(), run_all(self.pool, [
-                lambda chain=chain: renamed(chain) for chain in chains.values()])):
+        assert self.pool is not None, "renames overlap only with a pool"
+        for chain, done in zip(chains.values(), run_all(self.pool, renamed, chains.values())):
             for item, outcome in zip(chain, done):
                 outcomes[id(item)] = outcome
         for item in pending:
             if outcomes[id(item)] is None:
                 self.delivered.append(item)
         for item in pending:
-            if (err := outcomes[id(item)]) is not None and self.outcome(item) is None:
-                self.not_delivered(item, err)
+            if (failure := outcomes[id(item)]) is not None and self.outcome(item) is None:
+                self.not_delivered(item, failure)
 
     def roll_back(self) -> None:
         """Phase 4, before the flush: take back every delivered message of a batch request or
