@@ -207,7 +207,7 @@ class Settlement:
             self.log.error("actor.disk_error", op=op, queue=item.add.queue, id=item.id,
                            error=error.message, kind=error.kind)
             return error
-        self.log.error("actor.error", op=op, queue=item.add.queue, id=item.id, error=repr(err))
+        self.log.error("actor.error", op=op, queue=item.add.queue, id=item.id, exception=repr(err))
         return MqError("internal error in save actor")
 
     def earlier(self, queue: str, earlier: str) -> dict | None:
