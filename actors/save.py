@@ -8,6 +8,7 @@ back the groups that failed, flush again, answer (a batch of plain adds skips th
 
 import os
 import time
+from concurrent.futures import Executor
 
 from mq import operations as ops
 from mq import properties
@@ -16,6 +17,8 @@ from mq.actors.base import Actor
 from mq.actors.batch import DEFERRED, Request
 from mq.actors.commands import served
 from mq.actors.counters import Counters, counters_file
+from mq.actors.overlap import THREADS as OVERLAP_THREADS
+from mq.actors.overlap import Overlap
 from mq.actors.pace import deadline
 from mq.actors.settlement import SaveActorBatch, Settlement
 from mq.adds import checked_add, with_properties
@@ -45,6 +48,9 @@ class SaveActor(Actor[SaveActorBatch]):
         self.fanouts: list = []  # the fan-outs of the batch being handled (actors/fanout.py)
         self.counters = Counters(path=counters_file(run_dir, f"{self.kind}-{index}"))
         self.writer_name = f"{os.path.basename(self.run_dir)}/save-{self.index}"
+        #: One file call at a time, or several once they wait on the file system.
+        self.overlap = Overlap()
+        self.pool: Executor | None = None  # the batch in hand's (Overlap.begin), for new_batch
 
     def start(self) -> None:
         """Clean up a crashed predecessor's files, then connect to the mover and fetch actors."""
@@ -68,7 +74,7 @@ class SaveActor(Actor[SaveActorBatch]):
         """A batch whose Settlement knows the fan-outs handle() expanded."""
         batch = SaveActorBatch(requests)
         batch.settlement = Settlement(self.store, self.log, batch, self.fanouts,
-                                      bool(self.options.peers))
+                                      bool(self.options.peers), self.pool)
         return batch
 
     def add(self, batch: SaveActorBatch, request: ops.Add, sender: Request):
@@ -124,6 +130,22 @@ class SaveActor(Actor[SaveActorBatch]):
                 **served(SAVE)}  # The commands that name their ops (`@serves`).
 
     def handle(self, requests: list[Request]) -> SaveActorBatch:
+        """Apply a batch, its file calls one at a time or several at once as measured
+        (actors/overlap.py)."""
+        self.pool = self.overlap.begin()
+        flushed = self.store.flush_times.total_s
+        try:
+            batch = self.handle_expanded(requests)
+        finally:
+            self.pool = None
+        was = self.overlap.on
+        self.overlap.end(batch.settlement.files, self.store.flush_times.total_s - flushed)
+        if self.overlap.on != was:
+            self.log.info("save.file_calls", overlap=self.overlap.on,
+                          wait_per_file_ms=round(self.overlap.wait_per_file() * 1000, 3))
+        return batch
+
+    def handle_expanded(self, requests: list[Request]) -> SaveActorBatch:
         """Apply a batch, each fan-out as one add per queue (actors/fanout.py)."""
         expanded, places = fanout.expand(requests)
         if expanded == requests:
@@ -150,6 +172,18 @@ class SaveActor(Actor[SaveActorBatch]):
     def poll_timeout_ms(self) -> int:
         """Look again soon while adds wait for a key's earlier add."""
         return PENDING_KEY_POLL_MS if self.pending_keys else 500
+
+    def dispatch(self, batch: SaveActorBatch, request: Request):
+        """With a pool, first write the files the requests before left for it once they fill
+        its threads: time passes as it does one call at a time, and a request whose deadline
+        it passed is refused before its handler (actors/pace.py)."""
+        if batch.settlement.pending() >= OVERLAP_THREADS:
+            batch.settlement.write_pending()
+        return super().dispatch(batch, request)
+
+    def before_flush(self, batch: SaveActorBatch) -> None:
+        """With a pool, write the files the commands left for it (several at once)."""
+        batch.settlement.write_pending()
 
     def settle(self, batch: SaveActorBatch) -> None:
         """Run the settlement's phases (actors/settlement.py); count the adds stored."""

@@ -23,18 +23,20 @@ a fetch actor or combined into a compound.
 
 import time
 from collections.abc import Callable
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 
 from mq.actors.batch import Batch, Request
 from mq.actors.fanout import Fanout, failure
 from mq.actors.outcomes import Outcomes, first_error
+from mq.actors.overlapped import OverlappedFileCalls
 from mq.actors.written import Written, write_new
 from mq.adds import CheckedAdd
 from mq.errors import MqError, Unavailable, from_os_error
 from mq.store import Store
 
 
-class Settlement:
+class Settlement(OverlappedFileCalls):
     """The adds one save batch wrote, their all-or-none groups and outcomes, settled in phases.
 
     store: where the files are; log: the actor's; batch: whose results (a single add's
@@ -43,8 +45,15 @@ class Settlement:
     """
 
     def __init__(self, store: Store, log, batch: Batch, fanouts: list[Fanout],
-                 peers: bool = False) -> None:
+                 peers: bool = False, pool: Executor | None = None) -> None:
         self.store = store
+        #: Where the file calls of the batch run several at once (actors/overlap.py); None:
+        #: one at a time, each write as its command runs.
+        self.pool = pool
+        #: The files the batch wrote (or, with a pool, will write) into new/.
+        self.files = 0
+        #: With a pool, those left for write_pending.
+        self.waiting = 0
         self.log = log
         self.batch = batch
         self.fanouts = fanouts
@@ -76,7 +85,20 @@ class Settlement:
     def write(self, pos: int, add: CheckedAdd, writer: str, window: float, accum: float,
               now: float) -> None:
         """Write a single add's file into new/; its outcome is pending until the phases run."""
-        self.written.append(write_new(self.store, pos, add, writer, window, accum, now))
+        self.written.append(self.new_file(pos, add, writer, window, accum, now))
+
+    def new_file(self, pos: int, add: CheckedAdd, writer: str, window: float, accum: float,
+                 now: float, slot: int | None = None) -> Written:
+        """One add's file written into new/, or with a pool kept for write_pending."""
+        self.files += 1
+        if self.pool is not None:
+            self.waiting += 1
+        return write_new(self.store, pos, add, writer, window, accum, now, slot,
+                         defer=self.pool is not None)
+
+    def pending(self) -> int:
+        """The files left for write_pending."""
+        return self.waiting
 
     def write_batch(self, pos: int, queue: str, adds: list[CheckedAdd], writer: str,
                     window: float, accum: float, now: float) -> None:
@@ -94,7 +116,7 @@ class Settlement:
                         if isinstance(part, MqError):
                             raise part
                         continue
-                items.append(write_new(self.store, pos, add, writer, window, accum, now, slot))
+                items.append(self.new_file(pos, add, writer, window, accum, now, slot))
         except BaseException:
             for item in items:
                 self.store.discard_new(queue, item.id, self.batch.changes)
@@ -202,7 +224,10 @@ class Settlement:
 
     def rename_into_view(self) -> None:
         """Phase 3: rename each pending add out of new/; one that cannot be fails, and so does
-        the rest of its batch request still in new/."""
+        the rest of its batch request still in new/ (with a pool: the rest already renamed
+        is taken back by roll_back)."""
+        if self.pool is not None and len(self.written) > 1:
+            return self.rename_overlapped()
         for item in self.written:
             if self.outcomes.of(item) is not None:
                 continue  # Its add_batch already failed: the file is gone from new/.
@@ -210,13 +235,17 @@ class Settlement:
                 self.deliver(item)
                 self.delivered.append(item)
             except (MqError, OSError) as err:
-                item.forget(self.store)
-                self.store.discard_new(item.add.queue, item.id, self.batch.changes)
-                self.outcomes.record(item, err if isinstance(err, MqError) else
-                                     from_os_error(err, "cannot deliver message"))
-                self.log.error("save.deliver_failed", queue=item.add.queue, id=item.id,
-                               error=str(err))
-                self.drop_rest(item)
+                self.not_delivered(item, err)
+
+    def not_delivered(self, item: Written, err: BaseException) -> None:
+        """An add whose rename out of new/ failed: dropped, answered the error, logged."""
+        item.forget(self.store)
+        self.store.discard_new(item.add.queue, item.id, self.batch.changes)
+        self.outcomes.record(item, err if isinstance(err, MqError) else
+                             from_os_error(err, "cannot deliver message")
+                             if isinstance(err, OSError) else MqError("internal error in save actor"))
+        self.log.error("save.deliver_failed", queue=item.add.queue, id=item.id, error=str(err))
+        self.drop_rest(item)
 
     def roll_back(self) -> None:
         """Phase 4, before the flush: take back every delivered message of a batch request or

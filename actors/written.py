@@ -27,6 +27,7 @@ class Written:
     accum: float = 0.0  # the queue's accumulation window; > 0: the add is a part
     joined: tuple[str, bool] | None = None  # (window name, opened) once a part is in its window
     size: int | None = None  # the bytes of its file
+    data: bytes | None = None  # its file's bytes while the write waits for write_pending
 
     def accumulated(self) -> str:
         """The add reply's `accumulated`: "new" (opened a window), "yes" (joined one) or "no"."""
@@ -74,10 +75,13 @@ class Written:
 
 
 def write_new(store: Store, pos: int, add: CheckedAdd, writer: str, window: float, accum: float,
-          now: float, slot: int | None = None) -> Written:
-    """Write one add's file into new/ (a failed write leaves nothing)."""
+              now: float, slot: int | None = None, defer: bool = False) -> Written:
+    """Write one add's file into new/ (a failed write leaves nothing); defer: keep its bytes
+    on the Written instead, for a write several at once (actors/overlapped.py)."""
     message_id = new_id(int(now * 1000))
     data = fmt.encode_message(add.body, add.content_type, int(now * 1000), message_id,
                               add.dedup_id, writer, group=add.group, attributes=add.attributes)
+    if defer:
+        return Written(pos, add, message_id, window, slot, accum=accum, size=len(data), data=data)
     store.write_new(add.queue, message_id, data, add.due)
     return Written(pos, add, message_id, window, slot, accum=accum, size=len(data))

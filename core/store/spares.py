@@ -89,7 +89,10 @@ class Spares:
             if not self.listed:
                 self.empty_at = now
                 return None
-        return self.paths.spare_path(self.listed.pop())
+        try:
+            return self.paths.spare_path(self.listed.pop())
+        except IndexError:
+            return None  # Another thread of the writer took the last one (actors/overlap.py).
 
     def recycle_removed(self, limit: int, grace: float = GRACE_SECONDS) -> tuple[int, int]:
         """One pass of the reaper over remove/: (files moved to spare/, entries unlinked).
