@@ -254,9 +254,9 @@ class FaultyLazyFS(LazyFS):
                             name, where, text = line.split()
                             code = -float(text) / 1000 if text.startswith("+") else int(text)
                             if where.endswith("*"):
-                                self.prefixes.append((name, where[:-1], int(code)))
+                                self.prefixes.append((name, where[:-1], code))
                             else:
-                                self.faults[(name, where)] = int(code)
+                                self.faults[(name, where)] = code
         code = self.faults.get((op, path)) or next(
             (code for name, prefix, code in self.prefixes
              if name == op and path.startswith(prefix)), 0)
