@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from mq import installed_version
+from mq import add_version_flag
 from mq.client import Client
 from mq.ctl import admin, messages
 from mq.ctl.errors import (
@@ -115,8 +115,7 @@ def build_parser() -> Parser:
     where = target()
     parser = Parser(prog="mqctl", description=__doc__, epilog=EPILOG, parents=[where],
                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--version", action="version", version=f"%(prog)s {installed_version()}",
-                        help="print the installed version of mq and exit")
+    add_version_flag(parser)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
                                 parser_class=CommandParser)
 
