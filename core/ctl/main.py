@@ -7,7 +7,6 @@ import os
 import sys
 
 from mq import add_version_flag
-from mq.client import Client
 from mq.ctl import admin, messages
 from mq.ctl.errors import (
     EPILOG,
@@ -199,9 +198,25 @@ def build_parser() -> Parser:
     return parser
 
 
+def http_client() -> type:
+    """mq.client.Client, imported for --url only, and with httpx's own command line (its
+    `httpx.main`, which loads click and rich where they are installed) taken for absent: a
+    seventh of a CPU second that mqctl, a short process, would pay at every run."""
+    if "httpx" in sys.modules or "click" in sys.modules:
+        from mq.client import Client
+    else:
+        sys.modules["click"] = None  # type: ignore[assignment]  # What httpx.main needs first.
+        try:
+            from mq.client import Client
+        finally:
+            del sys.modules["click"]
+    return Client
+
+
 def open_client(args):
     """A Client on --url, or a LocalClient on --root."""
     if args.root is None:
+        Client = http_client()
         try:
             return Client(args.url, timeout=args.timeout, retries=args.retries,
                           token=args.token, ca=args.ca)
