@@ -24,7 +24,6 @@ from mq.ctl.load import load
 from mq.ctl.status import status
 from mq.ctl.tail import tail
 from mq.errors import Invalid
-from mq.local import LocalClient
 from mq.numbers import parse_number
 from mq.schedule import parse_time
 from mq.store import Root
@@ -222,6 +221,8 @@ def open_client(args):
                           token=args.token, ca=args.ca)
         except ValueError as err:  # A URL that is not http(s)://, a timeout of 0, a bad CA.
             raise CtlError(str(err)) from None
+    from mq.local import LocalClient  # Here: the store's side is for --root only.
+
     if args.create_root:
         return LocalClient(args.root, create_root=True, root_id=args.root_id or "")
     # A root is only opened: a folder without FORMAT may be the empty mount point of the
