@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from mq import event_loops, installed_version
+from mq import add_version_flag, event_loops
 from mq.errors import Invalid
 from mq.sizing import AUTO, auto_fronts, auto_workers, count, usable_cores
 
@@ -324,8 +324,7 @@ def build_parser(prog: str = "mq") -> argparse.ArgumentParser:
         "Options may also come from MQ_<NAME> environment variables or a TOML file "
         "(--config); flags win over both.",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {installed_version()}",
-                        help="print the installed version of mq and exit")
+    add_version_flag(parser)
     parser.add_argument("--config", help="TOML file of options (keys as below, with _)")
     parser.add_argument("--print-config", action="store_true",
                         help="print the options these flags, MQ_* variables and --config give, "

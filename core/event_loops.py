@@ -5,11 +5,16 @@ uvloop (libuv under asyncio's interface) took a fifth off the front's CPU per du
 the supervisor run no asyncio loop and are not concerned.
 """
 
-import asyncio
 import importlib.util
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from mq.errors import Invalid
+
+if TYPE_CHECKING:
+    # Imported where a loop is made or asked for: the options (mq.config) are read by mq.local
+    # and mqctl too, which run no loop, and asyncio costs a tenth of a CPU second to import.
+    import asyncio
 
 UVLOOP = "uvloop"
 ASYNCIO = "asyncio"
@@ -38,8 +43,10 @@ def check(name: str) -> None:
                       "no Windows build); --event-loop asyncio runs the standard loop")
 
 
-def factory(name: str) -> Callable[[], asyncio.AbstractEventLoop]:
+def factory(name: str) -> Callable[[], "asyncio.AbstractEventLoop"]:
     """A new loop of the kind named, for asyncio.Runner(loop_factory=...)."""
+    import asyncio
+
     if name == UVLOOP:
         import uvloop
 
@@ -51,5 +58,7 @@ def factory(name: str) -> Callable[[], asyncio.AbstractEventLoop]:
 
 def running() -> str:
     """The kind of the loop running now: uvloop or asyncio (for the logs and /metrics)."""
+    import asyncio
+
     module = type(asyncio.get_running_loop()).__module__
     return UVLOOP if module.startswith(UVLOOP) else ASYNCIO

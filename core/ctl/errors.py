@@ -1,6 +1,6 @@
 """mqctl's exit statuses, and the one line it prints for a failure."""
 
-import httpx
+import sys
 
 from mq.errors import TABLE
 
@@ -35,11 +35,18 @@ class CtlError(Exception):
         self.status = status
 
 
+def lost_connection(err: BaseException) -> bool:
+    """Whether err is httpx's refused or cut connection (httpx is loaded only by a command that
+    goes over HTTP, and mqctl's work on a root spares its import)."""
+    httpx = sys.modules.get("httpx")
+    return httpx is not None and isinstance(err, httpx.TransportError)
+
+
 def status_of(err: BaseException) -> int:
     """The exit status for a failure."""
     if isinstance(err, CtlError):
         return err.status
-    if isinstance(err, httpx.TransportError):  # Refused or cut connections, once retries are spent.
+    if lost_connection(err):  # Refused or cut connections, once retries are spent.
         return UNAVAILABLE
     return BY_KIND.get(getattr(err, "kind", ""), FAILED)
 
@@ -52,7 +59,7 @@ def describe(err: BaseException) -> str:
     message = getattr(err, "message", None)
     if isinstance(message, str) and message:
         text = message
-    elif isinstance(err, httpx.TransportError):
+    elif lost_connection(err):
         text = f"cannot reach the daemon: {err or type(err).__name__}"
     else:
         text = f"{type(err).__name__}: {err}" if str(err) else type(err).__name__

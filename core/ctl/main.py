@@ -6,8 +6,7 @@ import argparse
 import os
 import sys
 
-from mq import installed_version
-from mq.client import Client
+from mq import add_version_flag
 from mq.ctl import admin, messages
 from mq.ctl.errors import (
     EPILOG,
@@ -25,7 +24,6 @@ from mq.ctl.load import load
 from mq.ctl.status import status
 from mq.ctl.tail import tail
 from mq.errors import Invalid
-from mq.local import LocalClient
 from mq.numbers import parse_number
 from mq.schedule import parse_time
 from mq.store import Root
@@ -115,8 +113,7 @@ def build_parser() -> Parser:
     where = target()
     parser = Parser(prog="mqctl", description=__doc__, epilog=EPILOG, parents=[where],
                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--version", action="version", version=f"%(prog)s {installed_version()}",
-                        help="print the installed version of mq and exit")
+    add_version_flag(parser)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
                                 parser_class=CommandParser)
 
@@ -200,14 +197,32 @@ def build_parser() -> Parser:
     return parser
 
 
+def http_client() -> type:
+    """mq.client.Client, imported for --url only, and with httpx's own command line (its
+    `httpx.main`, which loads click and rich where they are installed) taken for absent: a
+    seventh of a CPU second that mqctl, a short process, would pay at every run."""
+    if "httpx" in sys.modules or "click" in sys.modules:
+        from mq.client import Client
+    else:
+        sys.modules["click"] = None  # type: ignore[assignment]  # What httpx.main needs first.
+        try:
+            from mq.client import Client
+        finally:
+            del sys.modules["click"]
+    return Client
+
+
 def open_client(args):
     """A Client on --url, or a LocalClient on --root."""
     if args.root is None:
+        Client = http_client()
         try:
             return Client(args.url, timeout=args.timeout, retries=args.retries,
                           token=args.token, ca=args.ca)
         except ValueError as err:  # A URL that is not http(s)://, a timeout of 0, a bad CA.
             raise CtlError(str(err)) from None
+    from mq.local import LocalClient  # Here: the store's side is for --root only.
+
     if args.create_root:
         return LocalClient(args.root, create_root=True, root_id=args.root_id or "")
     # A root is only opened: a folder without FORMAT may be the empty mount point of the

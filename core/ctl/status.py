@@ -3,13 +3,14 @@ from GET /_mq/health and GET /_mq/stats."""
 
 import sys
 import time
+from typing import TYPE_CHECKING
 
-import httpx
 import orjson
 
-from mq.client.api import verifier
-from mq.client.calls import error_from
 from mq.ctl.errors import OK, UNAVAILABLE, CtlError
+
+if TYPE_CHECKING:
+    import httpx  # Imported by status() itself: mqctl's other commands may not go over HTTP.
 
 #: The queue table's columns: (heading, how a queue's statistics give the cell).
 QUEUE_COLUMNS = (
@@ -62,8 +63,10 @@ def table(rows: list[list]) -> str:
                      for row in texts)
 
 
-def fetch_json(http: httpx.Client, url: str) -> dict:
+def fetch_json(http: "httpx.Client", url: str) -> dict:
     """A JSON document of the daemon; health answers 503 with its body when a process is down."""
+    from mq.client.calls import error_from
+
     response = http.get(url)
     try:
         body = orjson.loads(response.content)
@@ -107,6 +110,10 @@ def render(url: str, health: dict, stats: dict, now: float) -> str:
 
 def status(client, args) -> int:
     """Print the daemon's processes, root and queues; exit 4 when a process is down."""
+    import httpx
+
+    from mq.client.api import verifier
+
     if args.url is None:
         raise CtlError("status asks a running daemon: give --url (or $MQ_URL), not --root")
     base = args.url.rstrip("/")

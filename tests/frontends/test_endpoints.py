@@ -8,9 +8,29 @@ import socket
 import json
 import time
 import uuid
+from urllib.parse import quote
+
+import pytest
+
+from support import files_in, poll_for, ready_daemon
 
 
-from support import files_in, poll_for
+@pytest.fixture(scope="module")
+def shared_daemon(tmp_path_factory):
+    """One daemon for the module (two worker pairs, a one-second redelivery timer)."""
+    yield from ready_daemon(tmp_path_factory.mktemp("endpoints"), workers=2, timeout=1)
+
+
+@pytest.fixture
+def mq(shared_daemon):
+    """The module's daemon, left as a fresh one is: after each test every queue it made is
+    deleted, and the test is over once the root holds no queue and no message again."""
+    yield shared_daemon
+    root = shared_daemon.root
+    for name in files_in(root / "queues"):
+        assert shared_daemon.request("DELETE", "/" + quote(name, safe="")).status in (204, 404)
+    poll_for(lambda: not any(files_in(root / folder) for folder in ("queues", "new", "delay", "remove")),
+             what="the root to hold no queue and no message")
 
 
 def assert_json_error(resp, status: int, kind: str) -> dict:
