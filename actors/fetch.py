@@ -52,8 +52,9 @@ class FetchActor(Actor[FetchActorBatch]):
             self.store, {"timeout": options.timeout, "max_body_bytes": options.max_body_bytes})
         self.counters = Counters(path=counters_file(run_dir, f"{self.kind}-{index}"))
         self.groups = MessageGroups(self.store, shared=self.options.peers > 0)
-        #: Queue -> [id, 0] of the messages this actor claimed from another one's queue, told
-        #: to that one (through the mover) after the batch, so its index drops them.
+        #: Queue -> [id, 0, deliveries] of the messages this actor claimed from another one's
+        #: queue (ready after that many deliveries), told to that one (through the mover)
+        #: after the batch, so its index drops them.
         self.claimed_elsewhere: dict[str, list] = {}
 
     def start(self) -> None:
@@ -267,7 +268,9 @@ class FetchActor(Actor[FetchActorBatch]):
             self.deliveries.handed(queue, message_id, delivery)
             self.indexes.sizes.handed(queue, message_id, len(data))
             if not owned:
-                self.claimed_elsewhere.setdefault(queue, []).append([message_id, 0])
+                # With the deliveries it was ready after: a nack may make it ready again (to
+                # its owner) before this note arrives, and that entry stays.
+                self.claimed_elsewhere.setdefault(queue, []).append([message_id, 0, attempts])
             self.counters.count(queue, "fetches")
             if delivery > 1:
                 self.counters.count(queue, "redeliveries")

@@ -1,0 +1,45 @@
+"""A busy queue's fetches go to the next fetch actor too, which tells the queue's own actor
+(through the mover, as `taken`) which messages it claimed. That note may come after the
+message has come back ready: the owner's index then keeps it, under its new deliveries."""
+
+import zlib
+
+import pytest
+from actor_support import Actors, request
+
+from mq.actors.fetch import FetchActor
+from mq.config import Options
+
+
+def owned_by(index: int, workers: int = 2) -> str:
+    """A queue name the fetch actor `index` owns."""
+    return next(name for name in (f"q{i}" for i in range(100))
+                if zlib.crc32(name.encode()) % workers == index)
+
+
+@pytest.mark.timeout(30)
+def test_a_claim_told_after_its_message_came_back_ready_leaves_it_in_the_owner_s_index(tmp_path):
+    actors = Actors(tmp_path)
+    options = Options(root=actors.root, workers=2, timeout=30.0, sync=actors.disk.sync)
+    owner = FetchActor(options, 0, actors.run_dir, actors.store)
+    other = FetchActor(options, 1, actors.run_dir, actors.store)
+    queue = owned_by(0)
+    sent: list = []
+    other.send = lambda sock, note: sent.append(note)  # What goes to the mover, kept.
+    [first] = [result["id"] for result in actors.add({"queue": queue, "body": b"1"})]
+    assert owner.handle([request("peek", queue=queue)]).results[0]["messages"]  # Indexed.
+    claimed = other.handle([request("fetch", queue=queue, wait=0)]).results[0]
+    assert claimed["id"] == first
+    [relay] = sent
+    assert relay.taken and [message_id for message_id, *_ in relay.ids] == [first]
+    added = actors.save.handle([request("add", queue=queue, body=b"2")])
+    second = added.results[0]["id"]
+    owner.handle([request("ready", queue=queue, ids=added.ready[queue])])
+    # The consumer's nack reaches the owner before the other actor's note does.
+    nacked = owner.handle([request("nack", queue=queue, id=first, receipt=claimed["receipt"])])
+    assert nacked.results[0] == {"id": first, "dead_letter": None}
+    owner.handle([request("taken", queue=relay.queue, ids=relay.ids)])
+    assert owner.handle([request("stats")]).results[0]["queues"][queue]["ready"] == 2
+    fetched = owner.handle([request("fetch", queue=queue, wait=0)]).results[0]
+    assert fetched["id"] == first  # The oldest ready message, not passed over.
+    assert owner.handle([request("fetch", queue=queue, wait=0)]).results[0]["id"] == second
