@@ -167,10 +167,11 @@ class FetchActor(Actor[FetchActorBatch]):
         queues = {}
         waiting, watching = self.waiters.counts(), self.watches.counts()
         self.indexes.sizes.heal([queue for queue, index in self.indexes if not index])
+        for queue, entry in counted.items():
+            if not self.owns(queue):  # Its fetches and acks here, with or without an index of
+                queues[queue] = entry  # it; its other figures are its own actor's.
         for queue, index in self.indexes:
             if not self.owns(queue):
-                if queue in counted:  # Its fetches here; its figures are its own actor's.
-                    queues[queue] = counted[queue]
                 continue
             oldest = index.oldest()
             entry = counted.get(queue) or {"totals": {}, "rates": {}}

@@ -1,6 +1,7 @@
-"""A busy queue's fetches go to the next fetch actor too, which tells the queue's own actor
-(through the mover, as `taken`) which messages it claimed. That note may come after the
-message has come back ready: the owner's index then keeps it, under its new deliveries."""
+"""A busy queue's fetches and acks go to the next fetch actor too. It tells the queue's own
+actor (through the mover, as `taken`) which messages it claimed; that note may come after the
+message has come back ready, and the owner's index then keeps it, under its new deliveries. Its
+fetches and acks count in the queue's totals, whether or not it ever listed the queue."""
 
 import zlib
 
@@ -9,6 +10,7 @@ from actor_support import Actors, request
 
 from mq.actors.fetch import FetchActor
 from mq.config import Options
+from mq.http.figures import merge
 
 
 def owned_by(index: int, workers: int = 2) -> str:
@@ -43,3 +45,20 @@ def test_a_claim_told_after_its_message_came_back_ready_leaves_it_in_the_owner_s
     fetched = owner.handle([request("fetch", queue=queue, wait=0)]).results[0]
     assert fetched["id"] == first  # The oldest ready message, not passed over.
     assert owner.handle([request("fetch", queue=queue, wait=0)]).results[0]["id"] == second
+
+
+@pytest.mark.timeout(30)
+def test_acks_on_the_next_fetch_actor_count_in_the_queue_s_totals_when_it_never_fetched(tmp_path):
+    actors = Actors(tmp_path)
+    options = Options(root=actors.root, workers=2, timeout=30.0, sync=actors.disk.sync)
+    owner = FetchActor(options, 0, actors.run_dir, actors.store)
+    other = FetchActor(options, 1, actors.run_dir, actors.store)
+    queue = owned_by(0)
+    actors.add({"queue": queue, "body": b"1"})
+    claimed = owner.handle([request("fetch", queue=queue, wait=0)]).results[0]
+    # The owner was busy when the consumer acked: the front sent the ack to the next actor.
+    assert other.handle([request("ack", queue=queue, id=claimed["id"],
+                                 receipt=claimed["receipt"])]).results[0] == {"id": claimed["id"]}
+    answers = [actor.handle([request("stats")]).results[0] for actor in (owner, other)]
+    totals = merge(["fetch-0", "fetch-1"], answers, 0.0)["queues"][queue]["totals"]
+    assert (totals.get("fetches"), totals.get("acks")) == (1, 1), totals
