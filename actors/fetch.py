@@ -219,6 +219,10 @@ class FetchActor(Actor[FetchActorBatch]):
         index = self.indexes.of(queue, sized=owned)
         props = batch.properties(queue, self.props)
         timeout, fifo = props["timeout"], props["fifo"]
+        if fifo and not owned:
+            # Its groups are held in its own actor's memory: a long poll parked here before
+            # the queue was made fifo takes nothing (a fetch is answered owner_only first).
+            return None
         expired_before = rules.expiry_cutoff_ms(props["retention"], time.time())
         refused = 0
         spread = self.options.peers or (0 if owned else HELPER_SPREAD)

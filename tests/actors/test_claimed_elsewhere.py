@@ -62,3 +62,28 @@ def test_acks_on_the_next_fetch_actor_count_in_the_queue_s_totals_when_it_never_
     answers = [actor.handle([request("stats")]).results[0] for actor in (owner, other)]
     totals = merge(["fetch-0", "fetch-1"], answers, 0.0)["queues"][queue]["totals"]
     assert (totals.get("fetches"), totals.get("acks")) == (1, 1), totals
+
+
+@pytest.mark.timeout(30)
+def test_a_long_poll_parked_on_the_next_fetch_actor_takes_nothing_of_a_queue_made_fifo(tmp_path):
+    # Its groups are held in its own actor's memory: the other one, fed its parked long
+    # polls, would hand out a group's next message while the owner's delivery of the
+    # group's earlier one is in flight.
+    actors = Actors(tmp_path)
+    options = Options(root=actors.root, workers=2, timeout=30.0, sync=actors.disk.sync)
+    owner = FetchActor(options, 0, actors.run_dir, actors.store)
+    other = FetchActor(options, 1, actors.run_dir, actors.store)
+    queue = owned_by(0)
+    actors.add({"queue": queue, "body": b"0", "group": "h"})
+    owner.handle([request("props_patch", queue=queue, properties={"fifo": True})])
+    for body in (b"1", b"2"):
+        actors.add({"queue": queue, "body": body, "group": "g"})
+    # What the other actor's parked long polls take (FetchActor.serve_waiters).
+    early = other.take_or_error(other.batch_class([]), queue)
+    held = owner.handle([request("fetch", queue=queue, wait=0)]).results[0]
+    if held["body"] == b"0":
+        held = owner.handle([request("fetch", queue=queue, wait=0)]).results[0]
+    assert held["body"] == b"1"  # In flight: group g is held.
+    taken = other.take_or_error(other.batch_class([]), queue)
+    assert taken is None or taken["body"] != b"2", "group g's next message, while its earlier one is in flight"
+    assert (early, taken) == (None, None)
