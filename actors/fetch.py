@@ -52,8 +52,9 @@ class FetchActor(Actor[FetchActorBatch]):
             self.store, {"timeout": options.timeout, "max_body_bytes": options.max_body_bytes})
         self.counters = Counters(path=counters_file(run_dir, f"{self.kind}-{index}"))
         self.groups = MessageGroups(self.store, shared=self.options.peers > 0)
-        #: Queue -> [id, 0] of the messages this actor claimed from another one's queue, told
-        #: to that one (through the mover) after the batch, so its index drops them.
+        #: Queue -> [id, 0, deliveries] of the messages this actor claimed from another one's
+        #: queue (ready after that many deliveries), told to that one (through the mover)
+        #: after the batch, so its index drops them.
         self.claimed_elsewhere: dict[str, list] = {}
 
     def start(self) -> None:
@@ -166,10 +167,11 @@ class FetchActor(Actor[FetchActorBatch]):
         queues = {}
         waiting, watching = self.waiters.counts(), self.watches.counts()
         self.indexes.sizes.heal([queue for queue, index in self.indexes if not index])
+        for queue, entry in counted.items():
+            if not self.owns(queue):  # Its fetches and acks here, with or without an index of
+                queues[queue] = entry  # it; its other figures are its own actor's.
         for queue, index in self.indexes:
             if not self.owns(queue):
-                if queue in counted:  # Its fetches here; its figures are its own actor's.
-                    queues[queue] = counted[queue]
                 continue
             oldest = index.oldest()
             entry = counted.get(queue) or {"totals": {}, "rates": {}}
@@ -217,6 +219,10 @@ class FetchActor(Actor[FetchActorBatch]):
         index = self.indexes.of(queue, sized=owned)
         props = batch.properties(queue, self.props)
         timeout, fifo = props["timeout"], props["fifo"]
+        if fifo and not owned:
+            # Its groups are held in its own actor's memory: a long poll parked here before
+            # the queue was made fifo takes nothing (a fetch is answered owner_only first).
+            return None
         expired_before = rules.expiry_cutoff_ms(props["retention"], time.time())
         refused = 0
         spread = self.options.peers or (0 if owned else HELPER_SPREAD)
@@ -267,7 +273,9 @@ class FetchActor(Actor[FetchActorBatch]):
             self.deliveries.handed(queue, message_id, delivery)
             self.indexes.sizes.handed(queue, message_id, len(data))
             if not owned:
-                self.claimed_elsewhere.setdefault(queue, []).append([message_id, 0])
+                # With the deliveries it was ready after: a nack may make it ready again (to
+                # its owner) before this note arrives, and that entry stays.
+                self.claimed_elsewhere.setdefault(queue, []).append([message_id, 0, attempts])
             self.counters.count(queue, "fetches")
             if delivery > 1:
                 self.counters.count(queue, "redeliveries")

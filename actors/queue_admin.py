@@ -119,13 +119,15 @@ def move(actor: FetchCommandActor, batch, request: ops.Move, sender) -> ops.Move
 
 
 def taken(actor: FetchCommandActor, batch, request: ops.Taken, sender) -> dict:
-    """Notification: [id, bytes] of ready messages a redrive moved out of the queue, or another
-    fetch actor claimed from it (bytes 0); its index and bytes drop those it holds."""
+    """Notification: [id, bytes] of ready messages a redrive moved out of the queue, or
+    [id, 0, deliveries] of those another fetch actor claimed from it; its index and bytes drop
+    those it holds (a claimed one only under those deliveries: it may be ready again since)."""
     queue = request.queue
     index = actor.indexes.known(queue)
     if index is not None:
-        for message_id, size in request.ids:
-            if index.attempts(message_id) is not None:
+        for message_id, size, *claimed in request.ids:
+            known = index.attempts(message_id)
+            if known is not None and (not claimed or known == claimed[0]):
                 index.discard(message_id)
                 actor.indexes.sizes.taken(queue, size)
     return {}

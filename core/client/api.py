@@ -106,7 +106,8 @@ class Operations(ABC):
 
     def run(self, op: type[Operation], **fields):
         """Run an op that declares its REST route (mq.operations.wire) with these fields; its
-        reply. InvalidError, before any request, for a field the op's checks refuse."""
+        reply. InvalidError, before any request, for a field the op's checks refuse or its
+        route does not carry (but at its default)."""
         return self._perform(calls.declared(op, **fields))
 
     def move(self, queue: str, message_id: str, target: str) -> dict:

@@ -168,8 +168,8 @@ def revoke(queue: str, message_id: str) -> Call:
 def declared(op: type[Operation], **fields) -> Call:
     """The request of an op that declares its REST route (mq.operations.wire): the op built
     from fields with its own checks (InvalidError, before any request, for one the daemon
-    would refuse), its fields put in the path, query and body as the route declares; its
-    JSON reply."""
+    would refuse, or one the route does not carry but at its default), its fields put in the
+    path, query and body as the route declares; its JSON reply."""
     rest = op.rest
     if rest is None:
         raise TypeError(f"op {op.op!r} declares no REST route")
@@ -177,6 +177,11 @@ def declared(op: type[Operation], **fields) -> Call:
         payload = op.from_payload(fields).to_payload()
     except Invalid as err:
         raise InvalidError(err.message) from None
+    defaults, carried = {name: default for name, _, default in op.spec}, rest.fields()
+    for name, value in fields.items():
+        # Dropped from the request, it would run with the field's default, not with value.
+        if name not in carried and (name not in defaults or value != defaults[name]):
+            raise InvalidError(f"{op.op}: {name} is not sent by {rest.method} {rest.path}")
     path = rest.path.format(**{name: quote(str(payload[name]), safe="") for name in rest.path_fields})
     params = _present({parameter: payload[name] for parameter, name in rest.query.items()})
     if rest.body is None:

@@ -15,7 +15,7 @@ from support import Daemon, free_port, poll_for
 
 from mq.actors.commands import SERVED
 from mq.client import Client, InvalidError
-from mq.operations import OPS
+from mq.operations import OPS, Purge
 from mq.operations.fields import OnQueue, Queue, operation
 from mq.operations.wire import Rest, Rpc
 
@@ -156,6 +156,19 @@ def test_the_client_runs_the_declared_op(probe_mq, probe_op):
             "queue": "dw-q", "note": {"b": "é"}}
         with pytest.raises(InvalidError):
             client.run(probe_op.CountReady, queue="bad name")
+
+
+def test_the_client_refuses_a_field_the_declared_route_does_not_carry(probe_mq):
+    # Purge has `keys`, but its route takes no query parameter: sent without it, the purge
+    # would keep the queue's de-duplication keys, and the next add with one would be dropped
+    # as a duplicate.
+    assert probe_mq.request("PUT", "/dw-purge").status == 201
+    with Client(f"http://127.0.0.1:{probe_mq.port}") as client:
+        with pytest.raises(InvalidError, match="keys"):
+            client.run(Purge, queue="dw-purge", keys=True)
+        with pytest.raises(InvalidError, match="lable"):
+            client.run(Purge, queue="dw-purge", lable="x")
+        assert client.run(Purge, queue="dw-purge", keys=False) == {"queue": "dw-purge", "purged": 0}
 
 
 def test_a_declaration_that_names_no_field_of_the_op_is_refused():
