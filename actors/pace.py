@@ -64,8 +64,10 @@ class Pace:
 
     def late(self, payload: dict, now: float) -> bool:
         """Whether this actor refuses the request as past its deadline."""
+        if self.refuses != "late":
+            return False  # A fetch actor's: no deadline is read per request.
         due = deadline(payload)
-        return self.refuses == "late" and due is not None and now >= due
+        return due is not None and now >= due
 
     def end(self, settled: float) -> None:
         """The batch in hand was settled, its settle() in `settled` seconds: fold its time per
@@ -113,11 +115,8 @@ class Pace:
         now = time.monotonic()
         admitted: list = []
         refused: list = []
-        total = 0
         for request in requests:
-            if self.late(request.payload, now):
-                refused.append(request)
-                continue
-            admitted.append(request)
-            total += weight(request.payload)
+            (refused if self.late(request.payload, now) else admitted).append(request)
+        # The weights matter only to a refusal's Retry-After: not summed when none is refused.
+        total = sum(weight(request.payload) for request in admitted) if refused else 0
         return admitted, refused, self.refusal(total)

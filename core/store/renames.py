@@ -11,6 +11,7 @@ RENAME_NOREPLACE the loser gets EEXIST instead (docs/CLUSTER.md, "Exclusive rena
 import ctypes
 import errno
 import os
+import sys
 
 from mq.ids import new_id
 
@@ -23,15 +24,21 @@ _libc = ctypes.CDLL(None, use_errno=True)
 #: glibc 2.28 and later. Called without argtypes: ints and bytes pass as they are, which
 #: keeps a rename as cheap as os.rename (bench/RESULTS.md, "Exclusive renames").
 _renameat2 = getattr(_libc, "renameat2", None)
+#: How os.fsencode encodes a str path.
+_ENCODING, _ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
 
 
-def rename_noreplace(source: str, target: str, _fsencode=os.fsencode,
-                     _get_errno=ctypes.get_errno) -> None:
+def rename_noreplace(source: str, target: str, _get_errno=ctypes.get_errno) -> None:
     """rename(2) that fails with FileExistsError when target exists (one atomic step);
     OSError(ENOSYS) when the C library has no renameat2."""
     if _renameat2 is None:
         raise OSError(errno.ENOSYS, os.strerror(errno.ENOSYS), source, None, target)
-    if _renameat2(AT_FDCWD, _fsencode(source), AT_FDCWD, _fsencode(target), RENAME_NOREPLACE):
+    try:
+        # As os.fsencode encodes a str, without its two Python-level calls per path.
+        names = source.encode(_ENCODING, _ERRORS), target.encode(_ENCODING, _ERRORS)
+    except AttributeError:  # bytes or a path-like object
+        names = os.fsencode(source), os.fsencode(target)
+    if _renameat2(AT_FDCWD, names[0], AT_FDCWD, names[1], RENAME_NOREPLACE):
         code = _get_errno()
         raise OSError(code, os.strerror(code), source, None, target)
 

@@ -61,7 +61,7 @@ class MessageStates:
                 self.admitted.discard(queue)
                 self.rename_into_view(queue, source, target)
         tracked(changes).renamed(source, target)
-        return os.path.dirname(target)
+        return target[:target.rindex("/")]  # a root's path: cut as Changes cuts it
 
     def rename_into_view(self, queue: str, source: str, target: str) -> None:
         """Rename a written message from new/ into its queue, admitted first; again when a
