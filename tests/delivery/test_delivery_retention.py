@@ -39,7 +39,9 @@ def test_expired_messages_leave_the_ready_count(shared_mq):
     queue = fresh_queue("keep")
     set_props(shared_mq, queue, {"retention": 1})
     ids = [added(shared_mq, queue, b"old") for _ in range(3)]
-    assert shared_mq.request("GET", f"/{queue}").json()["ready"] == 3
+    ready = shared_mq.request("GET", f"/{queue}").json()["ready"]
+    if time.time() * 1000 - id_time_ms(ids[0]) < 1000:  # On a slow machine the first expired.
+        assert ready == 3
     wait_past(ids[-1], 1)
     young = added(shared_mq, queue, b"young")
     assert shared_mq.request("GET", f"/{queue}").json()["ready"] == 1

@@ -20,7 +20,7 @@ from mq.store import Store
 from support import Daemon, poll_for
 
 #: One xdist worker runs the heavy modules one after another (tests/clients/test_local.py's
-#: 10,000 messages too): on two cores side by side they starved each other past their waits.
+#: thousands of messages too): on two cores side by side they starved each other past their waits.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180), pytest.mark.xdist_group("heavy")]
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
