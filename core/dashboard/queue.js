@@ -167,7 +167,9 @@ async function peekReady() {
     const answer = await api("GET", queuePath(queue, `peek?max=${PAGE}`));
     if (queue === current) messageRows(document.querySelector("#q-messages tbody"), answer.messages);
   } catch (err) {
-    notice(err.message, true);
+    // A queue gone meanwhile (deleted here or elsewhere) is said by its figures ("no such
+    // queue"); a notice would only cover what the page said last, such as its deletion.
+    if (queue === current && !(err instanceof ApiError && err.status === 404)) notice(err.message, true);
   }
 }
 

@@ -178,11 +178,24 @@ def test_a_queue_is_created_and_deleted_only_once_its_name_is_typed(mq, page, sh
     assert page.is_hidden("#delete-confirm")
     assert mq.request("GET", "/orders").status == 200  # Nothing deleted unconfirmed.
 
+    # A look at the queue's messages still on its way when the queue goes (held here until
+    # then) must not cover the deletion's notice with its 404.
+    held: list = []
+    page.route("**/orders/peek?*", lambda route: held.append(route))
+    assert mq.request("POST", "/orders/messages", b"late").status == 201
+    poll_for(lambda: notice(page) is not None and held, 60, what="a look at the messages held")
     page.click("#q-delete")
     page.fill("#delete-confirm-name", "orders")
     page.click("#delete-confirm-go")
     noticed(page, "deleted queue orders", "the deletion notice")
     assert mq.request("GET", "/orders").status == 404
+    with page.expect_response(lambda response: "/orders/peek" in response.url) as answered:
+        for route in held:
+            route.continue_()
+    assert answered.value.status == 404
+    page.evaluate("() => new Promise((done) => setTimeout(done, 0))")  # its handler has run
+    page.unroute("**/orders/peek?*")
+    assert notice(page) == "deleted queue orders"
     page.wait_for_selector("#overview:not([hidden])")
     poll_for(lambda: rows(page) == [] and page.is_visible("#no-match"), 60,
              what="the queue gone from the table")
