@@ -1,11 +1,9 @@
-"""FetchActor: owns a set of queues and serves everything for them in order.
+"""FetchActor: owns a set of queues and serves everything for them in order; fetching.
 
-This module holds the actor and fetching; its state lives in objects that change only through
-their own methods: the ready indexes (actors/queue_index.py), the long polls
-(actors/long_polls.py), the pull-any watches (actors/fetch_any.py), the deliveries handed out
-(actors/deliveries.py) and the held message groups (actors/message_groups.py).
-actors/replies.py holds ack, nack, extend and delete; actors/fetch_batch.py the batch fetch
-and ack; actors/queue_admin.py queues, redrive and properties. COMMANDS joins them.
+Its state changes only through its objects' methods: the ready indexes (queue_index.py), long
+polls (long_polls.py), pull-any watches (fetch_any.py), deliveries handed out (deliveries.py),
+held message groups (message_groups.py). replies.py holds ack, nack, extend and delete;
+fetch_batch.py the batch fetch and ack; queue_admin.py queues, redrive and properties.
 """
 
 import time
@@ -31,8 +29,7 @@ from mq.protocol import fetch_actor_for
 
 #: Most group claims one fetch may lose to peers before it answers that nothing is ready.
 MAX_REFUSED = 8
-#: A fetch actor claiming from another one's queue picks among this many more of the oldest
-#: (as peers do): the two rarely try the same file at once.
+#: Claiming from another actor's queue, pick among this many more of the oldest (as peers do).
 HELPER_SPREAD = 2
 
 
@@ -52,9 +49,8 @@ class FetchActor(Actor[FetchActorBatch]):
             self.store, {"timeout": options.timeout, "max_body_bytes": options.max_body_bytes})
         self.counters = Counters(path=counters_file(run_dir, f"{self.kind}-{index}"))
         self.groups = MessageGroups(self.store, shared=self.options.peers > 0)
-        #: Queue -> [id, 0, deliveries] of the messages this actor claimed from another one's
-        #: queue (ready after that many deliveries), told to that one (through the mover)
-        #: after the batch, so its index drops them.
+        #: Queue -> [id, 0, deliveries] claimed from another actor's queue (ready after that
+        #: many deliveries): told to it through the mover after the batch, for its index.
         self.claimed_elsewhere: dict[str, list] = {}
 
     def start(self) -> None:
@@ -70,8 +66,6 @@ class FetchActor(Actor[FetchActorBatch]):
         """Whether a fetch of the queue is refused here, for its own actor: a fifo queue of
         another actor's (its message groups are held in that actor's memory)."""
         return not self.owns(queue) and batch.properties(queue, self.props)["fifo"]
-
-    # -- indexes ----------------------------------------------------------------------------
 
     def head(self, queue: str, batch: Batch | None = None) -> str | None:
         """The id of the message a fetch of the queue would take now, left in place: in a fifo
