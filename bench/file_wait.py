@@ -52,10 +52,15 @@ def plain_rate(folder: str, threads: int, seconds: float) -> float:
     """Files per second of `threads` threads making plain adds for `seconds`."""
     for sub in ("new", "queue"):
         os.makedirs(os.path.join(folder, sub), exist_ok=True)
+    return rate(plain_adds, [(folder, f"t{threads}x{n}") for n in range(threads)], seconds)
+
+
+def rate(work, args: list[tuple], seconds: float) -> float:
+    """Count per second of one thread per args running work(*args, until, counts) for
+    `seconds`, each appending its count to counts."""
     counts: list = []
     until = time.monotonic() + seconds
-    workers = [threading.Thread(target=plain_adds, args=(folder, f"t{threads}x{n}", until, counts))
-               for n in range(threads)]
+    workers = [threading.Thread(target=work, args=(*each, until, counts)) for each in args]
     started = time.monotonic()
     for worker in workers:
         worker.start()
@@ -83,16 +88,7 @@ def client(port: int, queue: str, until: float, counts: list) -> None:
 
 def mq_rate(port: int, queue: str, connections: int, seconds: float) -> float:
     """201 adds per second of `connections` clients over `seconds`."""
-    counts: list = []
-    until = time.monotonic() + seconds
-    workers = [threading.Thread(target=client, args=(port, queue, until, counts))
-               for _ in range(connections)]
-    started = time.monotonic()
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join()
-    return sum(counts) / (time.monotonic() - started)
+    return rate(client, [(port, queue)] * connections, seconds)
 
 
 def measure(kind: str, workdir: str, args) -> tuple[float, int, float]:
