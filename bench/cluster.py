@@ -64,6 +64,26 @@ def process_name(cmdline: list[str]) -> str:
     return title
 
 
+def port_holders(port: int) -> list[str]:
+    """"pid title (state, wchan)" of each process listening on 127.0.0.1:port or holding its
+    lock (supervisor/ports.py): what refuses a daemon's restart there."""
+    lock = f"@mq-listen-127.0.0.1-{port}"
+    found = []
+    for conn in psutil.net_connections("tcp") + psutil.net_connections("unix"):
+        tcp = conn.status == psutil.CONN_LISTEN and getattr(conn.laddr, "port", None) == port
+        if (tcp or conn.laddr == lock) and conn.pid:
+            try:
+                proc = psutil.Process(conn.pid)
+                with open(f"/proc/{conn.pid}/wchan") as f:
+                    wchan = f.read()
+                what = "listens" if tcp else "holds the lock"
+                found.append(f"{conn.pid} {' '.join(proc.cmdline())[:60]} ({proc.status()}, "
+                             f"{wchan}) {what}")
+            except (psutil.Error, OSError):
+                pass
+    return found
+
+
 class Node:
     """One daemon of the cluster: its port, its log file, its process group."""
 
@@ -107,7 +127,9 @@ class Node:
         deadline = time.monotonic() + timeout
         while not self.answers():
             if not self.running() or time.monotonic() > deadline:
-                raise RuntimeError(f"{self.name} did not start; see {self.log_path}.stderr")
+                held = "; ".join(port_holders(self.port)) or "nothing"
+                raise RuntimeError(f"{self.name} did not start; see {self.log_path}.stderr "
+                                   f"(its port held by: {held})")
             time.sleep(0.1)
 
     def processes(self) -> dict[str, psutil.Process]:

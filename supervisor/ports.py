@@ -11,16 +11,18 @@ So the supervisor, before it starts a front, does two things for every port of
   daemon in TIME_WAIT does not count): that fails when anything at all listens there, mq or
   not, with or without SO_REUSEPORT.
 - It binds an abstract Unix socket named after the address (Linux; it vanishes with the
-  process, so a crash leaves nothing to clean) and keeps it for its life. Two daemons started
-  at once could both find a port free, then both join it; the name can be bound by one of
-  them only. A lock file would do the same, but where it lives would have to be agreed by
-  every daemon of the host (TMPDIR differs between users and services), and the name's scope
-  is exactly that of the ports: the network namespace.
+  process, so a crash leaves nothing to clean) and keeps it for its life, alone: its forked
+  children close their copies. Two daemons started at once could both find a port free,
+  then both join it; the name can be bound by one of them only. A lock file would do the
+  same, but where it lives would have to be agreed by every daemon of the host (TMPDIR
+  differs between users and services), and the name's scope is exactly that of the ports:
+  the network namespace.
 
 The supervisor's own fronts never touch these sockets, so they go on sharing their ports.
 """
 
 import errno
+import os
 import socket
 import sys
 
@@ -41,6 +43,11 @@ class Held:
 
     def __init__(self) -> None:
         self.sockets: list[socket.socket] = []
+        # Not in the forked children (the fronts, the actors): a child outliving a killed
+        # supervisor, stuck in a file call that no signal ends (a FUSE request its file
+        # system has taken), would hold them and refuse the daemon's restart until the call
+        # returned. The fronts' own listening sockets keep a port from a second daemon.
+        os.register_at_fork(after_in_child=self.close)
 
     def close(self) -> None:
         """Let the ports go (tests; the supervisor's exit does it too)."""

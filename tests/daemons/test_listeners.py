@@ -5,10 +5,11 @@ while the daemon's own fronts go on sharing their ports (SO_REUSEPORT)."""
 import socket
 from dataclasses import fields
 
+import psutil
 import pytest
 
 from mq.config import Options, flag_name
-from support import Daemon, free_port, poll_for, read_json_lines
+from support import Daemon, alive, free_port, poll_for, read_json_lines
 
 #: The listening ports the options declare (a new one is covered by every test below).
 LISTENERS = [flag_name(field) for field in fields(Options) if field.metadata.get("listener")]
@@ -109,3 +110,35 @@ def test_of_two_daemons_started_at_once_on_one_port_one_runs(tmp_path):
     finally:
         for daemon in daemons:
             daemon.cleanup()
+
+
+@pytest.mark.timeout(120)
+def test_a_child_outliving_its_killed_daemon_does_not_hold_the_daemons_ports(tmp_path):
+    # kill -9 of a daemon leaves behind a child stuck in a file call that does not return
+    # (a FUSE request its file system daemon has taken: no signal ends the wait) until the
+    # call does; a stopped child lingers as that one does. Only the supervisor holds the
+    # ports' locks, so the daemon started again on the same ports runs.
+    ports = fresh_ports()
+    args = ("--fronts=2", *every_listener(ports))
+    (tmp_path / "first").mkdir()
+    (tmp_path / "again").mkdir()
+    first = Daemon(tmp_path / "root", tmp_path / "first", port=ports["--port"], workers=1,
+                   args=args)
+    again = Daemon(tmp_path / "root", tmp_path / "again", port=ports["--port"], workers=1,
+                   args=args)
+    first.start().wait_ready()
+    lingering = first.children()["save-0"]
+    try:
+        lingering.suspend()
+        killed = [psutil.Process(first.pid)] + [p for p in first.tree_processes() if p != lingering]
+        for proc in killed:
+            proc.kill()
+        first.proc.wait(10)
+        poll_for(lambda: not any(alive(p) for p in killed), 10, what="the killed processes to go")
+        assert alive(lingering)
+        again.start().wait_ready(60)
+        assert alive(lingering) and again.request("POST", "/q/messages", b"x").status == 201
+    finally:
+        lingering.kill()
+        again.cleanup()
+        first.cleanup()
