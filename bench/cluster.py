@@ -11,6 +11,7 @@ import http.client
 import os
 import random
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -62,6 +63,17 @@ def process_name(cmdline: list[str]) -> str:
         kind, index = (cmdline[cmdline.index("mq.supervisor.child") + 1:] + ["", ""])[:2]
         return "front" if kind == "front" else f"{kind} actor {index}"
     return title
+
+
+def listened(port: int) -> bool:
+    """True while something listens on 127.0.0.1:port (the daemon's own check at start)."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
 
 
 def port_holders(port: int) -> list[str]:
@@ -168,6 +180,13 @@ class Node:
         self.signal_group(signal.SIGKILL)
         self.proc.wait()
         self.paused = False
+        # A front stuck in a file call that no signal ends (a FUSE request its file system
+        # has taken) listens on until the call returns, and a daemon started meanwhile is
+        # refused the port; a crashed machine comes back with it free. Actors stuck so hold
+        # nothing a restart needs, and are left to linger.
+        deadline = time.monotonic() + 60
+        while listened(self.port) and time.monotonic() < deadline:
+            time.sleep(0.1)
 
     def stop(self) -> None:
         """Resume if paused, SIGTERM, and wait; kill -9 if it does not drain in 30 s."""
