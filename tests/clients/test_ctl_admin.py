@@ -2,7 +2,7 @@
 over HTTP, one over HTTPS with access control (--ca, MQ_TOKEN), and a real root with no
 daemon: each command, the confirmation of delete on a terminal and its refusal off one, a
 refused property, and a listing of 10,000 queues. mqctl's main() runs in this process
-(ctl_support.run_ctl); the terminal's prompt starts it as a process."""
+(cli_support.run_ctl); the terminal's prompt starts it as a process."""
 
 import hashlib
 import json
@@ -14,7 +14,7 @@ import subprocess
 import uuid
 
 import pytest
-from ctl_support import MQCTL, run_ctl
+from cli_support import MQCTL, run_ctl
 from doc_blocks import assert_shows, shown
 from support import Daemon, free_port, poll_for, ready_daemon, request
 

@@ -24,7 +24,7 @@ import tornado.httpserver
 import tornado.netutil
 import yaml
 
-from ctl_support import run_ctl
+from cli_support import run_ctl
 from support import Daemon, poll_for, request
 from repo_support import REPO
 

@@ -15,7 +15,7 @@ import httpx
 import msgpack
 import pytest
 
-from ctl_support import run_ctl
+from cli_support import run_ctl
 from support import Daemon, Response, command, free_port, poll_for, request
 
 trustme = pytest.importorskip("trustme")

@@ -15,7 +15,7 @@ from mq.errors import Unavailable
 from mq.flush_times import FlushTimes
 from mq.http.figures import EVENTS, merge
 from mq.local import LocalClient
-from ctl_support import run_ctl
+from cli_support import run_ctl
 from support import command, poll_for, ready_daemon
 
 #: Messages written straight into the root before the daemon starts.
