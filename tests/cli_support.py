@@ -3,8 +3,8 @@ a command's main() in a child forked from this process (run_forked).
 
 Starting `mqctl` or `mq` costs the better part of a CPU second in imports alone, paid again at
 every run; a main() called here pays them once. What the program reads from outside is passed
-the same way a start would pass it: argv, stdin, the environment (swapped for the call, so the
-test run's own MQ_URL or MQ_TOKEN reach it only when passed on), and its exit status is main()'s
+the same way a start would pass it: argv, stdin, the environment (`env` is the whole of
+os.environ for the call, as subprocess's env= would be), and its exit status is main()'s
 return or SystemExit's code (argparse's usage errors, --help, --version). Tests that need the
 program itself (the console script, a pipe its reader closes, Ctrl-C, a terminal) start it as
 a process: `MQCTL`.
