@@ -1,6 +1,7 @@
 """mqctl against a real daemon (--url) and a real root (--root): every command, the export
 format's byte-exact round trip, tail -f, exit statuses, the progress bar, and README.md's
-examples as written. mqctl runs as `python -m mq.ctl.main`, so that PYTHONPATH applies."""
+examples as written. mqctl's main() runs in this process (cli_support.run_ctl); tail -f, a
+closed pipe, Ctrl-C, the terminal and the README's shell lines start it as a process."""
 
 import base64
 import fcntl
@@ -10,6 +11,7 @@ import pty
 import queue as queues
 import re
 import select
+import shlex
 import signal
 import struct
 import subprocess
@@ -22,12 +24,12 @@ from pathlib import Path
 
 import pytest
 
+from cli_support import MQCTL, run_ctl
 from support import Daemon, free_port
 from repo_support import REPO
 
 from mq.store import Store
 
-MQCTL = [sys.executable, "-m", "mq.ctl.main"]
 README = REPO / "docs" / "COMMANDS.md"
 #: Bodies that JSON text alone could not carry: empty, a newline, U+2028, NUL, bytes that are
 #: not UTF-8 (and so go in base64), every byte value, random bytes.
@@ -60,12 +62,12 @@ class Ctl:
         self.where, self.daemon = where, daemon
 
     def argv(self, *args) -> list[str]:
-        """The command line of one run."""
+        """The command line of one run as a process."""
         return MQCTL + self.where + [str(arg) for arg in args]
 
     def run(self, *args, input: bytes = b"") -> subprocess.CompletedProcess:
-        """Run to the end with piped stdin, stdout and stderr."""
-        return subprocess.run(self.argv(*args), input=input, capture_output=True, timeout=60)
+        """Run to the end in this process, with stdin, stdout and stderr as bytes."""
+        return run_ctl(self.where + list(args), input=input)
 
     def ok(self, *args, input: bytes = b"") -> bytes:
         """Run; assert exit status 0 and a silent stderr; return stdout."""
@@ -430,8 +432,10 @@ def test_progress_bar_on_a_terminal_only(ctl, q, tmp_path):
 
 
 def test_help_and_readme_list_the_exit_statuses():
-    shown = subprocess.run(MQCTL + ["--help"], capture_output=True, text=True, timeout=60)
-    statuses = [line for line in shown.stdout.splitlines() if re.fullmatch(r"  \d  \S.*", line)]
+    shown = run_ctl(["--help"])
+    assert (shown.returncode, shown.stderr) == (0, b"")
+    statuses = [line for line in shown.stdout.decode().splitlines()
+                if re.fullmatch(r"  \d  \S.*", line)]
     assert [line.split()[0] for line in statuses] == ["0", "1", "2", "3", "4", "5", "6"]
     assert "\n".join(statuses) in README.read_text()
 
@@ -461,7 +465,11 @@ def normalized(output: bytes) -> bytes:
     return output
 
 
-def test_readme_examples_run_as_written(daemon, tmp_path):
+#: One mqctl command with nothing for a shell to do but split its words (plain or in '...').
+PLAIN_COMMAND = re.compile(r"mqctl(?: (?:[\w.=-]+|'[^'\\]*'))+")
+
+
+def test_readme_examples_run_as_written(daemon, tmp_path, monkeypatch):
     examples = readme_examples()
     assert len(examples) >= 8
     bin_dir = tmp_path / "bin"
@@ -471,7 +479,13 @@ def test_readme_examples_run_as_written(daemon, tmp_path):
     wrapper.chmod(0o755)
     env = {**os.environ, "MQ_URL": f"http://127.0.0.1:{daemon.port}",
            "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    monkeypatch.chdir(tmp_path)
     for command, expected in examples:
-        result = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env, timeout=60,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        assert normalized(result.stdout) == normalized(expected), command
+        if PLAIN_COMMAND.fullmatch(command):
+            # Its words as the shell splits them, to main() in this process.
+            ran = run_ctl(shlex.split(command)[1:], env=env)
+            printed = ran.stdout + ran.stderr
+        else:  # Pipes, lists, redirections, $?: bash runs the line, mqctl as a process.
+            printed = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env, timeout=60,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT).stdout
+        assert normalized(printed) == normalized(expected), command

@@ -1,7 +1,8 @@
 """mqctl's commands of an operator (ls, create, delete, set, redrive) against a real daemon
 over HTTP, one over HTTPS with access control (--ca, MQ_TOKEN), and a real root with no
 daemon: each command, the confirmation of delete on a terminal and its refusal off one, a
-refused property, and a listing of 10,000 queues."""
+refused property, and a listing of 10,000 queues. mqctl's main() runs in this process
+(cli_support.run_ctl); the terminal's prompt starts it as a process."""
 
 import hashlib
 import json
@@ -10,10 +11,10 @@ import pty
 import select
 import ssl
 import subprocess
-import sys
 import uuid
 
 import pytest
+from cli_support import MQCTL, run_ctl
 from doc_blocks import assert_shows, shown
 from support import Daemon, free_port, poll_for, ready_daemon, request
 
@@ -21,7 +22,6 @@ from mq.store import Store
 
 trustme = pytest.importorskip("trustme")
 
-MQCTL = [sys.executable, "-m", "mq.ctl.main"]
 ADMIN = "s3cret-ctl-admin-4d1e"
 #: A token limited to queues named orders*: no listing of every queue.
 ORDERS = "s3cret-ctl-orders-77aa"
@@ -85,13 +85,12 @@ class Ctl:
         self.env = {**os.environ, **(env or {})}
 
     def argv(self, *args) -> list[str]:
-        """The command line of one run."""
+        """The command line of one run as a process."""
         return MQCTL + self.where + [str(arg) for arg in args]
 
     def run(self, *args, input: bytes = b"") -> subprocess.CompletedProcess:
-        """Run to the end with piped stdin, stdout and stderr."""
-        return subprocess.run(self.argv(*args), input=input, capture_output=True, timeout=60,
-                              env=self.env)
+        """Run to the end in this process, with stdin, stdout and stderr as bytes."""
+        return run_ctl(self.where + list(args), input=input, env=self.env)
 
     def ok(self, *args) -> bytes:
         """Run; assert exit status 0 and a silent stderr; return stdout."""

@@ -11,6 +11,8 @@ import pytest
 from mq.config import Options, auto_fronts, auto_workers, field_kind, load_options
 from mq.config_file import RESOLVED, sample_config
 from mq.errors import Invalid
+from mq.supervisor import main as supervisor
+from cli_support import run_forked
 from support import command, free_port, request
 from repo_support import REPO
 
@@ -20,13 +22,13 @@ SAMPLE = REPO / "etc" / "mq.toml"
 
 
 def run_mq(*args, env=None, timeout=30) -> subprocess.CompletedProcess:
-    """Run the real mq command to completion (for --help and refused options).
+    """mq's main() to completion in a child forked from this process, without the imports of a
+    start (for --help and refused options; the --version test starts the command itself).
 
     MQ_* variables of the test run itself are left out: only `env` sets options.
     """
     base = {k: v for k, v in os.environ.items() if not k.startswith("MQ_")}
-    return subprocess.run([command("mq"), *args], capture_output=True, text=True, timeout=timeout,
-                          env={**base, **(env or {})}, stdin=subprocess.DEVNULL)
+    return run_forked(supervisor.main, args, {**base, **(env or {})}, timeout)
 
 
 def flag(name: str) -> str:

@@ -3,7 +3,16 @@ and emptying a queue in every state while it keeps its settings."""
 
 import base64
 
-from support import files_in, poll_for
+import pytest
+
+from support import files_in, poll_for, ready_daemon
+
+
+@pytest.fixture(scope="module")
+def mq(tmp_path_factory):
+    """One daemon for the module, each test on queues of its own; a claimed message stays
+    claimed for a minute (no redelivery while a test counts what is ready)."""
+    yield from ready_daemon(tmp_path_factory.mktemp("peek-purge"), workers=2, timeout=60)
 
 
 def test_peek_shows_the_oldest_ready_messages_and_claims_nothing(mq):
@@ -58,14 +67,13 @@ def local_pages(client, queue: str) -> list[list[int]]:
     return pages
 
 
-def test_peek_and_batch_fetch_stop_at_the_answer_byte_cap_but_always_hold_one(start_mq):
+def test_peek_and_batch_fetch_stop_at_the_answer_byte_cap_but_always_hold_one(mq):
     from mq.client import Client
     from mq.ctl.scan import ready_after
     from mq.delivery import MAX_ANSWER_BYTES
     from mq.local import LocalClient
 
     assert MAX_ANSWER_BYTES == 8 * MIB  # The documented cap.
-    mq = start_mq(workers=1, timeout=60)
     sizes = [3 * MIB, 3 * MIB, 3 * MIB, 10 * MIB, 1000]  # 10 MiB: over the cap on its own.
     ids = {queue: [mq.add(queue, bytes([n]) * size) for n, size in enumerate(sizes)]
            for queue in ("capped", "capped-fetch")}

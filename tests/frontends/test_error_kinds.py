@@ -9,8 +9,6 @@ import contextlib
 import hashlib
 import os
 import re
-import subprocess
-import sys
 import threading
 import uuid
 from pathlib import Path
@@ -26,6 +24,7 @@ import tornado.httpserver
 import tornado.netutil
 import yaml
 
+from cli_support import run_ctl
 from support import Daemon, poll_for, request
 from repo_support import REPO
 
@@ -42,7 +41,6 @@ from mq.local.errors import client_error
 
 PROTOCOL = REPO / "docs" / "PROTOCOL.md"
 OPENAPI = REPO / "core" / "openapi.yaml"
-MQCTL = [sys.executable, "-m", "mq.ctl.main"]
 TABLE_HEAD = "| kind | raised when | HTTP status | client class | SQS error | `mqctl` exit |"
 
 
@@ -324,8 +322,7 @@ def test_a_real_daemon_answers_each_kind_and_the_client_mqctl_and_sqs_report_it(
         env = {k: v for k, v in os.environ.items() if k not in ("MQ_TOKEN", "MQ_URL")}
         if token:
             env["MQ_TOKEN"] = token
-        ran = subprocess.run(MQCTL + ["--url", url, "--retries", "0"] + failing.ctl, env=env,
-                             capture_output=True, timeout=60)
+        ran = run_ctl(["--url", url, "--retries", "0"] + failing.ctl, env=env)
         assert ran.returncode == row.exit, (ran.returncode, ran.stderr)
         assert ran.stderr.startswith(b"mqctl: ") and ran.stderr.count(b"\n") == 1, ran.stderr
         if failing.sqs is not None:
@@ -387,8 +384,7 @@ def test_the_local_library_and_mqctl_on_a_root_report_each_kind_as_the_daemon_do
             client.close()
         assert type(raised.value) is getattr(mq.client, row.client), raised.value
         assert raised.value.kind == kind
-        ran = subprocess.run(MQCTL + ["--root", str(root)] + ctl_args, capture_output=True,
-                             timeout=60)
+        ran = run_ctl(["--root", str(root)] + ctl_args)
         assert ran.returncode == row.exit, (ran.returncode, ran.stderr)
 
 
@@ -400,6 +396,6 @@ def test_the_local_library_and_mqctl_report_a_folder_without_format_as_unavailab
         LocalClient(str(empty))
     assert type(raised.value) is getattr(mq.client, row.client), raised.value
     assert (raised.value.kind, raised.value.status) == ("unavailable", row.status)
-    ran = subprocess.run(MQCTL + ["--root", str(empty), "stat", "q"], capture_output=True, timeout=60)
+    ran = run_ctl(["--root", str(empty), "stat", "q"])
     assert ran.returncode == row.exit, (ran.returncode, ran.stderr)
     assert os.listdir(empty) == []

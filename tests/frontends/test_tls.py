@@ -15,6 +15,7 @@ import httpx
 import msgpack
 import pytest
 
+from cli_support import run_ctl
 from support import Daemon, Response, command, free_port, poll_for, request
 
 trustme = pytest.importorskip("trustme")
@@ -102,27 +103,21 @@ def test_mq_s_client_and_mqctl_take_a_ca(tls_mq, pki):
     url = f"https://127.0.0.1:{tls_mq.port}"
     with Client(url, ca=str(pki["ca"])) as client:
         message_id = client.put("tls-c", b"from the client")
-    put = subprocess.run([command("mqctl"), "--url", url, "--ca", str(pki["ca"]), "put", "tls-c",
-                          "from mqctl"], capture_output=True, text=True, timeout=60)
+    put = run_ctl(["--url", url, "--ca", str(pki["ca"]), "put", "tls-c", "from mqctl"])
     assert put.returncode == 0, put.stderr
-    got = subprocess.run([command("mqctl"), "--url", url, "get", "tls-c", "--ack"],
-                         capture_output=True, text=True, timeout=60,
-                         env={**os.environ, "MQ_CA": str(pki["ca"])})
-    assert got.returncode == 0 and message_id in got.stdout, got.stderr
+    got = run_ctl(["--url", url, "get", "tls-c", "--ack"], env={**os.environ, "MQ_CA": str(pki["ca"])})
+    assert got.returncode == 0 and message_id in got.stdout.decode(), got.stderr
     # Without the authority: refused at once, not tried again (backoff 30 s would show).
     with Client(url, retries=1, backoff=30, max_backoff=30) as client:
         started = time.monotonic()
         with pytest.raises(Exception, match="CERTIFICATE_VERIFY_FAILED"):
             client.put("tls-c", b"untrusted")
         assert time.monotonic() - started < 20
-    refused = subprocess.run([command("mqctl"), "--url", url, "get", "tls-c"],
-                             capture_output=True, text=True, timeout=60)
-    assert refused.returncode != 0 and "certificate verify failed" in refused.stderr
+    refused = run_ctl(["--url", url, "get", "tls-c"])
+    assert refused.returncode != 0 and b"certificate verify failed" in refused.stderr
     for where in (["--ca", str(pki["ca"])], []):
-        status = subprocess.run([command("mqctl"), "--url", url, *where, "status"],
-                                capture_output=True, text=True, timeout=60,
-                                env={**os.environ, "MQ_CA": str(pki["ca"])})
-        assert status.returncode == 0 and f"mq at {url}: ok" in status.stdout, status.stderr
+        status = run_ctl(["--url", url, *where, "status"], env={**os.environ, "MQ_CA": str(pki["ca"])})
+        assert status.returncode == 0 and f"mq at {url}: ok" in status.stdout.decode(), status.stderr
 
 
 def test_the_sqs_port_serves_boto3_verifying_the_authority(tls_mq, pki):

@@ -15,6 +15,7 @@ from mq.errors import Unavailable
 from mq.flush_times import FlushTimes
 from mq.http.figures import EVENTS, merge
 from mq.local import LocalClient
+from cli_support import run_ctl
 from support import command, poll_for, ready_daemon
 
 #: Messages written straight into the root before the daemon starts.
@@ -130,10 +131,9 @@ def test_mqctl_status_prints_the_processes_the_root_and_the_queues(daemon, clien
     client.put("status-q", "x")
     queue_reaches(daemon, "status-q", ready=1)
     url = f"http://127.0.0.1:{daemon.port}"
-    run = subprocess.run([command("mqctl"), "--url", url, "status"], capture_output=True,
-                         text=True, timeout=30)
+    run = run_ctl(["--url", url, "status"])
     assert run.returncode == 0, run.stderr
-    lines = run.stdout.splitlines()
+    lines = run.stdout.decode().splitlines()
     assert lines[0] == f"mq at {url}: ok"
     assert f"root {daemon.root}, supervisor pid {daemon.pid}, up " in lines[1]
     rows = {line.split()[0]: line.split() for line in lines[2:] if line.strip()}
@@ -141,8 +141,7 @@ def test_mqctl_status_prints_the_processes_the_root_and_the_queues(daemon, clien
         assert rows[name][1] == str(daemon.children()[name].pid)
     assert rows["QUEUE"][:3] == ["QUEUE", "READY", "DELAYED"]
     assert rows["status-q"][:5] == ["status-q", "1", "0", "0", "0"]
-    as_json = subprocess.run([command("mqctl"), "--url", url, "status", "--json"],
-                             capture_output=True, text=True, timeout=30)
+    as_json = run_ctl(["--url", url, "status", "--json"])
     assert json.loads(as_json.stdout)["stats"]["queues"]["status-q"]["ready"] == 1
 
 
@@ -151,10 +150,9 @@ def test_mqctl_status_shows_the_roots_free_space_and_each_queues_bytes(daemon, c
     size = queue_reaches(daemon, "status-bytes", ready=1)["bytes"]
     assert size > 300  # The header counts too.
     url = f"http://127.0.0.1:{daemon.port}"
-    run = subprocess.run([command("mqctl"), "--url", url, "status"], capture_output=True,
-                         text=True, timeout=30)
+    run = run_ctl(["--url", url, "status"])
     assert run.returncode == 0, run.stderr
-    lines = run.stdout.splitlines()
+    lines = run.stdout.decode().splitlines()
     found = re.fullmatch(r"root's file system: ([0-9.]+) (B|KiB|MiB|GiB|TiB) free, (\d+) inodes free",
                          lines[2])
     assert found, lines[2]
@@ -177,6 +175,7 @@ def test_the_statistics_carry_the_roots_free_bytes_and_inodes(daemon):
 
 
 def test_mqctl_status_without_a_daemon_says_so_and_exits_4(tmp_path):
+    # The installed console script itself, not main() in this process: its exit status.
     run = subprocess.run([command("mqctl"), "--url", "http://127.0.0.1:9", "--retries", "0",
                           "status"], capture_output=True, text=True, timeout=30)
     assert run.returncode == 4
