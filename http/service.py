@@ -24,7 +24,6 @@ from mq.http.actor_links import ActorLink, ActorPool
 from mq.http.clients import Clients
 from mq.http.figures import merge
 from mq.operations import Fetched, Operation
-from mq.operations.fetch import Ack, AckBatch, Fetch, FetchBatch
 from mq.operations.fields import ANY, EVERY, FETCH, FRONT, SAVE
 from mq.store import Store
 from mq.store.gone_queues import GoneQueues
@@ -32,11 +31,6 @@ from mq.tokens import Token
 
 #: An op's reply type.
 R = TypeVar("R")
-
-
-#: The ops a queue's busy fetch actor hands to the next (ActorPool.taker): fetches, and acks
-#: with a receipt (any actor can rename a delivery away; the others stay with the queue's own).
-SPREAD = (Fetch, FetchBatch, Ack, AckBatch)
 
 
 def _waiting_call(link: ActorLink, request: Operation,
@@ -131,7 +125,9 @@ class QueueService:
             self.clients.seen(queue, client)
         link = self._pool.fetchers[0] if queue is None else self._pool.fetcher(queue)
         taker = link
-        if queue is not None and type(request) in SPREAD and getattr(request, "receipt", True):
+        if queue is not None and request.spread and getattr(request, "receipt", True):
+            # A busy fetch actor hands the op to the next (ActorPool.taker); an ack without a
+            # receipt stays with the queue's own, as every other op does.
             taker = self._pool.taker(queue)
         if "wait" not in request.names:
             return cast(Awaitable[R], taker.call(request))

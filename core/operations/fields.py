@@ -84,8 +84,11 @@ class Operation(Generic[R]):
     op: ClassVar[str] = ""
     #: The token scope it needs (READ, WRITE, ADMIN).
     scope: ClassVar[str] = ADMIN
-    #: Which actor serves it (SAVE, FETCH, EVERY, MOVER).
+    #: Which actor serves it (SAVE, FETCH, EVERY, MOVER, FRONT, ANY).
     actor: ClassVar[str] = FETCH
+    #: A FETCH op a busy fetch actor of its queue may hand to the next (ActorPool.taker):
+    #: a claim, or a reply by receipt (any fetch actor can rename a delivery away).
+    spread: ClassVar[bool] = False
     #: Its reply's type (the class's type argument: `Operation[Fetched]`), dict when untyped.
     reply: ClassVar[Any] = dict
     #: (field, names) per field whose type is marked Touches, compiled by operation().
@@ -163,12 +166,15 @@ class OnQueue(Operation[R]):
 
 
 def operation(name: str, scope: str = ADMIN, actor: str = FETCH, rest: Rest | None = None,
-              rpc: Rpc | None = None):
+              rpc: Rpc | None = None, spread: bool = False):
     """Class decorator: register a request dataclass under its op name, with the scope that
-    runs it, the actor that serves it and (optional) its REST route and RPC method, and
-    compile its checks and its queue fields."""
+    runs it, the actor that serves it, whether another fetch actor may serve it (spread),
+    and (optional) its REST route and RPC method, and compile its checks and its queue
+    fields."""
     if scope not in (READ, WRITE, ADMIN) or actor not in (SAVE, FETCH, EVERY, MOVER, FRONT, ANY):
         raise TypeError(f"op {name!r}: no scope {scope!r} or no actor {actor!r}")
+    if spread and actor != FETCH:
+        raise TypeError(f"op {name!r}: only a fetch actor's op is spread over fetch actors")
 
     def register(cls: Any) -> Any:
         # Any: what is compiled below replaces Operation's defaults (`values` a method there).
@@ -187,7 +193,7 @@ def operation(name: str, scope: str = ADMIN, actor: str = FETCH, rest: Rest | No
             else:
                 default = _REQUIRED
             spec.append((field.name, checker(f"{name}: {field.name}", hints[field.name]), default))
-        cls.op, cls.spec, cls.scope, cls.actor = name, tuple(spec), scope, actor
+        cls.op, cls.spec, cls.scope, cls.actor, cls.spread = name, tuple(spec), scope, actor, spread
         cls.reply = reply_type(cls)
         cls.names = tuple(field[0] for field in spec)
         cls.queue_fields = tuple((name, mark.names) for name in cls.names
