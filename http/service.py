@@ -24,7 +24,7 @@ from mq.http.actor_links import ActorLink, ActorPool
 from mq.http.clients import Clients
 from mq.http.figures import merge
 from mq.operations import Fetched, Operation
-from mq.operations.fields import ANY, EVERY, FETCH, FRONT, SAVE
+from mq.operations.fields import ANY, EVERY, FETCH, SAVE
 from mq.store import Store
 from mq.store.gone_queues import GoneQueues
 from mq.tokens import Token
@@ -161,9 +161,7 @@ class QueueService:
                                          token)
         if request.actor == ANY:
             return await self._any(queues, getattr(request, "wait", 0.0), gone)
-        if request.actor != FRONT:
-            raise TypeError(f"{request.op}: the front does not run it over queues")
-        return await self.run(None, request.over(queues))
+        return await self.run(None, request.over(queues))  # FRONT (operation() allows no other)
 
     async def _any(self, queues: list[str], wait: float, gone: Callable[[], bool]) -> Fetched:
         """Claim the oldest ready message among the queues, waiting up to `wait` seconds:
