@@ -118,7 +118,7 @@ class Watches:
                 kept.append(watcher)
         self._parked = kept
 
-    def refuse_all(self, actor, error) -> None:
+    def refuse_all(self, actor: FetchCommandActor, error: Exception) -> None:
         """Answer every parked watch with the error (the root went away) and keep none."""
         for watcher in self._parked:
             actor.reply(watcher.peer, watcher.rid, error)

@@ -10,7 +10,8 @@ import base64
 import binascii
 import time
 import uuid
-from typing import TypedDict
+from collections.abc import Mapping
+from typing import Any, TypedDict
 
 import orjson
 
@@ -228,7 +229,7 @@ async def post_batch(handler: ApiHandler, queue: str, body: bytes) -> None:
     handler.write_json(201 if fresh else 200, {"queue": queue, "messages": reply})
 
 
-def added_record(message: dict) -> dict:
+def added_record(message: Mapping[str, Any]) -> dict:
     """One record of a batch add's answer, as a single add's JSON body says it: `due` when
     not ready at once, `accumulated` when not "no", `duplicate`."""
     accumulated = accumulated_of(message)

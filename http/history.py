@@ -12,6 +12,7 @@ import time
 import tornado.ioloop
 
 from mq import installed_version
+from mq.config import Options
 from mq.http.api import ApiHandler, accepts
 from mq.http.root_space import free_space
 from mq.http.service import QueueService, check
@@ -91,7 +92,8 @@ class History:
 class HistoryHandler(ApiHandler):
     """GET /_mq/history: the samples of the last hour, oldest first."""
 
-    def initialize(self, service: QueueService, options, history: History | None = None) -> None:
+    def initialize(self, service: QueueService, options: Options,
+                   history: History | None = None) -> None:
         """Also take the front's ring of samples."""
         super().initialize(service, options)
         self.history = history

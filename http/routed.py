@@ -12,7 +12,7 @@ from mq.http import batches, compound
 from mq.http.api import accepts
 from mq.http.messages import StreamedBodyHandler, connection_closed
 from mq.numbers import parse_number
-from mq.operations import AddFanout
+from mq.operations import FanOut, PullAny
 from mq.schedule import due_time
 
 
@@ -20,7 +20,7 @@ from mq.schedule import due_time
 class RoutedMessagesHandler(StreamedBodyHandler):
     """POST and GET /_mq/messages?qre=REGEX (the body is streamed in as for one queue)."""
 
-    # Of the queues that match, only those the token may use are reached (QueueService.reached).
+    # Of the queues that match, only those the token may use are reached (QueueService.reaching).
 
     def pattern(self) -> str:
         """The qre parameter: a regular expression of whole queue names."""
@@ -40,9 +40,9 @@ class RoutedMessagesHandler(StreamedBodyHandler):
             raise Invalid("dedup_id is not supported on a fan-out add")
         due = due_time(self.param("delay", "X-Delay"), self.param("at", "X-At"), time.time())
         context = trace_context.parse(self.header("traceparent"), self.header("tracestate"))
-        messages = await self.service.fan_out(self.token, pattern, AddFanout(
-            queues=[], body=body, content_type=self.content_type or "", due=due,
-            attributes=context or None))
+        messages = (await self.service.run(self.token, FanOut(
+            pattern=pattern, body=body, content_type=self.content_type or "", due=due,
+            attributes=context or None)))["messages"]
         self.log_fields["queues"] = len(messages)
         if context:
             self.log_fields["traceparent"] = context["tp"]
@@ -57,9 +57,9 @@ class RoutedMessagesHandler(StreamedBodyHandler):
         wait = parse_number("wait", self.param("wait", "X-Wait"), 0.0)
         cf = compound.compound_format(self.param("cf", "X-Compound-Format"))
         sock = self.http_connection().stream.socket
-        result = await self.service.pull_any(self.token, pattern, wait,
-                                             gone=lambda: connection_closed(sock))
-        if result is None:
+        result = await self.service.run(self.token, PullAny(pattern=pattern, wait=wait),
+                                        gone=lambda: connection_closed(sock))
+        if result.get("empty"):
             self.set_status(204)
             self.finish()
             return

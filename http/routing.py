@@ -1,9 +1,7 @@
 """Routing by a pattern of queue names, for QueueService (http/service.py), which the HTTP
 routes and MessagePack-RPC call: which queues match, and pull-any across fetch actors (one
-fetch from the matching queue whose ready message is oldest).
-
-Patterns are RE2 regular expressions matched against the whole name: RE2 runs in time linear
-in the name, so no pattern can stall the front (Python's re can backtrack exponentially).
+fetch from the matching queue whose ready message is oldest). The pattern and its checks are
+the ops' (mq.operations.patterns).
 """
 
 import asyncio
@@ -12,37 +10,17 @@ import time
 from collections.abc import Callable
 from typing import cast
 
-import re2
-
-from mq.errors import Invalid, MqError, NotFound
+from mq.errors import MqError, NotFound
 from mq.http import access
 from mq.http.actor_links import ActorLink
 from mq.http.disk_errors import disk_error
 from mq.operations import MAX_QUEUES, FetchAny, Fetched, Watch
+from mq.operations.patterns import compile_pattern
 from mq.store import Store
 from mq.tokens import Token
 
-#: Longest pattern accepted, in characters.
-MAX_PATTERN = 1000
 #: Seconds between checks that the client of a waiting pull-any is still there.
 CLIENT_CHECK_SECONDS = 0.5
-
-_RE2_OPTIONS = re2.Options()
-_RE2_OPTIONS.log_errors = False  # A bad pattern is the client's 400, not a line on stderr.
-
-
-def compile_pattern(pattern) -> "re2._Regexp":
-    """The compiled pattern; Invalid when it is missing, too long or not a regular expression."""
-    if not isinstance(pattern, str) or not pattern:
-        raise Invalid("give the queues as a regular expression (qre)")
-    if len(pattern) > MAX_PATTERN:
-        raise Invalid(f"the queue pattern is over {MAX_PATTERN} characters")
-    try:
-        return re2.compile(pattern, _RE2_OPTIONS)
-    except (re2.error, ValueError, TypeError) as err:
-        reason = err.args[0].decode(errors="replace") if err.args and isinstance(
-            err.args[0], bytes) else str(err)
-        raise Invalid(f"bad regular expression {pattern!r}: {reason}") from None
 
 
 @functools.cache
@@ -81,7 +59,7 @@ def grouped(queues: list[str], owner: Callable[[str], ActorLink]) -> list[Group]
 async def pull_any(groups: list[Group], wait: float,
                    gone: Callable[[], bool] = lambda: False) -> Fetched | None:
     """Claim the oldest ready message among the queues, grouped by the fetch actor that owns
-    them (QueueService.pull_any checked them, grouped()), waiting up to `wait` seconds for
+    them (QueueService.reaching found them, grouped()), waiting up to `wait` seconds for
     one; None when none came (or the client, asked through gone(), went away).
 
     The result is the fetch result with "queue" added. Nothing is claimed once gone() is true:

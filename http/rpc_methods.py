@@ -30,14 +30,15 @@ from mq.operations import (
     OPS,
     Ack,
     Add,
-    AddFanout,
     Extend,
+    FanOut,
     Fetch,
     Fetched,
     Nack,
     Operation,
     PropsDelete,
     PropsPut,
+    PullAny,
     QueueDelete,
     QueuePut,
     RulesGet,
@@ -198,17 +199,18 @@ async def pull_any(caller: Caller, params: list):
     """pull_any(regexp[, timeout]) -> message | "empty": the oldest ready message of the queues
     whose names match."""
     pattern, timeout = arguments("pull_any", params, ("regexp", "timeout"), 1)
-    result = await caller.service.pull_any(caller.token(), pattern, seconds(timeout),
-                                           gone=lambda: caller.gone)
-    return "empty" if result is None else message(result, result["queue"])
+    token = caller.token()
+    result = await caller.service.run(token, PullAny(pattern=pattern, wait=seconds(timeout)),
+                                      gone=lambda: caller.gone)
+    return "empty" if result.get("empty") else message(result, result["queue"])
 
 
 async def push_all(caller: Caller, params: list):
     """push_all(regexp, content) -> "ok": add a message to every queue whose name matches."""
     pattern, content = arguments("push_all", params, ("regexp", "content"), 2)
     body, content_type = encode_content(content)
-    await caller.service.fan_out(caller.token(), pattern, AddFanout(
-        queues=[], body=body, content_type=content_type or ""))
+    await caller.service.run(caller.token(), FanOut(pattern=pattern, body=body,
+                                                    content_type=content_type or ""))
     return "ok"
 
 

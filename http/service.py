@@ -2,9 +2,9 @@
 the statistics) reaches the actors. `run` runs any op (mq.operations) from what its class
 declares: it checks the caller's token on the op's scope and every queue it touches
 (http/access.py), applies the front's limits, picks the actor that serves it, and returns the
-actor's answer; a fan-out and a pull-any first find the queues their pattern reaches. A front
-end only translates its wire format to and from these calls (docs/ARCHITECTURE.md, "The
-front").
+actor's answer; an op whose queues a pattern names (a fan-out, a pull-any) is run on the queues
+it reaches. A front end only translates its wire format to and from these calls
+(docs/ARCHITECTURE.md, "The front").
 
 Only this module and the actor-side helpers it uses (routing.py) hold the actor pool; an
 import-linter contract keeps the front ends off http/actor_links.py (tests/project/test_layers.py).
@@ -15,29 +15,22 @@ import dataclasses
 import functools
 import time
 from collections.abc import Awaitable, Callable
-from typing import TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from mq import logs
 from mq.config import Options
-from mq.errors import Invalid
 from mq.http import access, routing
 from mq.http.actor_links import ActorLink, ActorPool
 from mq.http.clients import Clients
 from mq.http.figures import merge
-from mq.operations import MAX_FANOUT_QUEUES, AddFanout, Fetched, Operation, check_wait
-from mq.operations.fetch import Ack, AckBatch, Fetch, FetchBatch
-from mq.operations.fields import EVERY, FETCH, SAVE, WRITE
+from mq.operations import Fetched, Operation
+from mq.operations.fields import ANY, EVERY, FETCH, SAVE
 from mq.store import Store
 from mq.store.gone_queues import GoneQueues
 from mq.tokens import Token
 
 #: An op's reply type.
 R = TypeVar("R")
-
-
-#: The ops a queue's busy fetch actor hands to the next (ActorPool.taker): fetches, and acks
-#: with a receipt (any actor can rename a delivery away; the others stay with the queue's own).
-SPREAD = (Fetch, FetchBatch, Ack, AckBatch)
 
 
 def _waiting_call(link: ActorLink, request: Operation,
@@ -103,21 +96,24 @@ class QueueService:
 
     def run(self, token: Token | None, request: Operation[R],
             on_sent: Callable[[Callable[[], None]], None] | None = None,
-            client: str | None = None) -> Awaitable[R]:
+            client: str | None = None, gone: Callable[[], bool] = lambda: False) -> Awaitable[R]:
         """Run any op the front sends (mq.operations): check it (check()), send it to the
         actor its class names (a save op to the save actor with room, ActorPool.saver, which
         refuses when overloaded; a fetch op to the fetch actor of its queue, fetch actor 0
-        when it names none; the statistics to every actor, their answers merged) and return
-        the awaitable of its reply. A plain function, so the
-        hot path pays no coroutine of its own.
+        when it names none; the statistics to every actor, their answers merged; an op with
+        a pattern, FRONT or ANY, over the queues it reaches: reaching()) and return the
+        awaitable of its reply. A plain function, so the hot path pays no coroutine of its own.
 
         An op with a `wait` (a long poll) waits that long plus --actor-timeout, none once the
         front drains; on_sent(cancel) is called once it is on its way: cancel() withdraws it
-        (its client went away), and the await ends with {"empty": True, "cancelled": True}.
+        (its client went away), and the await ends with {"empty": True, "cancelled": True};
+        a pull-any asks gone() instead, and claims nothing once it is true.
         client: the connection a fetch came on, counted among its queue's clients once allowed.
         """
         if token is not None:
             check(token, request)
+        if request.reaches is not None:
+            return cast(Awaitable[R], self.reaching(token, request, gone))
         if request.actor == SAVE:
             return cast(Awaitable[R], self._pool.saver().call(request, weight=request.weight()))
         if request.actor == EVERY:
@@ -129,7 +125,9 @@ class QueueService:
             self.clients.seen(queue, client)
         link = self._pool.fetchers[0] if queue is None else self._pool.fetcher(queue)
         taker = link
-        if queue is not None and type(request) in SPREAD and getattr(request, "receipt", True):
+        if queue is not None and request.spread and getattr(request, "receipt", True):
+            # A busy fetch actor hands the op to the next (ActorPool.taker); an ack without a
+            # receipt stays with the queue's own, as every other op does.
             taker = self._pool.taker(queue)
         if "wait" not in request.names:
             return cast(Awaitable[R], taker.call(request))
@@ -150,33 +148,25 @@ class QueueService:
             result = await _waiting_call(owner, request, on_sent)
         return result
 
-    async def fan_out(self, token: Token | None, pattern, request: AddFanout) -> list[dict]:
-        """Run the fan-out on every existing queue the pattern matches and the token may use
-        (in place of its queues), durably and together (one save actor's batch and flush);
-        each copy's queue and id. NotFound when no queue matches."""
-        queues = self.reached(token, pattern)
-        if len(queues) > MAX_FANOUT_QUEUES:
-            raise Invalid(f"{len(queues)} queues match {pattern!r}; a fan-out may add to at most "
-                          f"{MAX_FANOUT_QUEUES}")
-        request = dataclasses.replace(request, queues=queues)
-        return (await self._pool.saver().call(request))["messages"]
+    async def reaching(self, token: Token | None, request: Operation,
+                       gone: Callable[[], bool]) -> Any:
+        """Run an op whose queues its pattern names (a fan-out, a pull-any; only its scope
+        was checked): its fields checked as an actor checks its op, then on the existing
+        queues the pattern matches that the token may use, each tested once (a queue it may
+        not use is, for it, one that does not exist, never a refusal; NotFound when none is
+        left, so their op is not checked again): ANY on their fetch actors together, FRONT as
+        the op its over(queues) makes."""
+        request = type(request).from_payload(request.to_payload())
+        queues = routing.matching_queues(self.root, getattr(request, cast(str, request.reaches)),
+                                         token)
+        if request.actor == ANY:
+            return await self._any(queues, getattr(request, "wait", 0.0), gone)
+        return await self.run(None, request.over(queues))  # FRONT (operation() allows no other)
 
-    def reached(self, token: Token | None, pattern) -> list[str]:
-        """The queues a fan-out or a pull-any reaches, its access check: the write scope, then
-        the existing queues the pattern matches, filtered to those the token may use (each
-        tested once: a queue it may not use is, for it, one that does not exist, never a
-        refusal); NotFound when none is left."""
-        if token is not None:
-            access.check(token, WRITE, ())
-        return routing.matching_queues(self.root, pattern, token)
-
-    async def pull_any(self, token: Token | None, pattern, wait: float,
-                       gone: Callable[[], bool] = lambda: False) -> Fetched | None:
-        """Claim the oldest ready message among the matching queues the token may use, waiting
-        up to `wait` seconds; None when none came (or gone() turned true). The fetch result,
-        with "queue" added; NotFound when no queue matches (docs/DELIVERY.md, "Pull-any")."""
-        check_wait(wait)
-        queues = self.reached(token, pattern)
+    async def _any(self, queues: list[str], wait: float, gone: Callable[[], bool]) -> Fetched:
+        """Claim the oldest ready message among the queues, waiting up to `wait` seconds:
+        the fetch result with "queue" added, or {"empty": True} when none came (or gone()
+        turned true) (docs/DELIVERY.md, "Pull-any")."""
         groups = routing.grouped(queues, self._pool.fetcher)
         if self.draining:
             wait = 0.0
@@ -185,7 +175,8 @@ class QueueService:
             # A drain that begins meanwhile ends the wait, as the client going away would.
             return gone() or (wait > 0 and self.draining)
 
-        return await routing.pull_any(groups, wait, ended)
+        result = await routing.pull_any(groups, wait, ended)
+        return {"empty": True} if result is None else result
 
     # Statistics: every actor at once.
 

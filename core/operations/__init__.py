@@ -55,6 +55,7 @@ from mq.operations.notes import (
                                  Taken,
                                  Window,
 )
+from mq.operations.patterns import MAX_PATTERN, FanOut, PullAny
 from mq.operations.save import (
     MAX_BATCH_MESSAGES,
     MAX_FANOUT_QUEUES,
@@ -62,6 +63,7 @@ from mq.operations.save import (
     AddBatch,
     Added,
     AddFanout,
+    FannedOut,
     accumulated_of,
     add_of,
 )
@@ -69,7 +71,8 @@ from mq.operations.save import (
 __all__ = [
     "OPS", "Operation", "OnQueue", "MAX_BATCH_MESSAGES", "MAX_FANOUT_QUEUES", "MAX_FETCH", "MAX_PEEK",
     "MAX_QUEUES", "MAX_WAIT_SECONDS", "check_wait",
-    "Add", "AddBatch", "AddFanout", "Added", "accumulated_of", "add_of",
+    "MAX_PATTERN", "FanOut", "PullAny",
+    "Add", "AddBatch", "AddFanout", "Added", "FannedOut", "accumulated_of", "add_of",
     "Fetch", "FetchBatch", "FetchAny", "Watch", "Fetched", "Ack", "AckBatch", "Acked", "Nack",
     "Extend", "Delete",
     "QueueGet", "QueuePut", "QueueDelete", "Redrive", "Move", "Moved", "Peek", "Purge", "PropsGet",

@@ -62,7 +62,7 @@ class Fetched(TypedDict, total=False):
     cancelled: bool  # the front's own answer to a long poll it withdrew (its client went away)
 
 
-@operation("fetch", scope=WRITE)
+@operation("fetch", scope=WRITE, spread=True)
 @dataclass(slots=True, frozen=True, kw_only=True)
 class Fetch(OnQueue[Fetched]):
     """Claim the oldest ready message of a queue, waiting up to `wait` seconds for one."""
@@ -73,7 +73,7 @@ class Fetch(OnQueue[Fetched]):
     holder: str | None = None
 
 
-@operation("fetch_batch", scope=WRITE)
+@operation("fetch_batch", scope=WRITE, spread=True)
 @dataclass(slots=True, frozen=True, kw_only=True)
 class FetchBatch(OnQueue):
     """Claim up to `max` messages of a queue, waiting up to `wait` seconds for the first."""
@@ -123,7 +123,7 @@ class Extended(TypedDict):
     receipt: str
 
 
-@operation("ack", scope=WRITE)
+@operation("ack", scope=WRITE, spread=True)
 @dataclass(slots=True, frozen=True, kw_only=True)
 class Ack(OnQueue[Acked]):
     """Remove a delivered message (receipt nil: remove it whatever its state, as delete)."""
@@ -133,7 +133,7 @@ class Ack(OnQueue[Acked]):
     receipt: str | None = None
 
 
-@operation("ack_batch", scope=WRITE)
+@operation("ack_batch", scope=WRITE, spread=True)
 @dataclass(slots=True, frozen=True, kw_only=True)
 class AckBatch(OnQueue):
     """Ack each receipt ('{id}.{n}'), one outcome per receipt."""

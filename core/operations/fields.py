@@ -12,7 +12,9 @@ The class is the op's whole contract (docs/ARCHITECTURE.md, "How to add an opera
 serves it, the class's base names its reply type (`OnQueue[Acked]`), and the queues it
 touches are its fields typed as queues (`Queue`, a list of queues, `Properties`' dead-letter
 queue): each such type carries a `Touches` mark, and `touched()` walks the marked fields, so
-an access check cannot miss a queue field, whatever it is called.
+an access check cannot miss a queue field, whatever it is called. A field marked `Reaches`
+(a pattern of queue names, mq.operations.patterns) makes the op one the front runs on the
+queues the pattern reaches that the token may use: only its scope is checked.
 """
 
 import dataclasses
@@ -33,8 +35,10 @@ OPS: dict[str, type["Operation"]] = {}
 #: The token scopes an op may need (mq.tokens.RANKS), lowest first.
 READ, WRITE, ADMIN = "read", "write", "admin"
 #: Which actor serves an op: the save actor with room, the fetch actor that owns its queue
-#: (fetch actor 0 when it names none), every actor (the statistics), the mover.
-SAVE, FETCH, EVERY, MOVER = "save", "fetch", "every", "mover"
+#: (fetch actor 0 when it names none), every actor (the statistics), the mover; or the front
+#: itself, on the queues its pattern reaches: as the op its `over(queues)` makes (FRONT), or
+#: on the fetch actors of those queues together, the oldest ready message among them (ANY).
+SAVE, FETCH, EVERY, MOVER, FRONT, ANY = "save", "fetch", "every", "mover", "front", "any"
 
 _REQUIRED = object()
 
@@ -57,6 +61,20 @@ class Touches:
         return self.check(value)
 
 
+class Reaches:
+    """A field type's mark: the value (checked as `check` does) is a pattern of queue names,
+    and the op is run on the queues it reaches, those the caller's token may use."""
+
+    __slots__ = ("check",)
+
+    def __init__(self, check: Callable[[Any], Any]):
+        self.check = check
+
+    def __call__(self, value):
+        """The value, checked."""
+        return self.check(value)
+
+
 class Operation(Generic[R]):
     """Base of every request type: its op name, its fields, their payload form, and its
     contract (scope, actor, reply type, the queues it touches)."""
@@ -66,12 +84,17 @@ class Operation(Generic[R]):
     op: ClassVar[str] = ""
     #: The token scope it needs (READ, WRITE, ADMIN).
     scope: ClassVar[str] = ADMIN
-    #: Which actor serves it (SAVE, FETCH, EVERY, MOVER).
+    #: Which actor serves it (SAVE, FETCH, EVERY, MOVER, FRONT, ANY).
     actor: ClassVar[str] = FETCH
+    #: A FETCH op a busy fetch actor of its queue may hand to the next (ActorPool.taker):
+    #: a claim, or a reply by receipt (any fetch actor can rename a delivery away).
+    spread: ClassVar[bool] = False
     #: Its reply's type (the class's type argument: `Operation[Fetched]`), dict when untyped.
     reply: ClassVar[Any] = dict
     #: (field, names) per field whose type is marked Touches, compiled by operation().
     queue_fields: ClassVar[tuple] = ()
+    #: The field whose type is marked Reaches (a pattern of queues), compiled by operation().
+    reaches: ClassVar[str | None] = None
     #: (field, check, default) per field, compiled by operation().
     spec: ClassVar[tuple] = ()
     #: The field names, in declaration order.
@@ -105,15 +128,20 @@ class Operation(Generic[R]):
 
     def touched(self) -> list[str] | None:
         """The queues the op touches, for its access check: those its queue-typed fields name
-        (a nil field names none); None when it has no such field: it is about every queue."""
+        (a nil field names none); none when a pattern names them (the queues it reaches are
+        the token's); None when it has no such field: it is about every queue."""
         if not self.queue_fields:
-            return None
+            return [] if self.reaches else None
         queues: list[str] = []
         for name, names in self.queue_fields:
             value = getattr(self, name)
             if value is not None:
                 queues += names(value)
         return queues
+
+    def over(self, queues: list[str]) -> "Operation":
+        """The op a FRONT op comes to on the queues its pattern reached."""
+        raise TypeError(f"{self.op}: the front does not run it over queues")
 
     def weight(self) -> int:
         """How many adds it counts as in a save actor's load (a batch add: its messages)."""
@@ -138,12 +166,15 @@ class OnQueue(Operation[R]):
 
 
 def operation(name: str, scope: str = ADMIN, actor: str = FETCH, rest: Rest | None = None,
-              rpc: Rpc | None = None):
+              rpc: Rpc | None = None, spread: bool = False):
     """Class decorator: register a request dataclass under its op name, with the scope that
-    runs it, the actor that serves it and (optional) its REST route and RPC method, and
-    compile its checks and its queue fields."""
-    if scope not in (READ, WRITE, ADMIN) or actor not in (SAVE, FETCH, EVERY, MOVER):
+    runs it, the actor that serves it, whether another fetch actor may serve it (spread),
+    and (optional) its REST route and RPC method, and compile its checks and its queue
+    fields."""
+    if scope not in (READ, WRITE, ADMIN) or actor not in (SAVE, FETCH, EVERY, MOVER, FRONT, ANY):
         raise TypeError(f"op {name!r}: no scope {scope!r} or no actor {actor!r}")
+    if spread and actor != FETCH:
+        raise TypeError(f"op {name!r}: only a fetch actor's op is spread over fetch actors")
 
     def register(cls: Any) -> Any:
         # Any: what is compiled below replaces Operation's defaults (`values` a method there).
@@ -162,11 +193,18 @@ def operation(name: str, scope: str = ADMIN, actor: str = FETCH, rest: Rest | No
             else:
                 default = _REQUIRED
             spec.append((field.name, checker(f"{name}: {field.name}", hints[field.name]), default))
-        cls.op, cls.spec, cls.scope, cls.actor = name, tuple(spec), scope, actor
+        cls.op, cls.spec, cls.scope, cls.actor, cls.spread = name, tuple(spec), scope, actor, spread
         cls.reply = reply_type(cls)
         cls.names = tuple(field[0] for field in spec)
         cls.queue_fields = tuple((name, mark.names) for name in cls.names
                                  for mark in marks(hints[name]))
+        patterns = [name for name in cls.names
+                    if any(isinstance(mark, Reaches) for mark in metadata(hints[name]))]
+        if (len(patterns) == 1) != (actor in (FRONT, ANY)) or patterns and cls.queue_fields:
+            # The front runs an op on its pattern's queues, and only such an op.
+            raise TypeError(f"{cls.__qualname__}: the front runs an op with one pattern "
+                            "field and no queue field, and no other")
+        cls.reaches = patterns[0] if patterns else None
         for field_name in cls.names:
             if validate_queue in metadata(hints[field_name]):
                 # Checked as a queue's name but not marked: the access check would miss it.
@@ -232,8 +270,8 @@ def checker(label: str, hint):
     base = _type_check(label, typing.get_origin(hint) or hint)
     if not extra:
         return base
-    # A Touches mark checks as its own check does: called directly, one call fewer per value.
-    extra = [more.check if isinstance(more, Touches) else more for more in extra]
+    # A mark checks as its own check does: called directly, one call fewer per value.
+    extra = [more.check if isinstance(more, (Touches, Reaches)) else more for more in extra]
     if len(extra) == 1:  # the usual case: no loop per value
         only = extra[0]
         if base is None:

@@ -37,7 +37,8 @@ from mq.operations.fields import (
 #: Most queues one fan-out may add to (each copy is a file written and flushed).
 MAX_FANOUT_QUEUES = 1000
 
-__all__ = ["Add", "AddBatch", "AddFanout", "Added", "MAX_BATCH_MESSAGES", "MAX_FANOUT_QUEUES"]
+__all__ = ["Add", "AddBatch", "AddFanout", "Added", "FannedOut", "MAX_BATCH_MESSAGES",
+           "MAX_FANOUT_QUEUES"]
 
 #: A content type of one line ("": application/octet-stream).
 ContentType = Annotated[str, check_content_type]
@@ -120,9 +121,24 @@ class AddBatch(OnQueue):
         return len(self.messages)
 
 
+class Copy(TypedDict):
+    """One copy a fan-out made: its queue, its id, when it is due, its accumulation."""
+
+    queue: str
+    id: str
+    due: float | None
+    accumulated: str
+
+
+class FannedOut(TypedDict):
+    """The answer to a fan-out: one Copy per queue it added to."""
+
+    messages: list[Copy]
+
+
 @operation("add_fanout", scope=WRITE, actor=SAVE)
 @dataclass(slots=True, frozen=True, kw_only=True)
-class AddFanout(Operation):
+class AddFanout(Operation[FannedOut]):
     """Add one message to each of several queues, durably together (no de-duplication key)."""
 
     queues: Annotated[list, count(MAX_FANOUT_QUEUES, "queues"), EACH_QUEUE, distinct]

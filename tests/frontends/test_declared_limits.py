@@ -43,7 +43,7 @@ def edges(limit: Limit) -> tuple[list, list]:
 #: A valid value of each required field the ops have, for a payload with only those.
 REQUIRED = {"queue": "q", "id": MESSAGE_ID, "body": b"x", "max": 1, "messages": [{"body": b"x"}],
             "receipts": [f"{MESSAGE_ID}.1"], "queues": ["q"], "request": b"r", "rules": [],
-            "properties": {}, "window": "w", "ids": [], "source": "q"}
+            "properties": {}, "window": "w", "ids": [], "source": "q", "pattern": "q"}
 
 
 def items(field: str, n: int) -> list:
@@ -332,6 +332,13 @@ WALKS = {
         "local": lambda f, n: raised(lambda: f.local.peek(f.queue_with(), n)),
         "rpc": "no peek", "sqs": "no peek",
     },
+    ("pull_any", "wait"): {
+        "rest": lambda f, s: rest(f.daemon.request(
+            "GET", f"/_mq/messages?qre={f.queue_with()}&wait={s}")),
+        "rpc": lambda f, s: rpc(f.call("pull_any", f.queue_with(), s)),
+        "client": "no pull-any", "sqs": "no pull-any", "local": "no pull-any",
+    },
+    # The wait of the watches a pull-any parks, its own wait (the same `Wait`) or less.
     ("watch", "wait"): {
         "rest": lambda f, s: rest(f.daemon.request(
             "GET", f"/_mq/messages?qre={f.queue_with()}&wait={s}")),

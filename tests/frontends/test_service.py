@@ -20,7 +20,7 @@ from mq.config import Options
 from mq.errors import Forbidden
 from mq.http import front, service
 from mq.http.actor_links import ActorPool
-from mq.operations import OPS, Acked, AddFanout, Stats
+from mq.operations import OPS, Acked, FanOut, PullAny, Stats
 from mq.operations.admin import Properties
 from mq.operations.fields import EACH_QUEUE, Queue
 from mq.tokens import RANKS, Token, digest_of
@@ -173,10 +173,11 @@ def test_a_pattern_tests_each_queue_against_the_token_once(tmp_path):
             pool = await connected_pool(daemon, options)
             try:
                 queues_service = service.QueueService(pool, options)
-                copies = await queues_service.fan_out(writer, ".*", AddFanout(queues=[], body=b"x"))
+                copies = (await queues_service.run(writer, FanOut(pattern=".*", body=b"x")))[
+                    "messages"]
                 every = set(queues.asked)
                 fanned, queues.asked = dict(queues.asked), Counter()
-                pulled = await queues_service.pull_any(writer, ".*", 0)
+                pulled = await queues_service.run(writer, PullAny(pattern=".*"))
             finally:
                 pool.close()
             return copies, every, fanned, dict(queues.asked), pulled
@@ -298,3 +299,34 @@ def test_a_queue_name_field_not_typed_as_a_queue_is_refused_at_declaration():
             target: Annotated[str, validate_queue]
     assert "copy_unmarked" not in OPS
 
+
+
+def test_an_op_with_a_pattern_is_checked_on_its_scope_alone():
+    # Its queues are those its pattern reaches that the token may use, filtered and never
+    # refused (QueueService.reaching), so a token limited to some queues runs it; its scope
+    # is checked as any op's.
+    patterned = [cls for cls in OPS.values() if cls.reaches is not None]
+    assert {cls.op for cls in patterned} == {"fan_out", "pull_any"}
+    for cls in patterned:
+        request = cls.from_payload({"pattern": "q-.*", "body": b"x"})
+        assert request.touched() == []
+        service.check(token("q-a", "write"), request)
+        with pytest.raises(Forbidden, match="lacks the write scope"):
+            service.check(token(".*", "read"), request)
+
+
+def test_a_pattern_field_on_an_op_an_actor_serves_is_refused_at_declaration():
+    # An actor would be sent a pattern it cannot resolve: only the front runs such an op.
+    from dataclasses import dataclass
+
+    from mq.operations.fields import WRITE, Operation, operation
+    from mq.operations.patterns import Pattern
+
+    with pytest.raises(TypeError, match="one pattern field"):
+        @operation("fetch_matching", scope=WRITE)
+        @dataclass(slots=True, frozen=True, kw_only=True)
+        class FetchMatching(Operation):
+            """A declaration for this test."""
+
+            pattern: Pattern
+    assert "fetch_matching" not in OPS
