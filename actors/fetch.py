@@ -164,14 +164,14 @@ class FetchActor(Actor[FetchActorBatch]):
         for queue, entry in counted.items():
             if not self.owns(queue):  # Its fetches and acks here, with or without an index of
                 queues[queue] = entry  # it; its other figures are its own actor's.
-        for queue, index in self.indexes:
-            if not self.owns(queue):
-                continue
+        owned = {queue: index for queue, index in self.indexes if self.owns(queue)}
+        for queue, props in self.props.effective_each(owned):
+            index = owned[queue]
             oldest = index.oldest()
             entry = counted.get(queue) or {"totals": {}, "rates": {}}
             entry.update(ready=len(index), bytes=self.indexes.sizes.of(queue),
                          waiting=waiting.get(queue, 0) + watching.get(queue, 0),
-                         dead_letter_queue=self.props.effective(queue)["dead_letter_queue"],
+                         dead_letter_queue=props["dead_letter_queue"],
                          oldest_ready_age_s=round(max(0.0, now_ms - id_time_ms(oldest)) / 1000, 3)
                          if oldest else None)
             queues[queue] = entry

@@ -156,14 +156,16 @@ class ReadyIndexes:
         """The queue's index if it has one, without listing."""
         return self._indexes.get(queue)
 
-    def of(self, queue: str, sized: bool = True) -> QueueIndex:
+    def of(self, queue: str, sized: bool = True, posted: set[str] | None = None) -> QueueIndex:
         """The queue's index, built from its folder on first use or when empty and stale;
-        with sized false its bytes are not counted (another fetch actor's queue)."""
+        with sized false its bytes are not counted (another fetch actor's queue); posted:
+        the queues notices/ had a file of when listed before this (Notices.posted)."""
         index = self._indexes.get(queue)
         if index is None or (not index and self.may_have_more(queue, index)):
             # The notice is read before the listing, so one posted meanwhile is seen as new;
             # the folder's mtime likewise, so a change meanwhile is seen on the next fetch.
-            self._notices[queue] = self.store.notices.read(queue)
+            self._notices[queue] = "" if posted is not None and queue not in posted else \
+                self.store.notices.read(queue)
             changed = self.store.queues.queue_changed_ns(queue)
             if sized and queue not in self.sizes:
                 self.sizes.scan(queue)  # Before the listing: an add between them counts once.
@@ -227,9 +229,12 @@ class ReadyIndexes:
         if time.monotonic() - self._noticed_at < NOTICE_SECONDS:
             return
         self._noticed_at = time.monotonic()
+        posted = self.store.notices.posted()
         for queue in list(self._indexes):
             heartbeat.beat()  # Working, not stuck, however many queues there are.
-            token = self.store.notices.read(queue)
+            # Most queues never get a notice: one listing instead of an open each.
+            token = "" if posted is not None and queue not in posted else \
+                self.store.notices.read(queue)
             if token is not None and token != self._notices.get(queue):
                 self._notices[queue] = token
                 self.relist(queue)
@@ -243,7 +248,8 @@ class ReadyIndexes:
         if listed_at is not None and now - listed_at < STATS_LIST_SECONDS:
             return
         self._owned_listed_at = now
+        posted = self.store.notices.posted()  # One listing, not an open of each queue's.
         for queue in self.store.queues.list_queues():
             heartbeat.beat()  # Working, not stuck, however many queues there are.
             if queue not in self._indexes and owns(queue):
-                self.of(queue)
+                self.of(queue, posted=posted)

@@ -32,8 +32,8 @@ class RetentionSweep:
         self.oldest = {q: self.oldest[q] for q in queues if q in self.oldest}  # drop deleted ones
         for gone in self.props.queues().difference(queues):
             self.props.forget(gone)
-        for queue in queues:
-            retention = self.props.effective(queue)["retention"]
+        for queue, props in self.props.effective_each(queues):
+            retention = props["retention"]
             if not retention:
                 continue  # Kept until acked.
             cutoff = expiry_cutoff_ms(retention, now)

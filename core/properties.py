@@ -8,6 +8,7 @@ a change is seen by the next request that uses it.
 import os
 import re
 import time
+from collections.abc import Iterable, Iterator
 
 import orjson
 
@@ -251,12 +252,33 @@ class PropertyFiles:
 
     def effective(self, queue: str) -> dict:
         """Every property of the queue: its own, then the first matching rule, then the system's."""
+        return self._merged(queue, self.rules(), self.own(queue))
+
+    def effective_each(self, queues: Iterable[str]) -> Iterator[tuple[str, dict]]:
+        """(queue, effective properties) of each queue, props/ listed once: a queue without a
+        file there costs no stat of its own (a pass over 10,000 queues is one listing, not
+        20,000 stats)."""
+        rules = self.rules()
+        try:
+            files: set[str] | None = set(os.listdir(os.path.dirname(
+                self.store.default_props_path())))
+        except OSError:
+            files = None  # Each queue's own look tells absence from a fault.
+        for queue in queues:
+            if files is not None and f"{queue}.json" not in files:
+                self._cache.pop(queue, None)
+                own: dict = {}
+            else:
+                own = self.own(queue)
+            yield queue, self._merged(queue, rules, own)
+
+    def _merged(self, queue: str, rules: list, own: dict) -> dict:
         merged = dict(self.system)
-        for pattern, props in self.rules():
+        for pattern, props in rules:
             if re.fullmatch(pattern, queue):
                 merged.update(props)
                 break
-        merged.update(self.own(queue))
+        merged.update(own)
         if not merged["dead_letter_queue"]:
             merged["dead_letter_queue"] = dead_letter_default(queue)
         return merged

@@ -12,6 +12,8 @@ from mq.store.root import Root
 #: A token of notices/delay that starts so asks the mover to read again the due time of every
 #: message in delay/, not only of those it has not timed: a writer moved a known one earlier.
 RETIME = "retime-"
+#: The start of a queue's notice file's name (Root.notice_path).
+READY = "ready:"
 
 
 class Notices:
@@ -70,3 +72,14 @@ class Notices:
             return ""
         except OSError:
             return None
+
+    def posted(self) -> set[str] | None:
+        """The queues that have a notice file, from one listing of notices/ (None when it
+        cannot be listed now): a queue without one reads as '' without an open of its own."""
+        try:
+            names = os.listdir(self.paths.folder("notices"))
+        except FileNotFoundError:
+            return set()
+        except OSError:
+            return None
+        return {name[len(READY):] for name in names if name.startswith(READY)}
