@@ -82,11 +82,10 @@ class FetchActor(Actor[FetchActorBatch]):
         self.groups.forget(queue)
 
     def queue_tables(self) -> dict:
-        """The queues indexed, with message groups, counted, with cached properties, with a
-        delivery remembered."""
+        """The queues each of its per-queue tables holds, by table (docs/PROTOCOL.md, "Statistics")."""
         return {"indexes": self.indexes.remembered(), "groups": self.groups.queues(),
                 "counters": self.counters.queues(), "properties": self.props.queues(),
-                "deliveries": self.deliveries.queues()}
+                "deliveries": self.deliveries.queues(), "sizes": self.indexes.sizes.queues()}
 
     def forget_queues(self, gone: set[str]) -> None:
         """Drop everything kept about queues that are gone (deleted by another daemon, ...)."""
@@ -96,6 +95,7 @@ class FetchActor(Actor[FetchActorBatch]):
             self.props.forget(queue)
         self.groups.forget_all(gone)
         self.deliveries.forget(gone)
+        self.indexes.sizes.forget_handed(gone)
 
     # -- commands ---------------------------------------------------------------------------
 
@@ -176,7 +176,7 @@ class FetchActor(Actor[FetchActorBatch]):
                          if oldest else None)
             queues[queue] = entry
         return {"actor": f"{self.kind}-{self.index}", "queues": queues,
-                "flush": self.store.flush_times.snapshot(), "tables": self.gone.sizes()}
+                "flush": self.store.flush_times.snapshot(), **self.gone.figures(request.heap)}
 
     COMMANDS = {
         ops.Fetch: fetch, ops.FetchBatch: fetch_batch.fetch_batch,

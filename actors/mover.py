@@ -116,7 +116,7 @@ class MoverActor(Actor[Batch]):
         for queue, entry in counted.items():
             queues.setdefault(queue, {**entry, "delayed": 0, "in_flight": 0})
         return {"actor": f"{self.kind}-{self.index}", "queues": queues,
-                "flush": self.store.flush_times.snapshot(), "tables": self.gone.sizes()}
+                "flush": self.store.flush_times.snapshot(), **self.gone.figures(request.heap)}
 
     def queue_tables(self) -> dict:
         """The queues counted, with cached properties, with timers (purges are kept 10 s)."""

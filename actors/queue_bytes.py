@@ -146,3 +146,13 @@ class QueueBytes:
         """Drop the queue's figure (deleted, purged, or relisted): the next index scans it."""
         self.totals.pop(queue, None)
         self._delayed_at = -DELAY_LISTING_SECONDS  # Its deliveries may have left delay/.
+
+    def queues(self) -> set[str]:
+        """The queues a handed-out message's size is remembered of."""
+        return {queue for queue, _ in self._handed}
+
+    def forget_handed(self, gone: set[str]) -> None:
+        """Drop the sizes remembered of messages of queues that are gone: one handed out and
+        never acked (nacked, dead-lettered by the mover) stays until it is pushed out."""
+        for key in [key for key in self._handed if key[0] in gone]:
+            del self._handed[key]

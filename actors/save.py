@@ -111,7 +111,7 @@ class SaveActor(Actor[SaveActorBatch]):
     def stats(self, batch: SaveActorBatch, request: ops.Stats, sender: Request) -> dict:
         """The adds this actor stored, per queue: totals and rates over the last minute."""
         return {"actor": f"{self.kind}-{self.index}", "queues": self.counters.report(),
-                "flush": self.store.flush_times.snapshot(), "tables": self.gone.sizes()}
+                "flush": self.store.flush_times.snapshot(), **self.gone.figures(request.heap)}
 
     def queue_tables(self) -> dict:
         """The queues counted, those whose properties are cached, those delivered into lately."""

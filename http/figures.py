@@ -5,7 +5,8 @@ Nothing here lists a folder: the save actors count adds, the fetch actors hold t
 indexes and count fetches, acks, nacks, redeliveries and dead letters, and the mover knows
 which entries of delay/ are delayed and which are in flight (docs/OPERATIONS.md, "Watching mq").
 Each of them also times its own flushes (mq.flush_times), served per actor, and tells how
-many queues each of its per-queue tables holds ("tables", mq.store.gone_queues).
+many queues each of its per-queue tables holds ("tables", mq.store.gone_queues) and how many
+memory blocks Python's allocator holds for it ("heap_blocks").
 """
 
 from mq.errors import MqError
@@ -31,6 +32,7 @@ def merge(names: list[str], answers: list, now: float) -> dict:
     existing: set[str] = set()
     flush: dict[str, dict] = {}
     tables: dict[str, dict] = {}
+    heap_blocks: dict[str, int] = {}
     all_fetchers = True
     for name, answer in zip(names, answers):
         if isinstance(answer, BaseException):
@@ -42,6 +44,8 @@ def merge(names: list[str], answers: list, now: float) -> dict:
             flush[name] = answer["flush"]
         if "tables" in answer:
             tables[name] = answer["tables"]
+        if "heap_blocks" in answer:
+            heap_blocks[name] = answer["heap_blocks"]
         for queue, entry in answer["queues"].items():
             merged = queues.setdefault(queue, blank_queue())
             for event, n in entry.get("totals", {}).items():
@@ -64,4 +68,4 @@ def merge(names: list[str], answers: list, now: float) -> dict:
         entry["dead"] = dead["ready"] if dead is not None else 0
     return {"time": round(now, 3), "complete": all(state == "ok" for state in actors.values()),
             "actors": actors, "queues": dict(sorted(queues.items())), "flush": flush,
-            "tables": tables}
+            "tables": tables, "heap_blocks": heap_blocks}

@@ -23,10 +23,10 @@ from mq.http import access, routing
 from mq.http.actor_links import ActorLink, ActorPool
 from mq.http.clients import Clients
 from mq.http.figures import merge
-from mq.operations import Fetched, Operation
+from mq.operations import Fetched, Operation, Stats
 from mq.operations.fields import ANY, EVERY, FETCH, SAVE
 from mq.store import Store
-from mq.store.gone_queues import GoneQueues
+from mq.store.gone_queues import GoneQueues, heap_blocks
 from mq.tokens import Token
 
 #: An op's reply type.
@@ -196,6 +196,8 @@ class QueueService:
             if queue in figures["queues"]:
                 figures["queues"][queue]["clients"] = clients
         figures["tables"][f"front-{self._pool.front}"] = self.gone.sizes()
+        if isinstance(request, Stats) and request.heap:
+            figures["heap_blocks"][f"front-{self._pool.front}"] = heap_blocks()
         return figures
 
     def unreachable(self) -> list[str]:

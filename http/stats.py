@@ -11,16 +11,20 @@ from mq.operations import Stats
 class StatsHandler(ApiHandler):
     """GET /_mq/stats: depths, counters and rates per queue, from the actors' memory."""
 
-    @accepts("tables")
+    @accepts("tables", "heap")
     async def get(self) -> None:
         """200 with the statistics; "complete" is false when an actor did not answer. With
-        ?tables=1, also how many queues each process's per-queue tables hold."""
+        ?tables=1, also how many queues each process's per-queue tables hold; with ?heap=1,
+        how many memory blocks Python's allocator holds for each process."""
         self.set_header("Cache-Control", "no-store")
-        figures = await self.service.run(self.token, Stats())
+        heap = self.get_query_argument("heap", None) == "1"
+        figures = await self.service.run(self.token, Stats(heap=heap))
         # Flush times are for /metrics' histogram; the JSON keeps to the queues' figures.
         figures.pop("flush")
         if self.get_query_argument("tables", None) != "1":
             figures.pop("tables")
+        if not heap:
+            figures.pop("heap_blocks")
         # The front's own reading of the root's file system, as /metrics shows it.
         figures["root"] = root_figures(self.config.root)
         self.write_json(200, figures)

@@ -12,6 +12,9 @@ from mq.operations.fields import EVERY, MOVER, READ, OnQueue, Operation, Queue, 
 class Stats(Operation):
     """An actor's counters and flush times (every actor answers it)."""
 
+    #: Also the process's heap blocks after a full garbage collection (GET /_mq/stats?heap=1).
+    heap: bool = False
+
 
 @operation("ready")
 @dataclass(slots=True, frozen=True, kw_only=True)

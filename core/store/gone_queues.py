@@ -7,6 +7,8 @@ about queues lists queues/ once and forgets those not in it. A queue created aga
 the sweep keeps what was kept about it, as if it had never gone.
 """
 
+import gc
+import sys
 import time
 from collections.abc import Callable, Collection
 
@@ -55,3 +57,17 @@ class GoneQueues:
     def sizes(self) -> dict[str, int]:
         """How many queues each table holds (in the statistics, to watch them shrink)."""
         return {name: len(queues) for name, queues in self.tables().items()}
+
+    def figures(self, heap: bool) -> dict:
+        """What a process's statistics answer says of its per-queue state: the tables' sizes,
+        and when asked (heap) the memory blocks Python's allocator holds for it."""
+        return {"tables": self.sizes(), **({"heap_blocks": heap_blocks()} if heap else {})}
+
+
+def heap_blocks() -> int:
+    """The blocks Python's allocator holds for this process after a full garbage collection:
+    state kept per queue grows it by at least a block a queue (the queue's name), where
+    resident memory also follows the allocator's high-water mark of the busiest moment and
+    garbage awaiting collection comes and goes (docs/OPERATIONS.md, "Watching mq")."""
+    gc.collect()
+    return sys.getallocatedblocks()

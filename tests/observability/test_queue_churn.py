@@ -1,9 +1,10 @@
-"""Queues come and go without leaving anything behind: 5,000 queues are created by an add, one
+"""Queues come and go without leaving anything behind: 7,500 queues are created by an add, one
 in ten used in every way that leaves per-queue state in a process (own properties; adds, one
 delayed; fetches; an ack; a nack into the dead-letter queue; a delivery the mover's timer
 dead-letters), and deleted; then every process's per-queue tables (GET /_mq/stats?tables=1)
-hold only the queues that remain, and no process's resident memory kept growing from one half
-of the queues to the other. The work goes over MessagePack-RPC, pipelined on one connection."""
+hold only the queues that remain, and no process's Python heap (the allocator's blocks,
+GET /_mq/stats?heap=1) grew with the queues that went after the first third. The work goes
+over MessagePack-RPC, pipelined on one connection."""
 
 import itertools
 import os
@@ -22,21 +23,29 @@ from support import Daemon, free_port, poll_for
 #: thousands of messages too): on two cores side by side they starved each other past their waits.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180), pytest.mark.xdist_group("heavy")]
 
-#: Queues per round, and rounds: 10,000 queues in all. The first round warms every process's
-#: memory up; the memory after it is the base the last round is held to (measured: a plateau
-#: within 1-3 MB after the first round, no growth with the rounds). Each queue's creation and
-#: deletion is a flush of its own: about 5 ms a queue on 2 loaded cores.
+#: Queues per round, and rounds: 7,500 queues in all. The first round warms every process up;
+#: its heap after it is the base the last round is held to. Each queue's creation and deletion
+#: is a flush of its own: about 5 ms a queue on 2 loaded cores.
 QUEUES = 2500
-ROUNDS = 4
+ROUNDS = 3
 #: One queue in this many is used in every way; the others get one message.
 USED_EVERY = 10
 #: Requests in flight at once on the connection.
 WINDOW = 512
 #: The dead-letter queue every churned queue names: the one queue left at the end.
 DEAD = "churn-dead"
-#: Growth of a process's resident memory from the first round to the second that is not a leak
-#: (a queue's counters alone took about 6 KB each in every save actor).
-SLACK_BYTES = 4 * 1024 * 1024
+#: Growth of a process's heap blocks over the rounds after the first that is not a leak: state
+#: kept per queue keeps at least its name, a block a queue (5,000 in those rounds), a queue's
+#: counters about 120. Measured with nothing kept: -1,400 to +1,100 (the mover, the front),
+#: under 10 in the save and fetch actors; the sizes a fetch actor kept of the messages it
+#: handed out to gone queues were 2,000 (now a table of their own).
+SLACK_BLOCKS = QUEUES
+#: Growth of resident memory per queue after the first round that is not a leak: a backstop for
+#: memory outside Python's heap (a C extension's). Resident memory follows the allocator's
+#: high-water mark of the busiest moment, which is higher on a loaded machine: up to 6 MB over
+#: 7,500 queues was measured with nothing kept (tracemalloc), so only a kilobyte or two per
+#: queue shows here; the heap blocks see a block a queue.
+SLACK_BYTES_PER_QUEUE = 2048
 
 
 @pytest.fixture
@@ -122,9 +131,11 @@ def tables_hold_only(daemon, existing: set[str]) -> dict:
     return poll_for(small, 30, interval=0.5, what="the per-queue tables to be emptied")
 
 
-def resident(daemon) -> dict[str, int]:
-    """Resident memory of every process of the tree, by name."""
-    return {name: proc.memory_info().rss for name, proc in daemon.children().items()}
+def memory(daemon) -> tuple[dict[str, int], dict[str, int]]:
+    """The heap blocks of every process that keeps per-queue tables, and the resident memory
+    of every process of the tree, by name."""
+    blocks = daemon.request("GET", "/_mq/stats?heap=1").json()["heap_blocks"]
+    return blocks, {name: proc.memory_info().rss for name, proc in daemon.children().items()}
 
 
 def test_every_process_forgets_the_queues_that_went(churn_mq):
@@ -132,11 +143,14 @@ def test_every_process_forgets_the_queues_that_went(churn_mq):
     churn(daemon, rpc, [f"churn-q{n}" for n in range(QUEUES)])
     tables = tables_hold_only(daemon, {DEAD})
     assert set(tables) == {"save-0", "save-1", "fetch-0", "fetch-1", "mover-0", "front-0"}
-    before = resident(daemon)
+    blocks_before, resident_before = memory(daemon)
+    assert set(blocks_before) == set(tables)
     for round_ in range(1, ROUNDS):
         churn(daemon, rpc, [f"churn-q{n}" for n in range(round_ * QUEUES, (round_ + 1) * QUEUES)])
         tables_hold_only(daemon, {DEAD})
-    after = resident(daemon)
-    grown = {name: after[name] - before[name] for name in before}
-    leaking = {name: n for name, n in grown.items() if n >= SLACK_BYTES}
-    assert not leaking, (leaking, grown)
+    blocks_after, resident_after = memory(daemon)
+    blocks = {name: blocks_after[name] - blocks_before[name] for name in blocks_before}
+    resident = {name: resident_after[name] - resident_before[name] for name in resident_before}
+    assert all(n < SLACK_BLOCKS for n in blocks.values()), ("heap blocks grown", blocks, resident)
+    slack = SLACK_BYTES_PER_QUEUE * (ROUNDS - 1) * QUEUES
+    assert all(n < slack for n in resident.values()), ("resident bytes grown", resident, blocks)
