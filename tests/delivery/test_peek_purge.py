@@ -3,7 +3,15 @@ and emptying a queue in every state while it keeps its settings."""
 
 import base64
 
-from support import files_in, poll_for
+import pytest
+
+from support import files_in, poll_for, ready_daemon
+
+
+@pytest.fixture(scope="module")
+def mq(tmp_path_factory):
+    """One daemon for the tests that only add, peek and purge, each on queues of its own."""
+    yield from ready_daemon(tmp_path_factory.mktemp("peek"), workers=2, timeout=1)
 
 
 def test_peek_shows_the_oldest_ready_messages_and_claims_nothing(mq):
