@@ -48,21 +48,31 @@ class Traffic(threading.Thread):
         conn.close()
 
 
-@pytest.fixture
-def browser(tmp_path):
-    """A page of a fresh headless Chromium with its own profile folder."""
+@pytest.fixture(scope="module")
+def chromium():
+    """One headless Chromium for the module: a start costs seconds of CPU on two cores."""
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
     if not shutil.which(CHROMIUM):
         pytest.skip("chromium is not installed: `make test` installs it (apt-get install chromium)")
     with sync_api.sync_playwright() as playwright:
         # Playwright's own 30 s for a start is tight on a loaded 2-core machine.
-        context = playwright.chromium.launch_persistent_context(
-            str(tmp_path / "profile"), executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
-            timeout=60_000)
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                              args=CHROMIUM_ARGS, timeout=60_000)
         try:
-            yield context.pages[0] if context.pages else context.new_page()
+            yield chromium
         finally:
-            context.close()
+            chromium.close()
+
+
+@pytest.fixture
+def browser(chromium):
+    """A page of a fresh browser context (its own cookies, storage and cache) of the module's
+    Chromium."""
+    context = chromium.new_context()
+    try:
+        yield context.new_page()
+    finally:
+        context.close()
 
 
 def cell(page, queue: str, column: str) -> str:
