@@ -45,12 +45,38 @@ def adopt_orphans():
     reap_orphans()
 
 
-@pytest.fixture(scope="session")
-def spark():
-    """One local SparkSession for every Spark test (tests/spark_support.py)."""
-    from spark_support import shared_session
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Keep each phase's report on the test, for fixtures that clean up after a failure."""
+    report = yield
+    setattr(item, f"report_{report.when}", report)
+    return report
 
-    yield from shared_session()
+
+@pytest.fixture(scope="session")
+def spark_sessions():
+    """The SparkSession the Spark tests of this process share (tests/spark_support.py)."""
+    from spark_support import SharedSpark
+
+    shared = SharedSpark()
+    yield shared
+    shared.stop()
+
+
+@pytest.fixture
+def spark(spark_sessions, request):
+    """The shared local SparkSession; a new one after a test that a timeout cut off."""
+    from spark_support import timed_out
+
+    try:
+        spark = spark_sessions.get()
+    except BaseException:
+        spark_sessions.drop()  # Cut off while starting: whatever was started is half made.
+        raise
+    yield spark
+    # Cut off inside a py4j call: the next answer on this thread would be that call's.
+    if timed_out(getattr(request.node, "report_call", None)):
+        spark_sessions.drop()
 
 
 @pytest.fixture

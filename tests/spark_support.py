@@ -1,7 +1,8 @@
-"""The local SparkSession the Spark tests share: local[2], offline, UI off, quiet."""
+"""The local SparkSession the Spark tests share: local[2], offline, UI off, quiet; replaced when broken."""
 
 import os
 import sys
+import uuid
 
 from mq.pipeline import session
 
@@ -18,14 +19,73 @@ def spark_conf() -> dict:
     }
 
 
-def shared_session():
-    """The session (fails, never skips, with one line when Java is missing); stopped at the end."""
+class SharedSpark:
+    """One session for the tests of a process, started again when a test left it broken.
+
+    A test cut off by pytest-timeout inside a py4j call leaves that thread's connection waiting
+    for the cut-off answer: every later call reads a stale reply ("... does not exist in the
+    JVM") and the job may still hold the session's cores. Such a session is dropped whole (its
+    JVM killed) and the next test gets a new one.
+    """
+
+    def __init__(self):
+        self.spark = None
+
+    def get(self):
+        """The session, new when there is none or the last one no longer answers right."""
+        if self.spark is not None and not answers(self.spark):
+            self.drop()
+        if self.spark is None:
+            self.spark = start()
+        return self.spark
+
+    def drop(self) -> None:
+        """Forget the session and kill its JVM (its Python daemons exit with it)."""
+        from pyspark import SparkContext
+        from pyspark.sql import SparkSession
+
+        gateway, context, self.spark = SparkContext._gateway, SparkContext._active_spark_context, None
+        if context is not None and context._accumulatorServer is not None:
+            context._accumulatorServer.shutdown()
+        proc = getattr(gateway, "proc", None)
+        if proc is not None:
+            proc.kill()
+            proc.wait()
+        if gateway is not None:
+            gateway.close()
+        # pyspark keeps the gateway and sessions in class attributes: the next build starts anew.
+        SparkContext._gateway = SparkContext._jvm = SparkContext._active_spark_context = None
+        SparkSession._instantiatedSession = SparkSession._activeSession = None
+
+    def stop(self) -> None:
+        """Stop the session at the end of the run."""
+        if self.spark is not None:
+            self.spark.stop()
+            self.spark = None
+
+
+def start():
+    """A new session (fails, never skips, with one line when Java is missing)."""
     import pytest
 
     if session.java_command() is None:
         pytest.fail(session.JAVA_HINT, pytrace=False)
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
-    spark = session.build("mq-tests", "local[2]", progress=False, conf=spark_conf())
-    yield spark
-    spark.stop()
+    return session.build("mq-tests", "local[2]", progress=False, conf=spark_conf())
+
+
+def answers(spark) -> bool:
+    """Whether the session's JVM echoes a fresh token on this thread and its context runs: a stale
+    reply, a closed connection or a stopped context is a broken session."""
+    token = uuid.uuid4().int >> 65
+    try:
+        return (spark._jvm.java.lang.Long.parseLong(str(token)) == token
+                and not spark.sparkContext._jsc.sc().isStopped())
+    except Exception:
+        return False
+
+
+def timed_out(report) -> bool:
+    """Whether a test's report is pytest-timeout's: its call was cut off wherever it was."""
+    return report is not None and report.failed and "Timeout (>" in str(report.longrepr)

@@ -26,16 +26,35 @@ def spark_home() -> str:
     return _find_spark_home()
 
 
-def spark_env() -> dict:
+#: The cluster's settings (its conf folder's spark-defaults.conf, read by the master, the worker
+#: and every driver): the smallest that runs the jobs, and a JIT that starts fast (short jobs).
+JVM_OPTIONS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
+DEFAULTS = {
+    "spark.executor.memory": "512m",
+    "spark.executor.cores": "1",
+    "spark.driver.defaultJavaOptions": JVM_OPTIONS,
+    "spark.executor.defaultJavaOptions": JVM_OPTIONS,
+    "spark.ui.enabled": "false",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.sql.adaptive.enabled": "false",
+}
+
+
+def spark_env(conf_dir) -> dict:
     """Environment of the cluster's processes and drivers: this Python, loopback only."""
     return {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
-            "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_HOME": spark_home()}
+            "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_HOME": spark_home(), "SPARK_CONF_DIR": str(conf_dir),
+            "SPARK_DAEMON_MEMORY": "256m", "SPARK_DAEMON_JAVA_OPTS": JVM_OPTIONS}
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    """A standalone master and one worker (2 cores, 1 GiB); yields (master URL, worker folder)."""
+    """A standalone master and one worker (1 core, 512 MiB); yields (master URL, worker folder, env)."""
     work = tmp_path_factory.mktemp("spark-cluster")
+    conf_dir = work / "conf"
+    conf_dir.mkdir()
+    (conf_dir / "spark-defaults.conf").write_text("".join(f"{k} {v}\n" for k, v in DEFAULTS.items()))
+    env = spark_env(conf_dir)
     port, ui = free_port(), free_port()
     spark_class = os.path.join(spark_home(), "bin", "spark-class")
     started = []
@@ -43,7 +62,7 @@ def cluster(tmp_path_factory):
     def launch(name: str, *args: str) -> subprocess.Popen:
         log = open(work / f"{name}.log", "wb")
         proc = subprocess.Popen([spark_class, *args], stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, env=spark_env(), start_new_session=True)
+                                stdin=subprocess.DEVNULL, env=env, start_new_session=True)
         started.append(proc)
         return proc
 
@@ -51,7 +70,7 @@ def cluster(tmp_path_factory):
            "--port", str(port), "--webui-port", str(ui))
     url = f"spark://127.0.0.1:{port}"
     launch("worker", "org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1",
-           "--webui-port", str(free_port()), "--cores", "2", "--memory", "1g",
+           "--webui-port", str(free_port()), "--cores", "1", "--memory", "512m",
            "--work-dir", str(work / "work"))
 
     def worker_alive():
@@ -62,7 +81,7 @@ def cluster(tmp_path_factory):
     try:
         poll_for(worker_alive, 90, interval=0.5, what="the Spark worker to register with the master",
                  ignore=(OSError,))
-        yield url, work / "work"
+        yield url, work / "work", env
     finally:
         for proc in started:
             # The worker's executors run in its session: the whole group goes.
@@ -78,9 +97,9 @@ def cluster(tmp_path_factory):
                 proc.wait()
 
 
-def pipeline(master: str, *argv: str) -> str:
+def pipeline(master: str, env: dict, *argv: str) -> str:
     """Run one mq-pipeline command line as its own driver on the cluster; return its output."""
-    result = subprocess.run([command("mq-pipeline"), *argv, "--master", master], env=spark_env(),
+    result = subprocess.run([command("mq-pipeline"), *argv, "--master", master], env=env,
                             capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
     return result.stdout
@@ -88,18 +107,18 @@ def pipeline(master: str, *argv: str) -> str:
 
 @pytest.mark.timeout(300)  # A master, a worker and two drivers start, each a JVM.
 def test_load_and_export_run_on_a_standalone_cluster_with_the_daemon_serving(cluster, start_mq, tmp_path):
-    master, worker_dir = cluster
+    master, worker_dir, env = cluster
     daemon = start_mq(workers=2, timeout=60)
     daemon.add("cl", b"added over HTTP")
     lines = tmp_path / "lines.txt"
     lines.write_text("".join(f"line {i}\n" for i in range(50)))
 
     started = time.monotonic()
-    printed = pipeline(master, "load", "--root", str(daemon.root), "--queue", "cl",
+    printed = pipeline(master, env, "load", "--root", str(daemon.root), "--queue", "cl",
                        "--input", str(lines), "--partitions", "2")
     assert "wrote 50 messages" in printed, printed
     output = tmp_path / "export"
-    printed = pipeline(master, "export", "--root", str(daemon.root), "--queues", "cl",
+    printed = pipeline(master, env, "export", "--root", str(daemon.root), "--queues", "cl",
                        "--output", str(output))
     assert "read 51 messages" in printed and "nothing consumed" in printed, printed
     assert os.listdir(output / "queue=cl")
