@@ -12,7 +12,8 @@ def pytest_collection_modifyitems(items):
     one session. The other Spark tests (drivers and a cluster of their own, or no Spark at all)
     run on any worker: kept on that one, they made the longest chain of the run."""
     for item in items:
-        if item.get_closest_marker("spark") and "spark" in item.fixturenames:
+        shared = {"spark", "spark_sessions"} & set(item.fixturenames)
+        if item.get_closest_marker("spark") and shared:
             item.add_marker(pytest.mark.xdist_group("spark"))
 
 
