@@ -67,4 +67,4 @@ def test_the_tables_parse_into_fields():
     parentheses name is not."""
     rows = dict((frozenset(ops), fields) for ops, fields in table_rows("Save actor"))
     assert rows[frozenset({"add_fanout"})] == {"queues", "body", "content_type", "due", "attributes"}
-    assert rows[frozenset({"stats"})] == set()
+    assert rows[frozenset({"stats"})] == {"heap"}
