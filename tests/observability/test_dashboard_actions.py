@@ -18,7 +18,7 @@ import pytest
 
 from mq import installed_version
 from mq.store import Store
-from support import Daemon, poll_for
+from support import Daemon, poll_for, ready_daemon
 
 #: One xdist worker runs the heavy modules one after another (tests/clients/test_local.py's
 #: thousands of messages too): on two cores side by side they starved each other past their waits.
@@ -82,13 +82,7 @@ def quiet_mq(tmp_path_factory):
     Store(str(workdir / "root")).init()
     for name in MANY[:100]:  # A filter that matches none of them says so (an empty root differs).
         os.mkdir(workdir / "root" / "queues" / name)
-    daemon = Daemon(workdir / "root", workdir, workers=2, timeout=60)
-    try:
-        daemon.start()
-        daemon.wait_ready()
-        yield daemon
-    finally:
-        daemon.cleanup()
+    yield from ready_daemon(workdir, workers=2, timeout=60)
 
 
 @pytest.fixture(scope="module")
