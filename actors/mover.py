@@ -119,9 +119,10 @@ class MoverActor(Actor[Batch]):
                 "flush": self.store.flush_times.snapshot(), **self.gone.figures(request.heap)}
 
     def queue_tables(self) -> dict:
-        """The queues counted, with cached properties, with timers (purges are kept 10 s)."""
+        """The queues counted, with cached properties, with timers, purged or deleted in the
+        last EARLY_SETTLED_SECONDS."""
         return {"counters": self.counters.queues(), "properties": self.props.queues(),
-                "timers": self.timers.queues()}
+                "timers": self.timers.queues(), "purges": set(self.timers.purged)}
 
     def forget_queues(self, gone: set[str]) -> None:
         """Drop the dead-letter counters, properties and timers of queues that are gone."""

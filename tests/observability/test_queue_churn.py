@@ -36,10 +36,15 @@ WINDOW = 512
 DEAD = "churn-dead"
 #: Growth of a process's heap blocks over the rounds after the first that is not a leak: state
 #: kept per queue keeps at least its name, a block a queue (5,000 in those rounds), a queue's
-#: counters about 120. Measured with nothing kept: -1,400 to +1,100 (the mover, the front),
-#: under 10 in the save and fetch actors; the sizes a fetch actor kept of the messages it
-#: handed out to gone queues were 2,000 (now a table of their own).
-SLACK_BLOCKS = QUEUES
+#: counters about 120. Measured with nothing kept: -1,400 to +1,100 (the mover, the front) on
+#: a quiet machine, under 10 in the save and fetch actors; beside busy loops the front read
+#: 2,100-2,600 up and once -1,560, and the mover once 5,000: the names of the last round's
+#: deleted queues, which it keeps for 10 s. Those and the 2,000 sizes a fetch actor kept of the
+#: messages it handed out to gone queues are tables of their own now, held by the tables check.
+SLACK_BLOCKS = 4000
+#: Readings of the heap, the least of them kept: the front's heap also holds what it is
+#: answering at that moment.
+HEAP_READINGS = 3
 #: Growth of resident memory per queue after the first round that is not a leak: a backstop for
 #: memory outside Python's heap (a C extension's). Resident memory follows the allocator's
 #: high-water mark of the busiest moment, which is higher on a loaded machine: up to 6 MB over
@@ -132,9 +137,11 @@ def tables_hold_only(daemon, existing: set[str]) -> dict:
 
 
 def memory(daemon) -> tuple[dict[str, int], dict[str, int]]:
-    """The heap blocks of every process that keeps per-queue tables, and the resident memory
-    of every process of the tree, by name."""
-    blocks = daemon.request("GET", "/_mq/stats?heap=1").json()["heap_blocks"]
+    """The heap blocks of every process that keeps per-queue tables (the least of
+    HEAP_READINGS), and the resident memory of every process of the tree, by name."""
+    readings = [daemon.request("GET", "/_mq/stats?heap=1").json()["heap_blocks"]
+                for _ in range(HEAP_READINGS)]
+    blocks = {name: min(reading[name] for reading in readings) for name in readings[0]}
     return blocks, {name: proc.memory_info().rss for name, proc in daemon.children().items()}
 
 
@@ -148,9 +155,21 @@ def test_every_process_forgets_the_queues_that_went(churn_mq):
     for round_ in range(1, ROUNDS):
         churn(daemon, rpc, [f"churn-q{n}" for n in range(round_ * QUEUES, (round_ + 1) * QUEUES)])
         tables_hold_only(daemon, {DEAD})
-    blocks_after, resident_after = memory(daemon)
-    blocks = {name: blocks_after[name] - blocks_before[name] for name in blocks_before}
+    # What is still on its way out when the tables have emptied is given a while; what is kept
+    # for good stays.
+    readings = []
+
+    def heap_back():
+        readings.append(memory(daemon))
+        return all(readings[-1][0][name] - n < SLACK_BLOCKS for name, n in blocks_before.items())
+
+    try:
+        poll_for(heap_back, 60, interval=1, what="every heap back within the slack")
+    except AssertionError:
+        blocks = {name: readings[-1][0][name] - n for name, n in blocks_before.items()}
+        raise AssertionError(("heap blocks grown", blocks)) from None
+    resident_after = readings[-1][1]
     resident = {name: resident_after[name] - resident_before[name] for name in resident_before}
-    assert all(n < SLACK_BLOCKS for n in blocks.values()), ("heap blocks grown", blocks, resident)
     slack = SLACK_BYTES_PER_QUEUE * (ROUNDS - 1) * QUEUES
-    assert all(n < slack for n in resident.values()), ("resident bytes grown", resident, blocks)
+    grown = {name: n for name, n in resident.items() if n >= slack}
+    assert not grown, ("resident bytes grown", grown, resident)
