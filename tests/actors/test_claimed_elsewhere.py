@@ -3,29 +3,26 @@ actor (through the mover, as `taken`) which messages it claimed; that note may c
 message has come back ready, and the owner's index then keeps it, under its new deliveries. Its
 fetches and acks count in the queue's totals, whether or not it ever listed the queue."""
 
-import zlib
-
 import pytest
 from actor_support import Actors, request
+from support import queue_owned_by
 
 from mq.actors.fetch import FetchActor
 from mq.config import Options
 from mq.http.figures import merge
 
 
-def owned_by(index: int, workers: int = 2) -> str:
-    """A queue name the fetch actor `index` owns."""
-    return next(name for name in (f"q{i}" for i in range(100))
-                if zlib.crc32(name.encode()) % workers == index)
+def two_fetch_actors(tmp_path) -> tuple[Actors, FetchActor, FetchActor, str]:
+    """Actors on one root, fetch actors 0 and 1 of two, and a queue fetch actor 0 owns."""
+    actors = Actors(tmp_path)
+    options = Options(root=actors.root, workers=2, timeout=30.0, sync=actors.disk.sync)
+    return (actors, FetchActor(options, 0, actors.run_dir, actors.store),
+            FetchActor(options, 1, actors.run_dir, actors.store), queue_owned_by(0, 2))
 
 
 @pytest.mark.timeout(30)
 def test_a_claim_told_after_its_message_came_back_ready_leaves_it_in_the_owner_s_index(tmp_path):
-    actors = Actors(tmp_path)
-    options = Options(root=actors.root, workers=2, timeout=30.0, sync=actors.disk.sync)
-    owner = FetchActor(options, 0, actors.run_dir, actors.store)
-    other = FetchActor(options, 1, actors.run_dir, actors.store)
-    queue = owned_by(0)
+    actors, owner, other, queue = two_fetch_actors(tmp_path)
     sent: list = []
     other.send = lambda sock, note: sent.append(note)  # What goes to the mover, kept.
     [first] = [result["id"] for result in actors.add({"queue": queue, "body": b"1"})]
@@ -49,11 +46,7 @@ def test_a_claim_told_after_its_message_came_back_ready_leaves_it_in_the_owner_s
 
 @pytest.mark.timeout(30)
 def test_acks_on_the_next_fetch_actor_count_in_the_queue_s_totals_when_it_never_fetched(tmp_path):
-    actors = Actors(tmp_path)
-    options = Options(root=actors.root, workers=2, timeout=30.0, sync=actors.disk.sync)
-    owner = FetchActor(options, 0, actors.run_dir, actors.store)
-    other = FetchActor(options, 1, actors.run_dir, actors.store)
-    queue = owned_by(0)
+    actors, owner, other, queue = two_fetch_actors(tmp_path)
     actors.add({"queue": queue, "body": b"1"})
     claimed = owner.handle([request("fetch", queue=queue, wait=0)]).results[0]
     # The owner was busy when the consumer acked: the front sent the ack to the next actor.
@@ -69,11 +62,7 @@ def test_a_long_poll_parked_on_the_next_fetch_actor_takes_nothing_of_a_queue_mad
     # Its groups are held in its own actor's memory: the other one, fed its parked long
     # polls, would hand out a group's next message while the owner's delivery of the
     # group's earlier one is in flight.
-    actors = Actors(tmp_path)
-    options = Options(root=actors.root, workers=2, timeout=30.0, sync=actors.disk.sync)
-    owner = FetchActor(options, 0, actors.run_dir, actors.store)
-    other = FetchActor(options, 1, actors.run_dir, actors.store)
-    queue = owned_by(0)
+    actors, owner, other, queue = two_fetch_actors(tmp_path)
     actors.add({"queue": queue, "body": b"0", "group": "h"})
     owner.handle([request("props_patch", queue=queue, properties={"fifo": True})])
     for body in (b"1", b"2"):
