@@ -145,6 +145,11 @@ def read_json_lines(path: Path, offset: int = 0) -> list[dict]:
             data = f.read()
     except FileNotFoundError:
         return []
+    return json_objects(data)
+
+
+def json_objects(data: bytes) -> list[dict]:
+    """The lines of data that are JSON objects; other lines are skipped."""
     out = []
     for line in data.splitlines():
         try:
@@ -154,6 +159,33 @@ def read_json_lines(path: Path, offset: int = 0) -> list[dict]:
         if isinstance(value, dict):
             out.append(value)
     return out
+
+
+class LogLines:
+    """The JSON lines of a log file from an offset, each parsed once: a wait that looks at the
+    log every 20 ms parses what was written since its last look, not the whole log again."""
+
+    def __init__(self):
+        self.key: tuple[int, int] | None = None
+        self.position = 0
+        self.lines: list[dict] = []
+
+    def read(self, path: Path, offset: int) -> list[dict]:
+        """Every JSON line from offset to the last whole line (read anew when the file was
+        replaced, cut short or the offset moved)."""
+        try:
+            with open(path, "rb") as f:
+                info = os.fstat(f.fileno())
+                if self.key != (info.st_ino, offset) or info.st_size < self.position:
+                    self.key, self.position, self.lines = (info.st_ino, offset), offset, []
+                f.seek(self.position)
+                data = f.read()
+        except FileNotFoundError:
+            return []
+        whole = data.rfind(b"\n") + 1  # A line still being written is read once it ends.
+        self.lines.extend(json_objects(data[:whole]))
+        self.position += whole
+        return list(self.lines)
 
 
 PR_SET_CHILD_SUBREAPER = 36
@@ -214,6 +246,7 @@ class Daemon:
         self.stderr_path = self.workdir / "mq.stderr.log"
         self.proc: subprocess.Popen | None = None
         self.log_offset = 0
+        self.log_lines = LogLines()
 
     # -- life -------------------------------------------------------------------------
 
@@ -349,7 +382,7 @@ class Daemon:
 
     def events(self, name: str | None = None) -> list[dict]:
         """The JSON log lines written since start(), optionally only one event."""
-        lines = read_json_lines(self.log_path, self.log_offset)
+        lines = self.log_lines.read(self.log_path, self.log_offset)
         return [line for line in lines if name is None or line.get("event") == name]
 
     def wait_for_events(self, name: str, count: int = 1, timeout: float = 30.0,
