@@ -26,6 +26,11 @@ def pytest_collection_modifyitems(items):
                     item.add_marker(pytest.mark.xdist_group(*mark.args, **mark.kwargs))
     for item in shared:
         item.add_marker(pytest.mark.xdist_group("spark"))
+    # A test that takes spark_sessions itself replaces the session (its JVM killed): run last, the
+    # others keep the warm one (its Python daemons started, its JVM's code compiled).
+    replacing = [item for item in items if item in shared and "spark_sessions" in item.fixturenames
+                 and "spark" not in item.fixturenames]
+    items[:] = [item for item in items if item not in replacing] + replacing
 
 
 #: What failed in this run, one line each (the test, the phase, the first line of the error).
