@@ -7,14 +7,30 @@ import pytest
 from support import Daemon, become_subreaper, reap_orphans
 
 
+@pytest.hookimpl(tryfirst=True)  # Before xdist's, which reads the groups into the test ids.
 def pytest_collection_modifyitems(items):
     """Run every test of the shared Spark session on one xdist worker, so a parallel run starts
     one session. The other Spark tests (drivers and a cluster of their own, or no Spark at all)
-    run on any worker: kept on that one, they made the longest chain of the run."""
-    for item in items:
-        shared = {"spark", "spark_sessions"} & set(item.fixturenames)
-        if item.get_closest_marker("spark") and shared:
-            item.add_marker(pytest.mark.xdist_group("spark"))
+    run on any worker: kept on that one, they made the longest chain of the run.
+
+    xdist names a test's group after all its xdist_group marks, so a module's group (the doc
+    examples') goes onto that module's other tests: its Spark test is in "spark" alone."""
+    shared = {item for item in items if item.get_closest_marker("spark")
+              and {"spark", "spark_sessions"} & set(item.fixturenames)}
+    for module in {item.getparent(pytest.Module) for item in shared} - {None}:
+        groups = [mark for mark in module.own_markers if mark.name == "xdist_group"]
+        module.own_markers[:] = [mark for mark in module.own_markers if mark not in groups]
+        for item in items:
+            if item.getparent(pytest.Module) is module and item not in shared:
+                for mark in groups:
+                    item.add_marker(pytest.mark.xdist_group(*mark.args, **mark.kwargs))
+    for item in shared:
+        item.add_marker(pytest.mark.xdist_group("spark"))
+    # A test that takes spark_sessions itself replaces the session (its JVM killed): run last, the
+    # others keep the warm one (its Python daemons started, its JVM's code compiled).
+    replacing = [item for item in items if item in shared and "spark_sessions" in item.fixturenames
+                 and "spark" not in item.fixturenames]
+    items[:] = [item for item in items if item not in replacing] + replacing
 
 
 #: What failed in this run, one line each (the test, the phase, the first line of the error).

@@ -12,6 +12,10 @@ def spark_conf() -> dict:
     return {
         "spark.sql.shuffle.partitions": "2",
         "spark.sql.adaptive.enabled": "false",
+        # The tests' data are a few rows: compiling generated code for each new plan (Janino)
+        # costs more than running it interpreted (about a sixth of a session's CPU).
+        "spark.sql.codegen.wholeStage": "false",
+        "spark.sql.codegen.factoryMode": "NO_CODEGEN",
         "spark.ui.showConsoleProgress": "false",
         # A faster start for short jobs; the benchmark leaves the JIT alone.
         "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{session.log4j_file()} "

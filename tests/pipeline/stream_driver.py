@@ -3,7 +3,8 @@
     python stream_driver.py ROOT QUEUE CHECKPOINT SINK_DIR (continuous|available-now) MAX_PER_BATCH
 
 The sink is foreachBatch: each micro-batch's (id, body) rows go to SINK_DIR/{batch}-{uuid}.jsonl,
-fsynced, so the test sees every delivery, including a batch Spark replays after a kill.
+fsynced, so the test sees every delivery, including a batch Spark replays after a kill. run()
+is the query alone, for a session the caller already has (the restart after a kill).
 """
 
 import json
@@ -23,6 +24,14 @@ def main() -> None:
     """Run the query until it ends (available-now) or is killed (continuous)."""
     root, queue, checkpoint, sink_dir, mode, per_batch = sys.argv[1:7]
     spark = session.build("mq-stream-driver", "local[2]", progress=False, conf=spark_conf())
+    run(spark, root, queue, checkpoint, sink_dir, mode, int(per_batch))
+    spark.stop()
+
+
+def run(spark, root: str, queue: str, checkpoint: str, sink_dir: str, mode: str, per_batch: int,
+        timeout: float | None = None) -> bool:
+    """Start the query on spark and wait for its end; False (the query stopped) when it did not
+    end within timeout seconds."""
 
     def deliver(df, batch_id):
         """The sink: write the batch's rows to a new file, fsynced."""
@@ -41,9 +50,13 @@ def main() -> None:
     writer = writer.trigger(availableNow=True) if mode == "available-now" else writer.trigger(processingTime="200 milliseconds")
     query = writer.start()
     print("started", flush=True)
-    query.awaitTermination()
+    if timeout is None:
+        query.awaitTermination()
+    elif not query.awaitTermination(timeout):
+        query.stop()
+        return False
     print("finished", flush=True)
-    spark.stop()
+    return True
 
 
 if __name__ == "__main__":

@@ -37,6 +37,9 @@ DEFAULTS = {
     "spark.ui.enabled": "false",
     "spark.sql.shuffle.partitions": "2",
     "spark.sql.adaptive.enabled": "false",
+    # A few rows: interpreted plans cost less than compiling generated code (tests/spark_support.py).
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
 }
 
 
