@@ -21,7 +21,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
-from cluster import Nemesis, Node, become_subreaper, create_root, reap_zombies  # noqa: E402
+from cluster import Nemesis, Node, become_subreaper, create_root, reap_zombies, stop_all  # noqa: E402
 from cluster_run import server_errors  # noqa: E402
 from harness import code_under_test, loadavg, machine_line  # noqa: E402
 from total_queue import History, passed, table  # noqa: E402
@@ -43,8 +43,9 @@ def run(seconds: float, workdir: str, daemons: int = 3, timeout: float = 3.0,
     history = History()
     traffic = None
     try:
-        for node in nodes:
+        for node in nodes:  # At once, as hosts booting together.
             node.start()
+        for node in nodes:
             node.wait_answering()
         traffic = Traffic([n.port for n in nodes], [f"chaos-{n}" for n in range(queues)],
                           history, rng, producers, consumers, adds_per_second).start()
@@ -60,9 +61,7 @@ def run(seconds: float, workdir: str, daemons: int = 3, timeout: float = 3.0,
     finally:
         if traffic:
             traffic.stopping.set()
-        for node in nodes:
-            if node.proc:
-                node.stop()
+        stop_all(nodes)
         reap_zombies(set())
 
 
