@@ -226,6 +226,8 @@ class GlusterVolume(Volume):
     def restart_servers(self) -> None:
         """Start the bricks that are down again (`volume start force`), until glusterd counts
         every one online: a start issued before glusterd saw a brick die does nothing."""
+        if len(self.brick_pids()) == len(self.bricks):  # Nothing down: no start to wait for.
+            return
         deadline = time.monotonic() + 60
         while True:
             self.cli("volume", "start", self.name, "force")

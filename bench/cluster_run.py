@@ -27,7 +27,7 @@ from cluster import Nemesis, Node, become_subreaper, create_root, reap_zombies, 
 from cluster_fs import VOLUMES  # noqa: E402
 from harness import code_under_test, loadavg, machine_line  # noqa: E402
 from total_queue import History, passed, table  # noqa: E402
-from workload import Traffic, stop_and_check  # noqa: E402
+from workload import MOVER_RESCAN_SECONDS, Traffic, stop_and_check  # noqa: E402
 
 #: The faults of a run: kill -9 of one process of a daemon, and of a whole daemon; "kill
 #: server" (a GlusterFS brick, JuiceFS's Redis) is one more.
@@ -53,7 +53,8 @@ class VolumeNemesis(Nemesis):
 def run(volume, seconds: float, workdir: str, timeout: float = 3.0, fault_interval: float = 3.0,
         faults: tuple = FAULTS, queues: int = 3, producers: int = 2, consumers: int = 3,
         adds_per_second: float = 30.0, rng_state: int | None = None, say=print,
-        every_fault: bool = False, root_name: str = "mq", min_adds: int = 0) -> dict:
+        every_fault: bool = False, root_name: str = "mq", min_adds: int = 0,
+        peer_rescan: float = MOVER_RESCAN_SECONDS) -> dict:
     """Run one daemon per mount of `volume` (entered) on the root `root_name` of the volume
     under traffic and faults for `seconds` (with every_fault longer, by up to twice `seconds`
     or a minute, until each of `faults` was made once and `min_adds` adds were acknowledged:
@@ -61,7 +62,7 @@ def run(volume, seconds: float, workdir: str, timeout: float = 3.0, fault_interv
     crawl), drain, return the counts (total_queue.check)
     with "faults", "client errors", "statuses" (how many answers of each HTTP status, 0 for no
     answer), "odd answers" (the first that no fault excuses: Traffic.odd_answers) and
-    "drained"."""
+    "drained". peer_rescan: the daemons' --peer-rescan, which the drain waits for."""
     rng = random.Random(rng_state)
     become_subreaper()
     root_of = [os.path.join(mount, root_name) for mount in volume.mounts]
@@ -71,7 +72,7 @@ def run(volume, seconds: float, workdir: str, timeout: float = 3.0, fault_interv
         rundir = os.path.join(workdir, f"run-{n}")  # ZeroMQ sockets on a local disk.
         os.makedirs(rundir, exist_ok=True)
         nodes.append(Node(f"daemon-{n}", root, workdir, peers=len(root_of) - 1, timeout=timeout,
-                          extra=(f"--run-dir={rundir}",)))
+                          extra=(f"--run-dir={rundir}", f"--peer-rescan={peer_rescan:g}")))
     history = History()
     traffic = None
     try:
@@ -91,7 +92,7 @@ def run(volume, seconds: float, workdir: str, timeout: float = 3.0, fault_interv
         say("  faults stop; every daemon resumed or restarted")
         nemesis.stop()
         volume.restart_servers()
-        counts = stop_and_check(traffic, history, timeout, say)
+        counts = stop_and_check(traffic, history, timeout, say, peer_rescan)
         counts["faults"] = dict(nemesis.counts)
         counts["statuses"] = dict(traffic.statuses)
         counts["odd answers"] = list(traffic.odd_answers)

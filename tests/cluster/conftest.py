@@ -15,7 +15,7 @@ from repo_support import bench_importable
 
 bench_importable()
 
-from cluster_fs import VOLUMES, GlusterVolume, Volume, wait_for  # noqa: E402
+from cluster_fs import VOLUMES, Volume, wait_for  # noqa: E402
 
 
 class SharedVolumes:
@@ -36,11 +36,7 @@ class SharedVolumes:
             volume = volume_class(self.workdir)
             volume.__enter__()
             self.volumes[kind] = volume
-        if isinstance(volume, GlusterVolume):
-            if len(volume.brick_pids()) < len(volume.bricks):  # Stopped, or a brick left down.
-                volume.restart_servers()
-        else:
-            volume.restart_servers()
+        volume.restart_servers()  # Any left down (a stopped volume, a killed server).
         for path in volume.mounts:  # A client reconnects to restarted servers in a moment.
             wait_for(lambda path=path: os.access(path, os.W_OK), 30, f"{kind} servers at {path}")
         return volume

@@ -12,14 +12,16 @@ def start_peer(tmp_path, name, **kwargs) -> Daemon:
     return start_peers(tmp_path, name, **kwargs)[0]
 
 
-def start_peers(tmp_path, *names, **kwargs) -> list[Daemon]:
-    """Daemons on the shared root tmp_path/root, started together, each ready when returned."""
+def start_peers(tmp_path, *names, rescan: float = 5, **kwargs) -> list[Daemon]:
+    """Daemons on the shared root tmp_path/root, started together, each ready when returned;
+    rescan: their --peer-rescan."""
     daemons = []
     try:
         for name in names:
             workdir = tmp_path / name
             workdir.mkdir()
-            daemons.append(Daemon(tmp_path / "root", workdir, workers=2, args=("--peers=1",),
+            daemons.append(Daemon(tmp_path / "root", workdir, workers=2,
+                                  args=("--peers=1", f"--peer-rescan={rescan:g}"),
                                   **kwargs).start())
         for daemon in daemons:
             daemon.wait_ready()
@@ -72,7 +74,8 @@ def test_two_daemons_on_one_root_hand_out_each_message_once_within_its_timer(pai
 
 
 def test_any_daemon_on_a_shared_root_can_die_without_losing_acknowledged_messages(tmp_path):
-    a, b = start_peers(tmp_path, "a", "b", timeout=2)
+    # a's mover lists delay/ every second (not 5) to find what b had in flight.
+    a, b = start_peers(tmp_path, "a", "b", timeout=2, rescan=1)
     try:
         ids = {a.add("jobs", b"a%d" % i) for i in range(40)}
         ids |= {b.add("jobs", b"b%d" % i) for i in range(40)}
