@@ -15,7 +15,7 @@ from repo_support import bench_importable
 
 bench_importable()
 
-from cluster_fs import VOLUMES, Volume, wait_for  # noqa: E402
+from cluster_fs import VOLUMES, GlusterVolume, Volume, wait_for  # noqa: E402
 
 
 class SharedVolumes:
@@ -37,6 +37,8 @@ class SharedVolumes:
             volume.__enter__()
             self.volumes[kind] = volume
         volume.restart_servers()  # Any left down (a stopped volume, a killed server).
+        if isinstance(volume, GlusterVolume):
+            volume.wait_healed()  # Each test starts on a volume with nothing left to mend.
         for path in volume.mounts:  # A client reconnects to restarted servers in a moment.
             wait_for(lambda path=path: os.access(path, os.W_OK), 30, f"{kind} servers at {path}")
         return volume
