@@ -21,12 +21,11 @@ from mq.store import Changes, Disk
 from mq.store.notices import RETIME
 from mq.store.root import mover_endpoint
 
-#: With --peers, seconds between full scans of delay/ that pick up what other daemons on the
-#: root put there. Alone on a root, the mover scans at its start and when a save or fetch
-#: actor starts (asking with "rescan"): every actor that puts a message in delay/ tells it,
-#: a notification sent while it was down waits in the sender's socket or is covered by its
-#: start-up scan, and one lost with a killed sender is covered by the successor's request.
-RESCAN_SECONDS = 5.0
+# With --peers, the mover scans delay/ every --peer-rescan seconds, to pick up what other
+# daemons on the root put there. Alone on a root, it scans at its start and when a save or
+# fetch actor starts (asking with "rescan"): every actor that puts a message in delay/ tells
+# it, a notification sent while it was down waits in the sender's socket or is covered by its
+# start-up scan, and one lost with a killed sender is covered by the successor's request.
 #: Seconds between reads of delay/'s notice file, which a writer no daemon hears (a Spark
 #: driver on another host) replaces after putting messages in delay/.
 NOTICE_SECONDS = 0.5
@@ -136,7 +135,7 @@ class MoverActor(Actor[Batch]):
 
     def tick(self) -> None:
         """Move what is due, flush, then tell each queue's fetch actor."""
-        if self.options.peers and time.monotonic() - self.scanned_at > RESCAN_SECONDS:
+        if self.options.peers and time.monotonic() - self.scanned_at > self.options.peer_rescan:
             self.rescan()
         elif time.monotonic() - self.noticed_at >= NOTICE_SECONDS:
             self.noticed_at = time.monotonic()

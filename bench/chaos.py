@@ -21,30 +21,33 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
-from cluster import Nemesis, Node, become_subreaper, create_root, reap_zombies  # noqa: E402
+from cluster import Nemesis, Node, become_subreaper, create_root, reap_zombies, stop_all  # noqa: E402
 from cluster_run import server_errors  # noqa: E402
 from harness import code_under_test, loadavg, machine_line  # noqa: E402
 from total_queue import History, passed, table  # noqa: E402
-from workload import Traffic, stop_and_check  # noqa: E402
+from workload import MOVER_RESCAN_SECONDS, Traffic, stop_and_check  # noqa: E402
 
 
 def run(seconds: float, workdir: str, daemons: int = 3, timeout: float = 3.0,
         fault_interval: float = 2.0, queues: int = 3, producers: int = 2, consumers: int = 3,
-        adds_per_second: float = 50.0, rng_state: int | None = None, say=print) -> dict:
+        adds_per_second: float = 50.0, rng_state: int | None = None, say=print,
+        peer_rescan: float = MOVER_RESCAN_SECONDS) -> dict:
     """Run the cluster under traffic and faults for `seconds`, drain it, return the counts
     (total_queue.check) with the nemesis' counts under "faults" and how many answers of each
-    HTTP status under "statuses" (Traffic.statuses: 0 for no answer, -1 refused)."""
+    HTTP status under "statuses" (Traffic.statuses: 0 for no answer, -1 refused).
+    peer_rescan: the daemons' --peer-rescan, which the drain waits for."""
     rng = random.Random(rng_state)
     become_subreaper()
     root = os.path.join(workdir, "root")
     create_root(root)
-    nodes = [Node(f"daemon-{n}", root, workdir, peers=daemons - 1, timeout=timeout)
-             for n in range(daemons)]
+    nodes = [Node(f"daemon-{n}", root, workdir, peers=daemons - 1, timeout=timeout,
+                  extra=(f"--peer-rescan={peer_rescan:g}",)) for n in range(daemons)]
     history = History()
     traffic = None
     try:
-        for node in nodes:
+        for node in nodes:  # At once, as hosts booting together.
             node.start()
+        for node in nodes:
             node.wait_answering()
         traffic = Traffic([n.port for n in nodes], [f"chaos-{n}" for n in range(queues)],
                           history, rng, producers, consumers, adds_per_second).start()
@@ -53,16 +56,14 @@ def run(seconds: float, workdir: str, daemons: int = 3, timeout: float = 3.0,
         time.sleep(seconds)
         say("  faults stop; every daemon resumed or restarted")
         nemesis.stop()
-        counts = stop_and_check(traffic, history, timeout, say)
+        counts = stop_and_check(traffic, history, timeout, say, peer_rescan)
         counts["faults"] = dict(nemesis.counts)
         counts["statuses"] = dict(traffic.statuses)
         return counts
     finally:
         if traffic:
             traffic.stopping.set()
-        for node in nodes:
-            if node.proc:
-                node.stop()
+        stop_all(nodes)
         reap_zombies(set())
 
 

@@ -200,6 +200,20 @@ class Node:
             self.kill()
 
 
+def stop_all(nodes: list[Node]) -> None:
+    """Node.stop of every node, the SIGTERMs sent at once: each drains while the others do."""
+    running = [node for node in nodes if node.running()]
+    for node in running:
+        node.signal_group(signal.SIGCONT)
+        node.proc.terminate()
+    deadline = time.monotonic() + 30
+    for node in running:
+        try:
+            node.proc.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            node.kill()
+
+
 class Nemesis(threading.Thread):
     """Every `interval` seconds (at random around it), one fault: kill -9 an actor, pause a
     process or a whole daemon (SIGSTOP, then SIGCONT), or kill -9 a daemon and restart it."""

@@ -156,8 +156,8 @@ class GlusterVolume(Volume):
             os.makedirs(brick, exist_ok=True)
         self.cli("volume", "create", self.name, "replica", str(self.replica),
                  *(f"{GLUSTER_HOST}:{brick}" for brick in self.bricks), "force")
-        for key, value in GLUSTER_OPTIONS.items():
-            self.cli("volume", "set", self.name, key, value)
+        # One command for every option: each `volume set` is a round of glusterd's commit.
+        self.cli("volume", "set", self.name, *(part for pair in GLUSTER_OPTIONS.items() for part in pair))
         self.cli("volume", "start", self.name)
         wait_for(lambda: len(self.brick_pids()) == len(self.bricks), 60, "the bricks")
 
@@ -226,6 +226,8 @@ class GlusterVolume(Volume):
     def restart_servers(self) -> None:
         """Start the bricks that are down again (`volume start force`), until glusterd counts
         every one online: a start issued before glusterd saw a brick die does nothing."""
+        if len(self.brick_pids()) == len(self.bricks):  # Nothing down: no start to wait for.
+            return
         deadline = time.monotonic() + 60
         while True:
             self.cli("volume", "start", self.name, "force")

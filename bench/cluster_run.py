@@ -23,11 +23,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
-from cluster import Nemesis, Node, become_subreaper, create_root, reap_zombies  # noqa: E402
+from cluster import Nemesis, Node, become_subreaper, create_root, reap_zombies, stop_all  # noqa: E402
 from cluster_fs import VOLUMES  # noqa: E402
 from harness import code_under_test, loadavg, machine_line  # noqa: E402
 from total_queue import History, passed, table  # noqa: E402
-from workload import Traffic, stop_and_check  # noqa: E402
+from workload import MOVER_RESCAN_SECONDS, Traffic, stop_and_check  # noqa: E402
 
 #: The faults of a run: kill -9 of one process of a daemon, and of a whole daemon; "kill
 #: server" (a GlusterFS brick, JuiceFS's Redis) is one more.
@@ -53,41 +53,46 @@ class VolumeNemesis(Nemesis):
 def run(volume, seconds: float, workdir: str, timeout: float = 3.0, fault_interval: float = 3.0,
         faults: tuple = FAULTS, queues: int = 3, producers: int = 2, consumers: int = 3,
         adds_per_second: float = 30.0, rng_state: int | None = None, say=print,
-        every_fault: bool = False) -> dict:
-    """Run one daemon per mount of `volume` (entered) under traffic and faults for `seconds`
-    (with every_fault longer, up to three times as long, until each of `faults` was made once:
-    a restart on a busy machine can take most of a short run), drain, return the counts (total_queue.check)
+        every_fault: bool = False, root_name: str = "mq", min_adds: int = 0,
+        peer_rescan: float = MOVER_RESCAN_SECONDS) -> dict:
+    """Run one daemon per mount of `volume` (entered) on the root `root_name` of the volume
+    under traffic and faults for `seconds` (with every_fault longer, by up to twice `seconds`
+    or a minute, until each of `faults` was made once and `min_adds` adds were acknowledged:
+    a restart on a busy machine can take most of a short run, and a slow file system's adds
+    crawl), drain, return the counts (total_queue.check)
     with "faults", "client errors", "statuses" (how many answers of each HTTP status, 0 for no
     answer), "odd answers" (the first that no fault excuses: Traffic.odd_answers) and
-    "drained"."""
+    "drained". peer_rescan: the daemons' --peer-rescan, which the drain waits for."""
     rng = random.Random(rng_state)
     become_subreaper()
-    root_of = [os.path.join(mount, "mq") for mount in volume.mounts]
+    root_of = [os.path.join(mount, root_name) for mount in volume.mounts]
     create_root(root_of[0])  # One volume: made through one mount, seen through every one.
     nodes = []
     for n, root in enumerate(root_of):
         rundir = os.path.join(workdir, f"run-{n}")  # ZeroMQ sockets on a local disk.
         os.makedirs(rundir, exist_ok=True)
         nodes.append(Node(f"daemon-{n}", root, workdir, peers=len(root_of) - 1, timeout=timeout,
-                          extra=(f"--run-dir={rundir}",)))
+                          extra=(f"--run-dir={rundir}", f"--peer-rescan={peer_rescan:g}")))
     history = History()
     traffic = None
     try:
-        for node in nodes:
+        for node in nodes:  # At once, as hosts booting together: each waits on its mount.
             node.start()
+        for node in nodes:
             node.wait_answering(120)
         traffic = Traffic([n.port for n in nodes], [f"cluster-{n}" for n in range(queues)],
                           history, rng, producers, consumers, adds_per_second).start()
         nemesis = VolumeNemesis(nodes, fault_interval, rng, say, volume, faults)
         nemesis.start()
         time.sleep(seconds)
-        deadline = time.monotonic() + 2 * seconds
-        while every_fault and set(nemesis.counts) < set(faults) and time.monotonic() < deadline:
+        deadline = time.monotonic() + max(2 * seconds, 60)
+        while every_fault and time.monotonic() < deadline and (
+                set(nemesis.counts) < set(faults) or len(history.added) < min_adds):
             time.sleep(0.5)
         say("  faults stop; every daemon resumed or restarted")
         nemesis.stop()
         volume.restart_servers()
-        counts = stop_and_check(traffic, history, timeout, say)
+        counts = stop_and_check(traffic, history, timeout, say, peer_rescan)
         counts["faults"] = dict(nemesis.counts)
         counts["statuses"] = dict(traffic.statuses)
         counts["odd answers"] = list(traffic.odd_answers)
@@ -96,9 +101,7 @@ def run(volume, seconds: float, workdir: str, timeout: float = 3.0, fault_interv
     finally:
         if traffic:
             traffic.stopping.set()
-        for node in nodes:
-            if node.proc:
-                node.stop()
+        stop_all(nodes)
         reap_zombies(set())
 
 

@@ -176,16 +176,17 @@ def drain(traffic: Traffic, quiet_seconds: float, timeout: float, say=print) -> 
     return False
 
 
-#: With --peers, the movers list delay/ again every 5 s (actors/mover.py RESCAN_SECONDS).
+#: With --peers, the movers list delay/ again every 5 s by default (mq --peer-rescan).
 MOVER_RESCAN_SECONDS = 5.0
 
 
-def stop_and_check(traffic: Traffic, history: History, timeout: float, say=print) -> dict:
+def stop_and_check(traffic: Traffic, history: History, timeout: float, say=print,
+                   rescan: float = MOVER_RESCAN_SECONDS) -> dict:
     """Stop the traffic, drain every queue (long enough for any timer set during the run to
-    pass and a mover to rescan delay/), and return total_queue.check's counts with "drained"
-    and "client errors"."""
+    pass and a mover to rescan delay/, every `rescan` seconds: the daemons' --peer-rescan),
+    and return total_queue.check's counts with "drained" and "client errors"."""
     traffic.stop()
-    drained = drain(traffic, quiet_seconds=timeout + MOVER_RESCAN_SECONDS + 2,
+    drained = drain(traffic, quiet_seconds=timeout + rescan + 2,
                     timeout=120 + timeout, say=say)
     counts = check(history)
     counts["drained"] = drained

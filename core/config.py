@@ -70,6 +70,9 @@ class Options:
             self.event_loop, self.auto["event_loop"] = event_loops.pick()
     peers: int = option(0, "other daemons sharing the root to consider when fetching; 0 keeps "
                         "strict FIFO")
+    peer_rescan: float = option(5.0, "with --peers, seconds between two listings of delay/ by "
+                                "the mover, which time what other daemons put there (a dead "
+                                "daemon's messages in flight among them)")
     host: str = option("127.0.0.1", "address to listen on")
     port: int = option(8080, "port to listen on", listener=True)
     timeout: float = option(30.0, "seconds a fetched message stays invisible before redelivery")
@@ -162,6 +165,8 @@ class Options:
             raise Invalid("--fronts must be between 1 and 64")
         if self.peers < 0:
             raise Invalid("--peers must be 0 or more")
+        if not (self.peer_rescan > 0 and math.isfinite(self.peer_rescan)):
+            raise Invalid("--peer-rescan must be a finite number of seconds more than 0")
         if not (self.timeout > 0 and math.isfinite(self.timeout)):
             raise Invalid("--timeout must be a finite number of seconds more than 0")
         if not (self.actor_timeout > 0 and math.isfinite(self.actor_timeout)):

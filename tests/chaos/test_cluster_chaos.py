@@ -19,8 +19,10 @@ from total_queue import MUST_BE_ZERO, table  # noqa: E402
 @pytest.mark.slow
 @pytest.mark.timeout(150)
 def test_a_cluster_under_kills_and_pauses_loses_nothing_acknowledged(tmp_path):
+    # Movers list delay/ every second (--peer-rescan), not 5: the drain waits that long for
+    # what a killed daemon had in flight.
     counts = run(seconds=20, workdir=str(tmp_path), daemons=3, timeout=2.0, fault_interval=1.0,
-                 adds_per_second=30, say=lambda line: None)
+                 adds_per_second=30, say=lambda line: None, peer_rescan=1.0)
     faults = counts.pop("faults")
     counts.pop("client errors")
     statuses = counts.pop("statuses")

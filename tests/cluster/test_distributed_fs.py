@@ -6,6 +6,7 @@ killed with kill -9 and restarted; after a drain, nothing acknowledged is lost,
 nothing unexpected or corrupted arrives, no message goes to two consumers within its timer,
 and no request is answered 500 (bench/cluster_run.py runs the same for longer).
 
+The volumes are the session's (conftest.py): each test has a root folder of its own on them.
 Needs root and the packages `make test-packages` installs; skipped with one line otherwise.
 """
 
@@ -20,7 +21,7 @@ from repo_support import bench_importable
 bench_importable()
 
 from cluster import Node  # noqa: E402
-from cluster_fs import VOLUMES, GlusterVolume  # noqa: E402
+from cluster_fs import VOLUMES  # noqa: E402
 from cluster_run import run, server_errors  # noqa: E402
 from group_consumers import groups_across  # noqa: E402
 from support import Daemon  # noqa: E402
@@ -32,15 +33,18 @@ from workload import call  # noqa: E402
 @pytest.mark.xdist_group("distributed-fs")  # One glusterd per host: one test at a time.
 @pytest.mark.timeout(420)
 @pytest.mark.parametrize("kind", sorted(VOLUMES))
-def test_three_daemons_on_three_mounts_hand_each_message_to_one_consumer_at_a_time(tmp_path, kind):
-    volume_class = VOLUMES[kind]
-    if (why := volume_class.missing()):
-        pytest.skip(why)
+def test_three_daemons_on_three_mounts_hand_each_message_to_one_consumer_at_a_time(
+        tmp_path, kind, shared_volumes):
+    volume = shared_volumes.get(kind)
     said = []
-    with volume_class(str(tmp_path)) as volume:
-        counts = run(volume, seconds=30, workdir=str(tmp_path), timeout=3.0, fault_interval=3.0,
-                     faults=("kill actor", "kill daemon", "kill server"), adds_per_second=20,
-                     say=said.append, every_fault=True)
+    # Faults go on until each of the three was made (every_fault: the nemesis makes them in
+    # a random order, each once a round, so one round is what a short run can promise) and
+    # more adds than asserted below were acknowledged (a loaded host's mounts are slow).
+    # Movers list delay/ every second (--peer-rescan), which the drain waits for.
+    counts = run(volume, seconds=12, workdir=str(tmp_path), timeout=3.0, fault_interval=2.0,
+                 faults=("kill actor", "kill daemon", "kill server"), adds_per_second=20,
+                 say=said.append, every_fault=True, root_name=tmp_path.name, min_adds=60,
+                 peer_rescan=1.0)
     faults, statuses = counts.pop("faults"), counts.pop("statuses")
     counts.pop("client errors")
     errors = "\n".join(counts.pop("error lines"))
@@ -58,12 +62,11 @@ def test_three_daemons_on_three_mounts_hand_each_message_to_one_consumer_at_a_ti
 @pytest.mark.slow
 @pytest.mark.xdist_group("distributed-fs")
 @pytest.mark.timeout(180)
-def test_a_daemon_started_while_its_file_system_is_away_waits_for_it(tmp_path):
-    if (why := GlusterVolume.missing()):
-        pytest.skip(why)
-    with GlusterVolume(str(tmp_path), mounts=1) as volume:
-        root = os.path.join(volume.mounts[0], "mq")
-        os.mkdir(root)
+def test_a_daemon_started_while_its_file_system_is_away_waits_for_it(tmp_path, shared_volumes):
+    volume = shared_volumes.get("glusterfs")
+    root = os.path.join(volume.mounts[0], tmp_path.name)
+    os.mkdir(root)
+    try:
         volume.stop_volume()  # Every brick away: the mount answers ENOTCONN.
         node = Node("daemon", root, str(tmp_path), peers=0, timeout=3.0,
                     extra=(f"--run-dir={tmp_path / 'run'}",)).start()
@@ -83,29 +86,31 @@ def test_a_daemon_started_while_its_file_system_is_away_waits_for_it(tmp_path):
             assert (status, body) == (200, b"after the outage")
         finally:
             node.stop()
+    finally:
+        volume.restart_servers()  # Whole again for the next test.
 
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("distributed-fs")
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("kind", sorted(VOLUMES))
-def test_two_daemons_on_two_mounts_hold_each_fifo_group_between_them(tmp_path, kind):
+def test_two_daemons_on_two_mounts_hold_each_fifo_group_between_them(tmp_path, kind,
+                                                                    shared_volumes):
     """Consumers of two daemons, each on its own mount of one volume, never have one group's
     messages in flight on both at once, and each group comes in the order sent."""
-    volume_class = VOLUMES[kind]
-    if (why := volume_class.missing()):
-        pytest.skip(why)
-    with volume_class(str(tmp_path), mounts=2) as volume:
-        daemons = {}
-        try:
-            for n, mount in enumerate(volume.mounts):
-                (tmp_path / f"d{n}").mkdir()
-                daemons[f"d{n}"] = Daemon(Path(mount) / "mq", tmp_path / f"d{n}", workers=2,
-                                          timeout=60, args=("--peers=1", f"--run-dir={tmp_path}/run{n}"))
-                daemons[f"d{n}"].start().wait_ready(60)
-            model = groups_across(daemons, per_group=8)
-        finally:
-            for daemon in daemons.values():
-                daemon.cleanup()
+    volume = shared_volumes.get(kind)
+    daemons = {}
+    try:
+        for n, mount in enumerate(volume.mounts[:2]):
+            (tmp_path / f"d{n}").mkdir()
+            daemons[f"d{n}"] = Daemon(Path(mount) / tmp_path.name, tmp_path / f"d{n}", workers=2,
+                                      timeout=60, args=("--peers=1", f"--run-dir={tmp_path}/run{n}"))
+            daemons[f"d{n}"].start()
+        for daemon in daemons.values():  # Started together, each waits on its own mount.
+            daemon.wait_ready(60)
+        model = groups_across(daemons, per_group=8)
+    finally:
+        for daemon in daemons.values():
+            daemon.cleanup()
     assert not model.broken, model.broken[:5]
     assert model.received == model.sent

@@ -16,7 +16,6 @@ from repo_support import bench_importable
 
 bench_importable()
 
-from cluster_fs import JuiceVolume  # noqa: E402
 from fs_ops import fuse_ops  # noqa: E402
 
 from mq.ids import new_id  # noqa: E402
@@ -42,26 +41,26 @@ def add_fetch_ack(store: Store) -> None:
 @pytest.mark.slow
 @pytest.mark.xdist_group("distributed-fs")
 @pytest.mark.timeout(180)
-def test_a_juicefs_root_fsyncs_no_folder_and_no_due_time(tmp_path):
-    if (why := JuiceVolume.missing()):
-        pytest.skip(why)
-    with JuiceVolume(str(tmp_path), mounts=1) as volume:
-        mount = volume.mounts[0]
-        assert mount_type(mount) == "fuse.juicefs"
-        store = Store(os.path.join(mount, "root"), "auto")
-        store.init()
-        assert (store.sync, store.disk.synchronous_metadata) == ("file", True)
-        # The same calls with every folder fsynced: what the count below leaves out.
-        plain = Store(store.root, disk=Disk("file"))
-        add_fetch_ack(store)
-        add_fetch_ack(plain)  # Both warm: the queue exists, the kernel knows the folders.
-        counts = {}
-        for name, each in (("synchronous", store), ("per folder", plain)):
-            before = fuse_ops(mount)
-            add_fetch_ack(each)
-            after = fuse_ops(mount)
-            after.subtract(before)
-            counts[name] = after
+def test_a_juicefs_root_fsyncs_no_folder_and_no_due_time(tmp_path, shared_volumes):
+    # The session's volume (conftest.py): no other test runs meanwhile, so what the mount
+    # counts is this test's.
+    volume = shared_volumes.get("juicefs")
+    mount = volume.mounts[0]
+    assert mount_type(mount) == "fuse.juicefs"
+    store = Store(os.path.join(mount, tmp_path.name), "auto")
+    store.init()
+    assert (store.sync, store.disk.synchronous_metadata) == ("file", True)
+    # The same calls with every folder fsynced: what the count below leaves out.
+    plain = Store(store.root, disk=Disk("file"))
+    add_fetch_ack(store)
+    add_fetch_ack(plain)  # Both warm: the queue exists, the kernel knows the folders.
+    counts = {}
+    for name, each in (("synchronous", store), ("per folder", plain)):
+        before = fuse_ops(mount)
+        add_fetch_ack(each)
+        after = fuse_ops(mount)
+        after.subtract(before)
+        counts[name] = after
     assert counts["per folder"]["opendir"] >= 4, counts  # new/, queues/q/, delay/, remove/
     assert counts["synchronous"]["opendir"] == 0, counts
     assert counts["synchronous"]["fsync"] == 1, counts  # The message file's, as written.
