@@ -44,7 +44,11 @@ class Sqs(Front):
 
     def __init__(self, daemon):
         super().__init__(daemon)
-        self.client = boto_client(f"http://127.0.0.1:{daemon.port}")
+        # One client per daemon, made by the first example: every example of every machine
+        # makes an Sqs front (the fifo queue's), and a boto3 client costs tens of ms of CPU.
+        if getattr(daemon, "sqs_client", None) is None:
+            daemon.sqs_client = boto_client(f"http://127.0.0.1:{daemon.port}")
+        self.client = daemon.sqs_client
         self.urls: dict[str, str] = {}
         self.fifo: set[str] = set()
 
