@@ -203,12 +203,13 @@ class FrontMachine(RuleBasedStateMachine):
         added = self.front.add(self.main, key, delay)
         m = self.check_add(self.main, key, added, delay, None, time.time())
         assert m.state == DELAYED
-        # The daemon's due time is at least sent + delay: a listing that finds the message
-        # ready must have ended after that.
-        state = root_view.files(self.daemon.root, self.main).get(m.id, ("",))[0]
-        listed = time.time()
-        assert state != READY or listed >= sent + delay - EARLY, (m.id, listed - sent, delay)
-        self.wait_until(m.due)
+        # Watched until the model's due time: the daemon's is at least sent + delay, so a
+        # listing that finds the message ready must have ended after that.
+        while time.time() < m.due:
+            state = root_view.files(self.daemon.root, self.main).get(m.id, ("",))[0]
+            listed = time.time()
+            assert state != READY or listed >= sent + delay - EARLY, (m.id, listed - sent, delay)
+            time.sleep(0.02)
         self.model.fall_due(m)
         self.until_served(f"{m.id} due", self.main)
 
