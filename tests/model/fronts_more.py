@@ -41,6 +41,7 @@ class Sqs(Front):
     deletes_expired = True
     groups = True
     delay_unit = 1.0
+    slow_delays = True  # whole seconds
 
     def __init__(self, daemon):
         super().__init__(daemon)
@@ -163,6 +164,7 @@ class Local(Front):
 
     name = "local"
     accumulates = False
+    slow_delays = True  # the daemon hears of its delayed adds at its notice cadence
 
     def __init__(self, daemon):
         super().__init__(daemon)
