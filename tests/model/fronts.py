@@ -76,6 +76,7 @@ class Front:
     deletes_expired = False  # an ack whose timer ran out, not handed out since, still deletes
     groups = False  # the front can add messages with a group
     delay_unit = 0.0  # 1 for fronts that take whole seconds only
+    slow_delays = False  # a delayed add takes most of a second to be seen due (add_due_soon)
 
     def __init__(self, daemon):
         self.daemon = daemon

@@ -41,10 +41,15 @@ class Sqs(Front):
     deletes_expired = True
     groups = True
     delay_unit = 1.0
+    slow_delays = True  # whole seconds
 
     def __init__(self, daemon):
         super().__init__(daemon)
-        self.client = boto_client(f"http://127.0.0.1:{daemon.port}")
+        # One client per daemon, made by the first example: every example of every machine
+        # makes an Sqs front (the fifo queue's), and a boto3 client costs tens of ms of CPU.
+        if getattr(daemon, "sqs_client", None) is None:
+            daemon.sqs_client = boto_client(f"http://127.0.0.1:{daemon.port}")
+        self.client = daemon.sqs_client
         self.urls: dict[str, str] = {}
         self.fifo: set[str] = set()
 
@@ -159,6 +164,7 @@ class Local(Front):
 
     name = "local"
     accumulates = False
+    slow_delays = True  # the daemon hears of its delayed adds at its notice cadence
 
     def __init__(self, daemon):
         super().__init__(daemon)

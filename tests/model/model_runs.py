@@ -2,7 +2,7 @@
 
 MQ_MODEL_EXAMPLES and MQ_MODEL_STEPS set the examples per machine and the steps per example
 (bench/model_soak.py raises them); without them each machine runs the examples its test gives
-(test_model_fronts.EXAMPLES), about 20 s a machine on a quiet machine in make test.
+(test_model_fronts.EXAMPLES), 5 to 15 s a machine in make test.
 """
 
 import os

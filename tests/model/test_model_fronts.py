@@ -11,9 +11,9 @@ from fronts_more import Local, Sqs
 from machines import machine_for
 
 FRONTS = {"rest": RestSingle, "rest_batch": RestBatch, "rpc": Rpc, "sqs": Sqs, "local": Local}
-#: Examples per front in make test, each of up to model_runs.STEPS steps: about 20 s a machine
-#: on a quiet machine, and every rule the front has runs in each run. An RPC or mq.local step
-#: costs more than a REST one; SQS's timers are whole seconds (three times the others' 0.3 s),
+#: Examples per front in make test, each of up to model_runs.STEPS steps: 5 to 15 s a machine
+#: on a busy 2-core machine, and every rule the front has runs in each run. An RPC or mq.local
+#: step costs more than a REST one; SQS's timers are whole seconds (ten times the others' 0.1 s),
 #: so its examples spend most of their time waiting. bench/model_soak.py runs many more.
 EXAMPLES = {"rest": 8, "rest_batch": 8, "rpc": 6, "sqs": 3, "local": 6}
 
