@@ -310,9 +310,10 @@ def test_every_install_line_names_extras_that_exist():
 
 @pytest.fixture(scope="module")
 def docs_mq(tmp_path_factory):
-    """The daemon every example of this module talks to."""
+    """The daemon every example of this module talks to: one save and one fetch actor, as
+    the documents' outputs show them (a daemon with two is made by the setup that shows it)."""
     workdir = tmp_path_factory.mktemp("docs")
-    daemon = Daemon(workdir / "root", workdir, workers=2)
+    daemon = Daemon(workdir / "root", workdir, workers=1)
     daemon.start()
     daemon.wait_ready()
     yield daemon
