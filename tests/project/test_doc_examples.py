@@ -391,11 +391,11 @@ def setup_tokens(ctx: Context) -> None:
 
 
 def setup_save_actor_killed(ctx: Context) -> None:
-    """A daemon of its own whose only save actor was killed with kill -9, its supervisor held
-    (SIGSTOP) until the block has run, so that the restart cannot come first; then the
-    examples go back to the module's daemon."""
-    shared = ctx.daemon
-    daemon = ctx.own_daemon(workers=1)
+    """The daemon's only save actor killed with kill -9, its supervisor held (SIGSTOP) until
+    the block has run, so that the restart cannot come first; then the supervisor goes on,
+    and the examples once the actor it restarts answers."""
+    daemon = ctx.daemon
+    assert daemon.workers == 1, "the daemon of the examples has one save actor"
     os.kill(daemon.pid, signal.SIGSTOP)
     try:
         daemon.kill_child("save-0")
@@ -407,7 +407,9 @@ def setup_save_actor_killed(ctx: Context) -> None:
 
     def resume() -> None:
         os.kill(daemon.pid, signal.SIGCONT)
-        ctx.use(shared)
+        daemon.wait_ready()
+        # A probe stored before the front saw the actor gone.
+        assert daemon.request("DELETE", "/probe").status in (204, 404)
 
     ctx.after.append(resume)
 
