@@ -66,10 +66,12 @@ def run_ctl(argv: list, input: bytes = b"", env: dict | None = None) -> subproce
                                        stderr.buffer.getvalue())
 
 
-def run_forked(main, argv: list, env: dict, timeout: float = 30) -> subprocess.CompletedProcess:
+def run_forked(main, argv: list, env: dict, timeout: float = 30, cwd=None,
+               merged: bool = False) -> subprocess.CompletedProcess:
     """main(argv) in a child forked from this process, with stdin from /dev/null, `env` as its
     whole environment, and stdout and stderr read back as text: what subprocess.run(...,
-    capture_output=True, text=True) of the command gives, without its imports. A child that
+    capture_output=True, text=True) of the command gives, without its imports (merged: both
+    into stdout, as stderr=subprocess.STDOUT; cwd: the child's working directory). A child that
     outlives the timeout is killed (subprocess.TimeoutExpired), as one that went on to start
     what it should have refused would be."""
     argv = [str(arg) for arg in argv]
@@ -80,7 +82,9 @@ def run_forked(main, argv: list, env: dict, timeout: float = 30) -> subprocess.C
             try:
                 os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
                 os.dup2(out.fileno(), 1)
-                os.dup2(err.fileno(), 2)
+                os.dup2(out.fileno() if merged else err.fileno(), 2)
+                if cwd is not None:
+                    os.chdir(cwd)
                 sys.stdin = io.TextIOWrapper(io.FileIO(0, closefd=False), encoding="utf-8")
                 sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8")
                 sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8",

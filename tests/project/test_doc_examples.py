@@ -5,6 +5,9 @@ in document order against one real daemon of this module (Spark ones in the shar
 session): a `python` block as a script, a `console` session command by command with its
 output compared, an `sh` block as one script; `toml`, `yaml`, `json` and `ini` blocks are
 parsed, and an sh block of `pip install` lines is checked against pyproject.toml's extras.
+A command that is one of mq's programs alone (`mqctl ...`, `mq --help`) and a `python` block
+run in a child forked from this process (cli_support.run_forked), which has their imports
+already: a new interpreter for each would pay them again at every line.
 A block marked `not run` has its reason; one marked `run by` is run by the module it
 names. Commands and code reach the test daemon instead of 127.0.0.1:8080 (and localhost:8080)
 through its port put in their place; `$MQ` and `$MQ_URL` name it too, and a session's
@@ -21,14 +24,18 @@ Unix time or a duration any number, `Content-Length` any length, `...` anything,
 """
 
 import ast
+import atexit
 import configparser
 import functools
+import importlib
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
+import threading
 import tomllib
 from importlib import metadata
 from pathlib import Path
@@ -37,7 +44,13 @@ import pytest
 import yaml
 from packaging.requirements import Requirement
 
+import mq.client  # noqa: F401 - what mqctl imports when it runs, imported once for its forks
+import mq.ctl.main
+from mq.actors import mover, reaper
+from mq.supervisor import main as supervisor
+
 from access_support import AccessDaemon, entry
+from cli_support import run_forked
 from doc_blocks import DOCUMENTS, Block, blocks, pattern, printed, session
 from repo_support import REPO
 from support import Daemon, poll_for, unreachable
@@ -173,7 +186,7 @@ def packages(words: str) -> list[str]:
 def declared(names: list[str]) -> set[str]:
     """The distributions pyproject.toml and the words of a pip install line declare, with
     what each of them requires in turn (as installed)."""
-    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    project = pyproject()["project"]
     wanted = list(project["dependencies"])
     for word in names:
         found = re.fullmatch(r"(?:mq|\.)\[([\w,]+)\]", word)
@@ -185,16 +198,37 @@ def declared(names: list[str]) -> set[str]:
             wanted.append(word)
     seen: set[str] = set()
     while wanted:
-        requirement = Requirement(wanted.pop())
-        name = requirement.name.lower().replace("_", "-")
-        if name in seen or (requirement.marker and not requirement.marker.evaluate({"extra": ""})):
+        name, wanted_here = required(wanted.pop())
+        if name in seen or not wanted_here:
             continue
         seen.add(name)
-        try:
-            wanted += metadata.requires(requirement.name) or []
-        except metadata.PackageNotFoundError:
-            pass
+        wanted += requires(name)
     return seen
+
+
+@functools.cache
+def pyproject() -> dict:
+    """pyproject.toml, read once."""
+    return tomllib.loads((REPO / "pyproject.toml").read_text())
+
+
+@functools.cache
+def required(line: str) -> tuple[str, bool]:
+    """The distribution a requirement names, and whether it is wanted without an extra (its
+    marker, if any, holds); parsed once, as every install line's walk meets the same ones."""
+    requirement = Requirement(line)
+    wanted = not requirement.marker or requirement.marker.evaluate({"extra": ""})
+    return requirement.name.lower().replace("_", "-"), wanted
+
+
+@functools.cache
+def requires(name: str) -> tuple[str, ...]:
+    """What an installed distribution requires (nothing when it is not installed); each one
+    looked up once, as every install line's walk passes the same ones."""
+    try:
+        return tuple(metadata.requires(name) or [])
+    except metadata.PackageNotFoundError:
+        return ()
 
 
 @functools.cache
@@ -241,6 +275,17 @@ def imports(code: str) -> set[str]:
     return found
 
 
+def imported_modules(code: str) -> set[str]:
+    """The modules a block of Python imports, as importlib names them (no names from them)."""
+    found = set()
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module)
+    return found
+
+
 def test_each_python_example_imports_only_what_its_install_line_provides():
     for block in all_blocks():
         if block.lang != "python" or "not run" in block.marks:
@@ -265,9 +310,10 @@ def test_every_install_line_names_extras_that_exist():
 
 @pytest.fixture(scope="module")
 def docs_mq(tmp_path_factory):
-    """The daemon every example of this module talks to."""
+    """The daemon every example of this module talks to: one save and one fetch actor, as
+    the documents' outputs show them (a daemon with two is made by the setup that shows it)."""
     workdir = tmp_path_factory.mktemp("docs")
-    daemon = Daemon(workdir / "root", workdir, workers=2)
+    daemon = Daemon(workdir / "root", workdir, workers=1)
     daemon.start()
     daemon.wait_ready()
     yield daemon
@@ -345,11 +391,11 @@ def setup_tokens(ctx: Context) -> None:
 
 
 def setup_save_actor_killed(ctx: Context) -> None:
-    """A daemon of its own whose only save actor was killed with kill -9, its supervisor held
-    (SIGSTOP) until the block has run, so that the restart cannot come first; then the
-    examples go back to the module's daemon."""
-    shared = ctx.daemon
-    daemon = ctx.own_daemon(workers=1)
+    """The daemon's only save actor killed with kill -9, its supervisor held (SIGSTOP) until
+    the block has run, so that the restart cannot come first; then the supervisor goes on,
+    and the examples once the actor it restarts answers."""
+    daemon = ctx.daemon
+    assert daemon.workers == 1, "the daemon of the examples has one save actor"
     os.kill(daemon.pid, signal.SIGSTOP)
     try:
         daemon.kill_child("save-0")
@@ -361,7 +407,9 @@ def setup_save_actor_killed(ctx: Context) -> None:
 
     def resume() -> None:
         os.kill(daemon.pid, signal.SIGCONT)
-        ctx.use(shared)
+        daemon.wait_ready()
+        # A probe stored before the front saw the actor gone.
+        assert daemon.request("DELETE", "/probe").status in (204, 404)
 
     ctx.after.append(resume)
 
@@ -380,6 +428,27 @@ def normalized(output: bytes) -> str:
 
 #: The default root, as sessions name it: the test daemon's root in its place.
 ROOT = re.compile(r"/tmp/mq(?![\w-])")
+#: A command that is one of mq's programs and its arguments alone (quoted words, no shell
+#: syntax): its main() runs in a child forked from this process (cli_support.run_forked),
+#: which pays its imports once for the module instead of at every line. `mq` only with an
+#: option that makes it print and exit: anything else would start a daemon inside the fork.
+PROGRAM = re.compile(r"(?:\S*/)?(mqctl|mq-mover|mq-reaper|mq)((?: +(?:[^\s'\"$`\\;&|<>()*?]+|'[^']*'))*)")
+MAINS = {"mqctl": mq.ctl.main.main, "mq-mover": mover.main, "mq-reaper": reaper.main,
+         "mq": supervisor.main}
+PRINTS_AND_EXITS = {"--help", "--version", "--print-config"}
+
+
+def run_command(command: str, ctx: Context, cwd: Path, options: str = "-c") -> tuple[int, bytes]:
+    """A command (or a script, with bash's options), its exit status and what it wrote to
+    stdout and stderr together."""
+    program = PROGRAM.fullmatch(command.strip("\n"))
+    argv = shlex.split(program.group(2)) if program else []
+    if program and (program.group(1) != "mq" or PRINTS_AND_EXITS & set(argv)):
+        done = run_forked(MAINS[program.group(1)], argv, ctx.env, timeout=60, cwd=cwd, merged=True)
+        return done.returncode, done.stdout.encode()
+    done = subprocess.run(["bash", options, command], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          env=ctx.env, cwd=cwd, timeout=60)
+    return done.returncode, done.stdout
 
 
 def run_console(block: Block, ctx: Context) -> None:
@@ -392,9 +461,7 @@ def run_console(block: Block, ctx: Context) -> None:
             # test daemon's (a help text's default is the default).
             expected = ROOT.sub(str(ctx.daemon.root), ctx.addressed(expected))
         command = ROOT.sub(str(ctx.daemon.root), ctx.substituted(command))
-        done = subprocess.run(["bash", "-c", command], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              env=ctx.env, cwd=ctx.workdir, timeout=60)
-        actual = normalized(done.stdout)
+        actual = normalized(run_command(command, ctx, ctx.workdir)[1])
         regex, groups = pattern(expected.encode("utf-8").decode("latin-1"), ctx.bindings,
                                 block.marks.get("output", ""))
         found = re.fullmatch(regex, actual)
@@ -403,11 +470,29 @@ def run_console(block: Block, ctx: Context) -> None:
             ctx.bindings[documented] = found.group(name)
 
 
+def as_script(code: str, where: str):
+    """A main() that runs code as `python -c` would, to its exit: the threads it started
+    joined, then the exit functions it registered (none of this process's)."""
+    def main(argv: list[str]) -> int:
+        sys.argv = ["-c", *argv]
+        atexit._clear()
+        try:
+            exec(compile(code, where, "exec"), {"__name__": "__main__"})  # noqa: S102 - the example
+        finally:
+            threading._shutdown()
+            atexit._run_exitfuncs()
+        return 0
+    return main
+
+
 def run_python(block: Block, ctx: Context) -> None:
-    """A Python block as a script of its own; what it says it prints, matched as a session's
-    output is."""
-    done = subprocess.run([sys.executable, "-c", ctx.substituted(block.text)], capture_output=True,
-                          text=True, env=ctx.env, cwd=ctx.workdir, timeout=60)
+    """A Python block as a script of its own, in a child forked from this process after what it
+    imports was imported here (so two examples of one client import it once); what it says it
+    prints, matched as a session's output is."""
+    code = ctx.substituted(block.text)
+    for module in sorted(imported_modules(code)):
+        importlib.import_module(module)
+    done = run_forked(as_script(code, block.where), [], ctx.env, timeout=60, cwd=ctx.workdir)
     assert done.returncode == 0, f"{block.where}:\n{block.text}\n{done.stdout}{done.stderr}"
     shown = printed(block.text)
     if shown is not None:
@@ -419,9 +504,8 @@ def run_python(block: Block, ctx: Context) -> None:
 
 def run_sh(block: Block, ctx: Context) -> None:
     """An sh block as one script, from the repository (it names etc/ and .venv/ from there)."""
-    done = subprocess.run(["bash", "-ec", ctx.substituted(block.text)], capture_output=True, text=True,
-                          env=ctx.env, cwd=REPO, timeout=60)
-    assert done.returncode == 0, f"{block.where}:\n{block.text}\n{done.stdout}{done.stderr}"
+    status, output = run_command(ctx.substituted(block.text), ctx, REPO, "-ec")
+    assert status == 0, f"{block.where}:\n{block.text}\n{output.decode(errors='replace')}"
 
 
 RUNNERS = {"console": run_console, "python": run_python, "sh": run_sh}
