@@ -27,6 +27,7 @@ class CtrlC:
     def __init__(self):
         self.requested = False
         self.sleeping = False
+        self.installed = False
         self.previous = None
 
     def handle(self, *_) -> None:
@@ -52,11 +53,14 @@ class CtrlC:
         main = threading.current_thread() is threading.main_thread()
         if main and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
             self.previous = signal.signal(signal.SIGINT, self.handle)
+            self.installed = True
         return self
 
     def __exit__(self, *exc) -> None:
-        if self.previous is not None:
-            signal.signal(signal.SIGINT, self.previous)
+        if self.installed:
+            # None: a handler not set from Python, which only the default can stand for.
+            signal.signal(signal.SIGINT, self.previous if self.previous is not None
+                          else signal.SIG_DFL)
 
 
 def tail(client, args) -> int:
