@@ -440,27 +440,35 @@ def readme_examples() -> list[str]:
 
 def test_the_readme_examples_run_as_written(shared_mq, tmp_path):  # noqa: F811
     env = {**os.environ, "MQ_URL": f"http://127.0.0.1:{shared_mq.port}", "PYTHONUNBUFFERED": "1"}
-    outputs = []
-    for n, code in enumerate(readme_examples()):
-        script = tmp_path / f"example_{n}.py"
-        script.write_text(code)
-        out = tmp_path / f"example_{n}.out"
-        with open(out, "wb") as sink:
-            proc = subprocess.Popen([sys.executable, str(script)], stdout=sink,
-                                    stderr=subprocess.STDOUT, env=env)
-        try:
+    files = []
+    running: list[tuple[int, str, subprocess.Popen]] = []
+    try:
+        for n, code in enumerate(readme_examples()):
+            script = tmp_path / f"example_{n}.py"
+            script.write_text(code)
+            out = tmp_path / f"example_{n}.out"
+            files.append(out)
+            with open(out, "wb") as sink:
+                proc = subprocess.Popen([sys.executable, str(script)], stdout=sink,
+                                        stderr=subprocess.STDOUT, env=env)
+            running.append((n, code, proc))
             if ".consume(" in code:
                 # A consumer runs until it is told to stop: once it has handled what the
-                # examples before it produced, SIGTERM must end it cleanly.
+                # examples before it produced, SIGTERM must end it cleanly. Its parked long
+                # poll ends within its wait: the examples after it (other queues) run meanwhile.
                 poll_for(lambda: b"handled" in out.read_bytes() or proc.poll() is not None, 15,
                          what=f"example {n} to handle a message")
                 proc.send_signal(signal.SIGTERM)
-            assert proc.wait(25) == 0, f"example {n} failed:\n{code}\n{out.read_text()}"
-        finally:
+            else:
+                assert proc.wait(25) == 0, f"example {n} failed:\n{code}\n{out.read_text()}"
+        for n, code, proc in running:
+            assert proc.wait(25) == 0, f"example {n} failed:\n{code}\n{files[n].read_text()}"
+    finally:
+        for _, _, proc in running:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-        outputs.append(out.read_text())
+    outputs = [out.read_text() for out in files]
     # What the examples say they print (doc_blocks.printed: the comments of their print lines).
     for code, output in zip(readme_examples(), outputs):
         if printed(code) is not None:

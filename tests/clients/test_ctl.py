@@ -24,7 +24,9 @@ from pathlib import Path
 
 import pytest
 
-from cli_support import MQCTL, run_ctl
+import mq.ctl.main
+import mq.ctl.tail
+from cli_support import MQCTL, run_ctl, run_forked
 from support import Daemon, free_port
 from repo_support import REPO
 
@@ -307,6 +309,80 @@ def test_tail_ends_quietly_on_ctrl_c_and_when_its_reader_goes_away(daemon, q):
     finally:
         proc.kill()
         proc.wait(10)
+
+
+class CtrlCAt:
+    """A tracer for mqctl's main() in a forked child, on during the first poll of tail -f's
+    loop (the second Follower.poll): it counts the points where a Ctrl-C used to hang tail,
+    each line run inside a context manager's __enter__ or __exit__ while the lock it wraps is
+    held (the HTTP client's pool and connection locks), and sends SIGINT at the one numbered
+    `at` (0: none, only count; the loop then ends at its next poll, as when its reader goes
+    away)."""
+
+    LOCK = type(threading.Lock())
+
+    def __init__(self, at: int = 0):
+        self.at, self.polls, self.points = at, 0, 0
+
+    @classmethod
+    def a_lock(cls, frame) -> bool:
+        """True in the __enter__ or __exit__ of a lock, or of an object holding one, that is
+        held: a KeyboardInterrupt raised there leaves it held."""
+        if frame.f_code.co_name not in ("__enter__", "__exit__"):
+            return False
+        owner = frame.f_locals.get("self")
+        locks = [owner] if isinstance(owner, cls.LOCK) else [
+            value for value in getattr(owner, "__dict__", {}).values() if isinstance(value, cls.LOCK)]
+        return any(lock.locked() for lock in locks)
+
+    def __call__(self, frame, event, arg):
+        if event == "line" and self.a_lock(frame):
+            self.points += 1
+            if self.points == self.at:
+                signal.raise_signal(signal.SIGINT)
+        return self
+
+    def poll(self, real_poll):
+        """Follower.poll, traced the second time (the loop's first poll), stopped the third
+        time when only counting."""
+        def poll(follower):
+            self.polls += 1
+            if self.polls == 3 and not self.at:
+                raise BrokenPipeError
+            sys.settrace(self if self.polls == 2 else None)
+            try:
+                yield from real_poll(follower)
+            finally:
+                sys.settrace(None)
+        return poll
+
+    def run(self, argv: list[str]) -> int:
+        """mqctl's main(argv), with SIGINT as a fresh Python process has it; when counting,
+        the count goes to stderr."""
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        mq.ctl.tail.Follower.poll = self.poll(mq.ctl.tail.Follower.poll)
+        status = mq.ctl.main.main(argv)
+        if not self.at:
+            print(self.points, file=sys.stderr)
+        return status
+
+
+def test_tail_ends_on_ctrl_c_inside_any_lock_of_its_http_calls(daemon, q):
+    """Ctrl-C at each point of one poll where the HTTP client holds a lock in the __enter__ or
+    __exit__ that takes or gives it back: tail -f ends with 0 and nothing on stderr, never
+    hangs (Python's KeyboardInterrupt there left the lock held, and the client's clean-up
+    waited on it for ever)."""
+    ctl = Ctl(["--url", f"http://127.0.0.1:{daemon.port}"], daemon)
+    ctl.ok("put", q, "first")
+    argv = ctl.where + ["tail", "-f", "-n", "1", "--interval", "0.01", "--body", q]
+    env = dict(os.environ)
+    counted = run_forked(CtrlCAt().run, argv, env)
+    assert counted.returncode == 141, counted  # Stopped as `| head` stops it, after one poll.
+    points = int(counted.stderr)
+    assert points >= 2, points  # A lock's __enter__ and __exit__, at least.
+    for at in range(1, points + 1):
+        result = run_forked(CtrlCAt(at).run, argv, env, timeout=20)
+        assert (at, result.returncode, result.stderr) == (at, 0, "")
 
 
 def test_exit_statuses(ctl, q, tmp_path):

@@ -13,10 +13,18 @@ import pytest
 from mq.config import Options
 from mq.supervisor import tree
 from doc_blocks import assert_shows, shown
-from support import files_in, poll_for, queue_owned_by
+from support import files_in, poll_for, queue_owned_by, ready_daemon
 
 
-def test_every_process_of_the_tree_is_visible_in_ps_with_a_clear_title(mq):
+@pytest.fixture(scope="module")
+def calm_mq(tmp_path_factory):
+    """One daemon (as the `mq` fixture's) for the tests that stop or restart none of its
+    processes."""
+    yield from ready_daemon(tmp_path_factory.mktemp("calm"), workers=2, timeout=1)
+
+
+def test_every_process_of_the_tree_is_visible_in_ps_with_a_clear_title(calm_mq):
+    mq = calm_mq
     names = {"front-0", "mover-0", "reaper-0", "save-0", "save-1", "fetch-0", "fetch-1"}
     assert set(mq.children()) == names
     pids = [str(mq.pid)] + [str(p.pid) for p in mq.children().values()]
@@ -30,7 +38,8 @@ def test_every_process_of_the_tree_is_visible_in_ps_with_a_clear_title(mq):
     assert sorted(line.strip() for line in ps) == sorted(expected)
 
 
-def test_health_json_lists_every_child_with_its_pid(mq):
+def test_health_json_lists_every_child_with_its_pid(calm_mq):
+    mq = calm_mq
     def published():
         health = mq.health()
         return {c["name"]: c for c in health["children"]} if health["supervisor_pid"] == mq.pid else None
@@ -155,7 +164,8 @@ def test_a_front_that_keeps_crashing_makes_the_supervisor_exit_non_zero(mq):
              what="every child to be stopped")
 
 
-def test_sighup_without_a_log_file_restarts_nothing(mq):
+def test_sighup_without_a_log_file_restarts_nothing(calm_mq):
+    mq = calm_mq
     before = {name: p.pid for name, p in mq.children().items()}
     health = mq.run_dir() / "health.json"
     written = [health.stat().st_mtime_ns]

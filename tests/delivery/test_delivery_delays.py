@@ -122,13 +122,26 @@ def test_revoked_delayed_message_never_appears(shared_mq):
 # -- across kill -9 of the whole tree ------------------------------------------------------
 
 
-def test_messages_due_while_the_daemon_was_down_are_delivered_right_after_start(start_killed):
+def test_delays_across_kill_9_due_ones_come_at_start_revoked_never_later_ones_at_their_time(
+        start_killed):
+    """One kill -9 for three queues: messages that fell due while the daemon was down are
+    delivered right after start, oldest first; a revoke survives and its message never
+    appears; a delay not yet due keeps its due time."""
     mq = start_killed(workers=2, timeout=30)
+    keep = fresh_queue("keep")
+    # A 10 s delay: the restart (2 s on a quiet machine, and the 1.5 s down) must end
+    # before it, also on a loaded one.
+    resp = add(mq, keep, b"after restart", delay="10")
+    kept, kept_due = resp.header("X-Message-Id"), resp.json()["due"]
     queue = fresh_queue("down")
     ids = [added(mq, queue, b"due %d" % i, delay="1") for i in range(5)]
     due = max(float(os.stat(mq.root / "delay" / f"{queue}:{i}").st_mtime) for i in ids)
+    revoke = fresh_queue("revoke")
+    revoked = added(mq, revoke, b"revoked", delay="1")
+    witness = added(mq, revoke, b"witness", delay="1.2")
+    assert mq.delete(revoke, revoked).status == 204
     mq.kill_tree()
-    wait_until(due + 0.5, "the messages to fall due while the daemon is down")
+    wait_until(max(due + 0.5, time.time() + 1.5), "the messages to fall due while the daemon is down")
     assert len([n for n in files_in(mq.root / "delay") if n.startswith(queue)]) == 5
     mq.start().wait_ready()
     ready_at = time.monotonic()
@@ -138,29 +151,10 @@ def test_messages_due_while_the_daemon_was_down_are_delivered_right_after_start(
     assert got == ids, "all of them, oldest first"
     assert first_after < 1.5, f"first due message came {first_after:.2f} s after start"
 
-
-def test_delay_not_yet_due_survives_kill_9_and_keeps_its_due_time(start_killed):
-    mq = start_killed(workers=2, timeout=30)
-    queue = fresh_queue("keep")
-    # A 10 s delay: the restart (2 s on a quiet machine) must end before it, also on a
-    # loaded one.
-    resp = add(mq, queue, b"after restart", delay="10")
-    message_id, due = resp.header("X-Message-Id"), resp.json()["due"]
-    restart(mq)
-    assert time.time() < due, "the restart took longer than the delay; the test proves nothing"
-    assert_invisible_until_due(mq, queue, message_id, due)
-
-
-def test_revoke_survives_kill_9_and_the_message_never_appears(start_killed):
-    mq = start_killed(workers=2, timeout=30)
-    queue = fresh_queue("revoke")
-    revoked = added(mq, queue, b"revoked", delay="1")
-    witness = added(mq, queue, b"witness", delay="1.2")
-    assert mq.delete(queue, revoked).status == 204
-    mq.kill_tree()
-    wait_until(time.time() + 1.5, "both to fall due while the daemon is down")
-    mq.start().wait_ready()
-    resp, _ = fetch_when_ready(mq, queue, timeout=30)
+    resp, _ = fetch_when_ready(mq, revoke, timeout=30)
     assert resp.header("X-Message-Id") == witness
-    assert fetch(mq, queue).status == 204
+    assert fetch(mq, revoke).status == 204
     assert names_of(mq, revoked) == []
+
+    assert time.time() < kept_due, "the restart took longer than the delay; the test proves nothing"
+    assert_invisible_until_due(mq, keep, kept, kept_due)

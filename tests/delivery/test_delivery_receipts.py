@@ -181,30 +181,20 @@ def test_a_delete_without_a_receipt_still_removes_a_message_in_any_state(shared_
 # -- across kill -9 of the whole tree ------------------------------------------------------
 
 
-def test_in_flight_message_comes_back_after_its_timer_across_kill_9(start_killed):
+def test_an_in_flight_timer_and_acks_extends_and_nacks_survive_kill_9(start_killed):
+    """One kill -9 for both, their 10 s timers running side by side: a message in flight comes
+    back after its timer with a new receipt; a message acked, one extended and one nacked
+    before the crash keep those replies."""
     # A 10 s timer: the restart (2 s on a quiet machine) must end before it, also on a
     # loaded one.
     mq = start_killed(workers=2, timeout=10)
-    queue = fresh_queue("inflight")
-    message_id = added(mq, queue, b"was being worked on")
-    first = fetched(mq, queue)
+    inflight = fresh_queue("inflight")
+    message_id = added(mq, inflight, b"was being worked on")
+    first = fetched(mq, inflight)
     due = time.time() + 10
-    restart(mq)
-    assert time.time() < due, "the restart outlasted the timer; the test proves nothing"
-    assert fetch(mq, queue).status == 204, "still in flight after the restart"
-    assert names_of(mq, message_id) == [f"delay/{queue}:{message_id}.1"]
-    back, came = fetch_when_ready(mq, queue, timeout=30)
-    assert came >= due - 0.05
-    assert (back.header("X-Message-Id"), back.body) == (message_id, b"was being worked on")
-    assert (back.header("X-Receipt"), back.header("X-Attempts")) == (f"{message_id}.2", "2")
-    # The receipt from before the crash is stale now; the new one works.
-    assert_json_error(reply(mq, queue, message_id, "ack", first.header("X-Receipt")), 409, "conflict")
-    assert reply(mq, queue, message_id, "ack", back.header("X-Receipt")).status == 204
 
-
-def test_ack_extend_and_nack_survive_kill_9(start_killed):
-    mq = start_killed(workers=2, timeout=1)
     queue = fresh_queue("replies")
+    set_props(mq, queue, {"timeout": 1})  # A timer the restart outlasts, unless extended.
     acked, extended, nacked = (added(mq, queue, b) for b in (b"acked", b"extended", b"nacked"))
     receipts = {fetched(mq, queue).header("X-Message-Id"): None for _ in range(3)}
     assert list(receipts) == [acked, extended, nacked]
@@ -213,14 +203,28 @@ def test_ack_extend_and_nack_survive_kill_9(start_killed):
     # on a loaded one.
     ext = reply(mq, queue, extended, "ext", f"{extended}.1", seconds=10)
     assert reply(mq, queue, nacked, "nack", f"{nacked}.1").status == 204
+
     restart(mq)
+    assert time.time() < due, "the restart outlasted the timer; the test proves nothing"
     assert time.time() < ext.json()["due"], "the restart outlasted the extension; proves nothing"
+    assert fetch(mq, inflight).status == 204, "still in flight after the restart"
+    assert names_of(mq, message_id) == [f"delay/{inflight}:{message_id}.1"]
     assert names_of(mq, acked) == []
     assert names_of(mq, nacked) == [f"queues/{queue}/{nacked}.1"]
     assert names_of(mq, extended) == [f"delay/{queue}:{extended}.1"]
     resp = fetched(mq, queue)
     assert (resp.header("X-Message-Id"), resp.header("X-Attempts")) == (nacked, "2")
     assert reply(mq, queue, nacked, "ack", resp.header("X-Receipt")).status == 204
+
+    back, came = fetch_when_ready(mq, inflight, timeout=30)
+    assert came >= due - 0.05
+    assert (back.header("X-Message-Id"), back.body) == (message_id, b"was being worked on")
+    assert (back.header("X-Receipt"), back.header("X-Attempts")) == (f"{message_id}.2", "2")
+    # The receipt from before the crash is stale now; the new one works.
+    assert_json_error(reply(mq, inflight, message_id, "ack", first.header("X-Receipt")), 409,
+                      "conflict")
+    assert reply(mq, inflight, message_id, "ack", back.header("X-Receipt")).status == 204
+
     back, came = fetch_when_ready(mq, queue, timeout=30)
     assert back.header("X-Message-Id") == extended
     assert came >= ext.json()["due"], "the extension was lost in the restart"
