@@ -44,11 +44,6 @@ import pytest
 import yaml
 from packaging.requirements import Requirement
 
-import mq.client  # noqa: F401 - what mqctl imports when it runs, imported once for its forks
-import mq.ctl.main
-from mq.actors import mover, reaper
-from mq.supervisor import main as supervisor
-
 from access_support import AccessDaemon, entry
 from cli_support import run_forked
 from doc_blocks import DOCUMENTS, Block, blocks, pattern, printed, session
@@ -433,8 +428,10 @@ ROOT = re.compile(r"/tmp/mq(?![\w-])")
 #: which pays its imports once for the module instead of at every line. `mq` only with an
 #: option that makes it print and exit: anything else would start a daemon inside the fork.
 PROGRAM = re.compile(r"(?:\S*/)?(mqctl|mq-mover|mq-reaper|mq)((?: +(?:[^\s'\"$`\\;&|<>()*?]+|'[^']*'))*)")
-MAINS = {"mqctl": mq.ctl.main.main, "mq-mover": mover.main, "mq-reaper": reaper.main,
-         "mq": supervisor.main}
+#: Each program's module (its main()), and what it imports as it runs: imported here at its
+#: first command (not at collection, which every worker of a parallel run does), for its forks.
+MAINS = {"mqctl": ("mq.ctl.main", "mq.client"), "mq-mover": ("mq.actors.mover",),
+         "mq-reaper": ("mq.actors.reaper",), "mq": ("mq.supervisor.main",)}
 PRINTS_AND_EXITS = {"--help", "--version", "--print-config"}
 
 
@@ -444,7 +441,8 @@ def run_command(command: str, ctx: Context, cwd: Path, options: str = "-c") -> t
     program = PROGRAM.fullmatch(command.strip("\n"))
     argv = shlex.split(program.group(2)) if program else []
     if program and (program.group(1) != "mq" or PRINTS_AND_EXITS & set(argv)):
-        done = run_forked(MAINS[program.group(1)], argv, ctx.env, timeout=60, cwd=cwd, merged=True)
+        imported = [importlib.import_module(name) for name in MAINS[program.group(1)]]
+        done = run_forked(imported[0].main, argv, ctx.env, timeout=60, cwd=cwd, merged=True)
         return done.returncode, done.stdout.encode()
     done = subprocess.run(["bash", options, command], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           env=ctx.env, cwd=cwd, timeout=60)
