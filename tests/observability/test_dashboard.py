@@ -11,6 +11,9 @@ import pytest
 
 from support import poll_for, ready_daemon
 
+#: The module's tests on one xdist worker: spread over the workers, each started its Chromium and its daemon.
+pytestmark = pytest.mark.xdist_group("dashboard")
+
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 #: Chromium as root in a container: no sandbox, no GPU, nothing fetched from the network.
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
