@@ -16,6 +16,9 @@ from support import poll_for
 
 from mq.client import AsyncClient, AsyncConsumer, Client, Consumer, NotFoundError
 
+#: The module's tests on one xdist worker: spread over the workers, each started its daemon.
+pytestmark = pytest.mark.xdist_group("client-consumer")
+
 
 class CountingClient(Client):
     """Client that counts the fetches begun, so that a test sees a worker inside one."""

@@ -20,6 +20,9 @@ from support import Daemon, free_port, poll_for, ready_daemon, request
 
 from mq.store import Store
 
+#: The module's tests on one xdist worker: spread over the workers, each started its two daemons.
+pytestmark = pytest.mark.xdist_group("ctl-admin")
+
 trustme = pytest.importorskip("trustme")
 
 ADMIN = "s3cret-ctl-admin-4d1e"

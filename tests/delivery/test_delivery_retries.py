@@ -5,6 +5,9 @@ from delivery_support import (added, fetch, fetch_when_ready, fetched, fresh_que
 import pytest
 from support import fetch_actor_for, poll_for, queue_owned_by
 
+#: The module's tests on one xdist worker: spread over the workers, each started its shared daemon.
+pytestmark = pytest.mark.xdist_group("delivery-retries")
+
 
 def deliver_and_let_time_out(mq, queue: str, message_id: str, times: int) -> None:
     """Fetch the message `times` times, never acknowledging it."""

@@ -9,7 +9,10 @@ import threading
 
 import pytest
 
-from support import poll_for
+from support import poll_for, ready_daemon
+
+#: The module's tests on one xdist worker: spread over the workers, each started its Chromium and its daemon.
+pytestmark = pytest.mark.xdist_group("dashboard")
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 #: Chromium as root in a container: no sandbox, no GPU, nothing fetched from the network.
@@ -62,6 +65,13 @@ def chromium():
             yield chromium
         finally:
             chromium.close()
+
+
+@pytest.fixture(scope="module")
+def mq(tmp_path_factory):
+    """The module's daemon (two worker pairs, a one-second redelivery timer): each test has
+    queues of its own, and only the process table's test, the last, restarts a process."""
+    yield from ready_daemon(tmp_path_factory.mktemp("dashboard"), workers=2, timeout=1)
 
 
 @pytest.fixture

@@ -102,25 +102,31 @@ def chromium(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def page(mq, chromium):
-    """A page of the module's Chromium, on the dashboard of the 10,000 queues."""
+def browser_page(chromium):
+    """The module's first page of Chromium, kept blank between the tests that use it."""
     page = chromium.pages[0] if chromium.pages else chromium.new_page()
     page.set_default_timeout(30_000)
-    page.goto(f"http://127.0.0.1:{mq.port}/_mq/dashboard")
     return page
 
 
 @pytest.fixture
-def quiet_page(quiet_mq, chromium, mq, page):
-    """A page on quiet_mq's dashboard, while the page of the 10,000 queues is away from its
-    dashboard (its polls would gather their figures each second); back on it at the end."""
-    page.goto("about:blank")
+def page(mq, browser_page):
+    """The page on the dashboard of the 10,000 queues, for the test; blank again after it:
+    open, it gathers every queue's figures each second (about a second of the daemon's CPU
+    each time on a loaded machine), which starved the other tests of the module."""
+    browser_page.goto(f"http://127.0.0.1:{mq.port}/_mq/dashboard")
+    yield browser_page
+    browser_page.goto("about:blank")
+
+
+@pytest.fixture
+def quiet_page(quiet_mq, chromium):
+    """A page on quiet_mq's dashboard (the page of the 10,000 queues is blank meanwhile)."""
     quiet = chromium.new_page()
     quiet.set_default_timeout(30_000)
     quiet.goto(f"http://127.0.0.1:{quiet_mq.port}/_mq/dashboard")
     yield quiet
     quiet.close()
-    page.goto(f"http://127.0.0.1:{mq.port}/_mq/dashboard")
 
 
 def rows(page) -> list[str]:

@@ -15,6 +15,9 @@ from doc_blocks import assert_shows, shown
 from support import command, poll_for, ready_daemon
 from repo_support import REPO
 
+#: The module's tests on one xdist worker: spread over the workers, each started its daemon.
+pytestmark = pytest.mark.xdist_group("metrics")
+
 OPERATIONS = REPO / "docs" / "OPERATIONS.md"
 README = REPO / "docs" / "HTTP.md"
 
