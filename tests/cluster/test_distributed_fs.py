@@ -21,7 +21,7 @@ from repo_support import bench_importable
 bench_importable()
 
 from cluster import Node  # noqa: E402
-from cluster_fs import VOLUMES  # noqa: E402
+from cluster_fs import VOLUMES, GlusterVolume  # noqa: E402
 from cluster_run import run, server_errors  # noqa: E402
 from group_consumers import groups_across  # noqa: E402
 from support import Daemon  # noqa: E402
@@ -63,10 +63,10 @@ def test_three_daemons_on_three_mounts_hand_each_message_to_one_consumer_at_a_ti
 @pytest.mark.xdist_group("distributed-fs")
 @pytest.mark.timeout(180)
 def test_a_daemon_started_while_its_file_system_is_away_waits_for_it(tmp_path, shared_volumes):
-    volume = shared_volumes.get("glusterfs")
-    root = os.path.join(volume.mounts[0], tmp_path.name)
-    os.mkdir(root)
-    try:
+    shared_volumes.get("glusterfs")  # Its glusterd serves this test's volume (conftest.py).
+    with GlusterVolume(str(tmp_path), mounts=1) as volume:
+        root = os.path.join(volume.mounts[0], "mq")
+        os.mkdir(root)
         volume.stop_volume()  # Every brick away: the mount answers ENOTCONN.
         node = Node("daemon", root, str(tmp_path), peers=0, timeout=3.0,
                     extra=(f"--run-dir={tmp_path / 'run'}",)).start()
@@ -86,8 +86,6 @@ def test_a_daemon_started_while_its_file_system_is_away_waits_for_it(tmp_path, s
             assert (status, body) == (200, b"after the outage")
         finally:
             node.stop()
-    finally:
-        volume.restart_servers()  # Whole again for the next test.
 
 
 @pytest.mark.slow
