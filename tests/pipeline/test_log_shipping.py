@@ -105,13 +105,16 @@ def test_syslog_ng_ships_json_lines_in_batches_and_logstats_reads_them_back(spar
             stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
     try:
         # The queue is made by the first batch syslog-ng sends: until then it is not there.
+        # Each look pages through the queue over a new client: every 0.1 s, as syslog-ng sends
+        # a batch every 0.5 s at most (batch-timeout), is often enough.
         poll_for(lambda: len(stored_bodies(daemon.port, queue)) == 120 or shipper.poll() is not None,
-                 what="the file's first lines in the queue", ignore=(NotFoundError,))
+                 interval=0.1, what="the file's first lines in the queue", ignore=(NotFoundError,))
         assert shipper.poll() is None, (tmp_path / "syslog-ng.out").read_text()
         # Lines appended while it runs are followed too.
         with open(app_log, "a") as f:
             f.write("\n".join(written[120:]) + "\n")
-        poll_for(lambda: len(stored_bodies(daemon.port, queue)) >= 180, what="every line in the queue")
+        poll_for(lambda: len(stored_bodies(daemon.port, queue)) >= 180, interval=0.1,
+                 what="every line in the queue")
     finally:
         shipper.send_signal(signal.SIGTERM)
         shipper.wait(30)
