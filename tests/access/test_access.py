@@ -21,6 +21,9 @@ from mq.ctl import main as ctl
 from mq.errors import Invalid
 from mq.http import access
 
+# One worker runs the whole module, so its daemon is started once, not once per worker.
+pytestmark = pytest.mark.xdist_group("access")
+
 #: name -> (secret, scopes, queues regex or None)
 TOKENS = {
     "root": ("s3cret-admin-7f1c2b", ["admin"], None),

@@ -5,11 +5,16 @@ import threading
 import time
 from collections import Counter
 
+import pytest
+
 from delivery_support import (add, added, fetch, fetched, fresh_queue, restart, set_props,
                               shared_mq, start_killed, wait_until)  # noqa: F401
 from mq.store import Store, dedup_digest, encode_message
 from mq.ids import new_id
 from support import files_in, poll_for
+
+# One worker runs the whole module, so its daemon is started once, not once per worker.
+pytestmark = pytest.mark.xdist_group("delivery_dedup")
 
 
 def stored(mq, queue: str) -> list[str]:

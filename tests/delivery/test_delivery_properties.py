@@ -8,6 +8,9 @@ from delivery_support import (add, added, assert_json_error, fetch, fetch_when_r
                               fresh_queue, restart, set_props, shared_mq, start_killed)  # noqa: F401
 from mq.properties import SYSTEM
 
+# One worker runs the whole module, so its daemon is started once, not once per worker.
+pytestmark = pytest.mark.xdist_group("delivery_properties")
+
 PROPS = ("timeout", "retry", "delay", "dedup_window", "max_body_bytes", "dead_letter_queue", "accum",
          "fifo", "tags", "attributes", "retention")
 
