@@ -13,9 +13,6 @@ from botocore.exceptions import ClientError
 from sqs_support import ACCESS_KEY, REGION, SECRET_KEY, unique_name
 from support import poll_for
 
-# One worker runs the whole module, so its daemon is started once, not once per worker.
-pytestmark = pytest.mark.xdist_group("sqs_as_aws")
-
 NS = {"sqs": "http://queue.amazonaws.com/doc/2012-11-05/"}
 FORM = {"Content-Type": "application/x-www-form-urlencoded; charset=utf-8"}
 
