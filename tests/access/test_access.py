@@ -7,11 +7,11 @@ import asyncio
 import hashlib
 import hmac
 import json
-import subprocess
-import sys
+import os
 
 import pytest
 
+from cli_support import run_forked
 from support import Daemon, poll_for, request
 from repo_support import REPO
 
@@ -20,6 +20,10 @@ from mq.client import AsyncClient, Client, ForbiddenError, UnauthorizedError
 from mq.ctl import main as ctl
 from mq.errors import Invalid
 from mq.http import access
+from mq.supervisor import main as supervisor
+
+# One worker runs the whole module, so its daemon is started once, not once per worker.
+pytestmark = pytest.mark.xdist_group("access")
 
 #: name -> (secret, scopes, queues regex or None)
 TOKENS = {
@@ -262,8 +266,9 @@ def test_a_bad_token_file_is_refused_with_the_reason(text, message):
 def test_a_bad_token_file_stops_mq_with_status_2(tmp_path):
     bad = tmp_path / "tokens.toml"
     bad.write_text("[[tokens]]\nname = 'x'\n")
-    result = subprocess.run([sys.executable, "-m", "mq.supervisor.main", f"--root={tmp_path / 'r'}",
-                             f"--token-file={bad}"], capture_output=True, text=True, timeout=60)
+    # mq's main() in a fork: the command's refusal without an interpreter's imports.
+    result = run_forked(supervisor.main, [f"--root={tmp_path / 'r'}", f"--token-file={bad}"],
+                        dict(os.environ), timeout=60)
     assert result.returncode == 2 and "token 1 (x): sha256 must be" in result.stderr, result
 
 

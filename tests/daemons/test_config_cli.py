@@ -140,10 +140,13 @@ def test_auto_sizes_workers_and_fronts_from_the_cores_it_may_use():
     assert [(auto_workers(n), auto_fronts(n)) for n in (1, 2, 3, 4, 8, 16, 64, 1024)] == [
         (2, 1), (2, 1), (3, 1), (4, 1), (8, 2), (16, 4), (64, 16), (256, 64)]
     one_core = sorted(os.sched_getaffinity(0))[:1]
-    result = subprocess.run([command("mq"), "--print-config", "--fronts=3"], capture_output=True,
-                            text=True, timeout=30, stdin=subprocess.DEVNULL,
-                            env={k: v for k, v in os.environ.items() if not k.startswith("MQ_")},
-                            preexec_fn=lambda: os.sched_setaffinity(0, one_core))
+
+    def on_one_core(argv):
+        os.sched_setaffinity(0, one_core)  # In the forked child only.
+        return supervisor.main(argv)
+
+    result = run_forked(on_one_core, ["--print-config", "--fronts=3"],
+                        {k: v for k, v in os.environ.items() if not k.startswith("MQ_")})
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert f"{RESOLVED}workers = 2 (1 cores)." in lines

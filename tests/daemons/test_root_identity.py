@@ -3,15 +3,16 @@ root (--peers) never makes one where its path has none (the empty mount point of
 system not mounted yet), a daemon told the root's ID (--root-id) refuses another root, and a
 running daemon refuses another root put in its root's place."""
 
+import multiprocessing
 import os
 import re
 import signal
-import subprocess
-import sys
 
+from cli_support import run_forked
 from support import Daemon, create_root, files_in, poll_for
 
 from mq.store import Store
+from mq.supervisor import main as supervisor
 
 
 def answer(daemon: Daemon, method: str, path: str, status: int, body: bytes | None = None):
@@ -117,18 +118,32 @@ def test_a_root_made_before_ids_gets_one_and_concurrent_makers_agree_on_it(tmp_p
     root = tmp_path / "root"
     Store(str(root)).init()
     (root / "ID").unlink()  # As a release before ID left it.
-    script = "import sys; from mq.store import Store; print(Store(sys.argv[1]).init())"
-    procs = [subprocess.Popen([sys.executable, "-c", script, str(root)], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for _ in range(8)]
-    outputs = [p.communicate(timeout=60) for p in procs]
-    assert [p.returncode for p in procs] == [0] * len(procs), outputs
-    ids = {out.strip() for out, _ in outputs}
+    # Forked from this process (mq.store already imported), released together by a barrier:
+    # eight fresh interpreters cost seconds of CPU and started too far apart to race as well.
+    forks = multiprocessing.get_context("fork")
+    start, said = forks.Barrier(8), forks.SimpleQueue()
+
+    def make_root() -> None:
+        start.wait(60)
+        said.put(Store(str(root)).init())
+
+    procs = [forks.Process(target=make_root) for _ in range(8)]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(60)
+    assert [p.exitcode for p in procs] == [0] * len(procs), "a maker failed: its traceback is above"
+    ids = {said.get() for _ in procs}
     assert len(ids) == 1 and (root / "ID").read_text() == f"mq-root {ids.pop()}\n"
 
 
 def test_create_root_refuses_a_folder_that_is_neither_empty_nor_a_root(tmp_path):
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "photo.jpg").write_bytes(b"x")
+    # mq's main() in a fork, as the command runs it, without three interpreters' imports.
+    def create_root(root):
+        return run_forked(supervisor.main, [f"--root={root}", "--create-root"], dict(os.environ))
+
     made = create_root(tmp_path / "data")
     assert made.returncode == 2 and "neither empty nor an mq root" in made.stderr
     assert files_in(tmp_path / "data") == ["photo.jpg"]

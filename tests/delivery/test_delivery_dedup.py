@@ -5,17 +5,29 @@ import threading
 import time
 from collections import Counter
 
+import pytest
+
 from delivery_support import (add, added, fetch, fetched, fresh_queue, restart, set_props,
                               shared_mq, start_killed, wait_until)  # noqa: F401
 from mq.store import Store, dedup_digest, encode_message
 from mq.ids import new_id
 from support import files_in, poll_for
 
+# One worker runs the whole module, so its daemon is started once, not once per worker.
+pytestmark = pytest.mark.xdist_group("delivery_dedup")
+
 
 def stored(mq, queue: str) -> list[str]:
     """Message files of a queue: ready ones, and delayed or in-flight ones in delay/."""
     ready = files_in(mq.root / "queues" / queue)
     return ready + [n for n in files_in(mq.root / "delay") if n.startswith(queue + ":")]
+
+
+def slow_redelivery(mq, queue: str) -> None:
+    """Create the queue with a 30 s redelivery timer: on a loaded machine the module daemon's
+    1 s could hand a fetched message out again before the test's last fetch."""
+    assert mq.request("PUT", f"/{queue}").status == 201
+    set_props(mq, queue, {"timeout": 30})
 
 
 def test_a_key_too_long_or_empty_is_400_naming_its_limit(shared_mq):
@@ -121,9 +133,11 @@ def test_concurrent_adds_with_one_key_on_four_workers_store_exactly_one(start_ki
     assert len(savers) >= 2, savers
 
 
-def test_dedup_key_survives_kill_9_and_a_restart(start_killed):
-    mq = start_killed(workers=2, timeout=30)
+def test_dedup_key_survives_kill_9_and_a_restart(shared_mq):
+    # The module's daemon, killed and started again (the tests after it find it ready).
+    mq = shared_mq
     queue = fresh_queue("restart")
+    slow_redelivery(mq, queue)
     first = added(mq, queue, b"before the crash", dedup_id="pay-42")
     restart(mq)
     again = add(mq, queue, b"after the crash", dedup_id="pay-42")
@@ -132,11 +146,11 @@ def test_dedup_key_survives_kill_9_and_a_restart(start_killed):
     assert fetched(mq, queue).body == b"before the crash"
 
 
-def test_a_key_recorded_for_an_add_cut_by_a_crash_is_forgotten_at_start(start_killed):
+def test_a_key_recorded_for_an_add_cut_by_a_crash_is_forgotten_at_start(shared_mq):
     """The crash window: key recorded, message still in new/, no reply sent."""
-    mq = start_killed(workers=1, timeout=30)
+    mq = shared_mq  # Killed here and started again: the tests after it find it ready.
     queue = fresh_queue("cut")
-    assert mq.request("PUT", f"/{queue}").status == 201
+    slow_redelivery(mq, queue)
     mq.kill_tree()
     # Leave the root as a save actor leaves it between recording the key and delivering.
     store = Store(str(mq.root))

@@ -13,6 +13,9 @@ import pytest
 from delivery_support import add, added, assert_json_error, fetch, fresh_queue
 from support import queue_owned_by, ready_daemon
 
+# One worker runs the whole module, so its daemon is started once, not once per worker.
+pytestmark = pytest.mark.xdist_group("delivery_long_poll")
+
 
 @pytest.fixture(scope="module")
 def shared_mq(tmp_path_factory):

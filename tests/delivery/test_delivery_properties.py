@@ -7,9 +7,20 @@ import pytest
 from delivery_support import (add, added, assert_json_error, fetch, fetch_when_ready, fetched,
                               fresh_queue, restart, set_props, shared_mq, start_killed)  # noqa: F401
 from mq.properties import SYSTEM
+from support import ready_daemon
+
+# One worker runs the whole module, so its daemon is started once, not once per worker.
+pytestmark = pytest.mark.xdist_group("delivery_properties")
 
 PROPS = ("timeout", "retry", "delay", "dedup_window", "max_body_bytes", "dead_letter_queue", "accum",
          "fifo", "tags", "attributes", "retention")
+
+
+@pytest.fixture(scope="module")
+def rules_mq(tmp_path_factory):
+    """The daemon of the tests that set the default rules (each PUTs its own) or kill it: two
+    worker pairs and a 30 s redelivery timer, apart from shared_mq, whose tests expect none."""
+    yield from ready_daemon(tmp_path_factory.mktemp("rules"), workers=2, timeout=30)
 
 
 def props(mq, queue: str) -> dict:
@@ -128,8 +139,8 @@ def test_with_no_auto_create_adding_to_a_missing_queue_is_404(start_killed):
 # -- default rules and precedence --------------------------------------------------------------
 
 
-def test_precedence_is_own_then_first_matching_rule_then_system(start_killed):
-    mq = start_killed(workers=2, timeout=30)
+def test_precedence_is_own_then_first_matching_rule_then_system(rules_mq):
+    mq = rules_mq
     rules = [["fast-.*", {"timeout": 0.5}],
              ["orders-.*", {"retry": 5, "timeout": 9, "delay": 1}],
              ["orders-eu", {"retry": 7, "dedup_window": 60}],
@@ -181,8 +192,8 @@ def test_bad_default_rules_are_400_and_keep_the_old_rules(shared_mq, rules, ment
         assert shared_mq.request("DELETE", "/_mq/properties").json() == []
 
 
-def test_properties_and_rules_survive_kill_9(start_killed):
-    mq = start_killed(workers=2, timeout=30)
+def test_properties_and_rules_survive_kill_9(rules_mq):
+    mq = rules_mq  # Killed and started again: ready for a test after it.
     assert send(mq, "PUT", "/_mq/properties", [["jobs-.*", {"retry": 6, "delay": 0.5}]]).status == 200
     set_props(mq, "jobs-a", {"timeout": 0.5, "dead_letter_queue": "jobs-graveyard"}, method="PUT")
     before = props(mq, "jobs-a")

@@ -10,6 +10,9 @@ from mq.ids import id_time_ms
 from mq.store import Store, encode_message
 from support import files_in, poll_for
 
+# One worker runs the whole module, so its daemon is started once, not once per worker.
+pytestmark = pytest.mark.xdist_group("delivery_retention")
+
 
 def entries(mq, queue: str) -> list[str]:
     """The queue's messages on disk: ready ones and its entries in delay/."""

@@ -7,6 +7,9 @@ import pytest
 
 from support import files_in, poll_for, ready_daemon
 
+# One worker runs the whole module, so its daemon is started once, not once per worker.
+pytestmark = pytest.mark.xdist_group("peek_purge")
+
 
 @pytest.fixture(scope="module")
 def mq(tmp_path_factory):

@@ -19,6 +19,9 @@ from mq.local import LocalClient
 from mq.operations import MAX_QUEUES
 from support import fetch_actor_for, queue_owned_by, ready_daemon
 
+# One worker runs the whole module, so its daemon is started once, not once per worker.
+pytestmark = pytest.mark.xdist_group("pull_any")
+
 prefixes = (f"pa{n}" for n in itertools.count())
 
 

@@ -22,6 +22,9 @@ SQS_PORT = free_port()
 BASE_URL, ACCOUNT = "http://sqs.mq.test:9324", "123456789012"
 MAX_BODY_BYTES = 600_000
 
+# One worker runs the whole module, so its daemon is started once, not once per worker.
+pytestmark = pytest.mark.xdist_group("sqs_clients")
+
 
 def DAEMON_ARGS(workdir):
     """Check signatures against a credentials file holding the test keys; SQS on SQS_PORT;

@@ -26,6 +26,9 @@ from mq.store.message import decode_header
 from support import files_in, poll_for, ready_daemon
 from repo_support import REPO
 
+# One worker runs the whole module, so its daemon is started once, not once per worker.
+pytestmark = pytest.mark.xdist_group("accumulation")
+
 README = REPO / "docs" / "HTTP.md"
 
 

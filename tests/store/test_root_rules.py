@@ -1,21 +1,29 @@
 """What a root accepts and refuses: reserved names, long names, its folders and flushes, and
 the check that keeps a second daemon off a root it would damage."""
 
+import multiprocessing
 import os
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 
 import pytest
 
 from actor_support import Actors
+from cli_support import run_forked
 from mq import store as fmt
 from mq.errors import Invalid
 from mq.ids import new_id
 from mq.store import Disk, Store
-from support import command, files_in, free_port, poll_for
+from mq.supervisor import main as supervisor
+from support import files_in, free_port, poll_for
+
+
+def run_mq(*args: str):
+    """mq's main() to completion in a child forked from this process: what the command does with
+    these options, without an interpreter's imports (a start that should be refused)."""
+    return run_forked(supervisor.main, list(args), dict(os.environ), timeout=60)
 
 
 @pytest.mark.parametrize("name", fmt.RESERVED_NAMES)
@@ -75,8 +83,7 @@ def test_a_root_whose_folder_is_a_link_to_another_place_is_refused(tmp_path):
     os.symlink(elsewhere, root / "delay")
     with pytest.raises(Invalid, match="symbolic link"):
         Store(str(root)).init()
-    result = subprocess.run([command("mq"), f"--root={root}", f"--port={free_port()}"],
-                            capture_output=True, text=True, timeout=60)
+    result = run_mq(f"--root={root}", f"--port={free_port()}")
     assert result.returncode == 2 and "symbolic link" in result.stderr
 
 
@@ -90,8 +97,7 @@ def test_a_libc_without_syncfs_falls_back_to_flushing_each_file(tmp_path):
 
 def test_a_second_daemon_sees_the_first_whose_sockets_are_outside_the_root(start_mq, tmp_path):
     first = start_mq(workers=1, args=(f"--run-dir={tmp_path / 'sockets'}",))
-    result = subprocess.run([command("mq"), f"--root={first.root}", f"--port={free_port()}"],
-                            capture_output=True, text=True, timeout=60)
+    result = run_mq(f"--root={first.root}", f"--port={free_port()}")
     assert result.returncode == 2 and "in use" in result.stderr
     assert poll_for(lambda: first.request("GET", "/_mq/health").status == 200)
 
@@ -134,10 +140,20 @@ def test_the_reaper_cleans_new_files_whose_writer_died_and_frees_their_keys(star
 
 def test_processes_creating_one_new_root_at_once_all_accept_it(tmp_path):
     root = tmp_path / "root"
-    script = ("import sys; from mq.store import Store; Store(sys.argv[1]).init()")
-    procs = [subprocess.Popen([sys.executable, "-c", script, str(root)], stderr=subprocess.PIPE)
-             for _ in range(12)]
-    errors = [p.communicate(timeout=60)[1] for p in procs]
-    assert [p.returncode for p in procs] == [0] * len(procs), errors
+    # Forked from this process (mq.store already imported), released together by a barrier:
+    # twelve fresh interpreters cost seconds of CPU and started too far apart to race as well.
+    forks = multiprocessing.get_context("fork")
+    start = forks.Barrier(12)
+
+    def make_root() -> None:
+        start.wait(60)
+        Store(str(root)).init()
+
+    procs = [forks.Process(target=make_root) for _ in range(12)]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(60)
+    assert [p.exitcode for p in procs] == [0] * len(procs), "a maker failed: its traceback is above"
     assert (root / "FORMAT").read_text() == f"mq-format {fmt.FORMAT_VERSION}\n"
     assert [n for n in os.listdir(root) if n.endswith(".tmp")] == []

@@ -20,9 +20,21 @@ from mq.store import Store
 from mq.store.message import decode_header
 from disks import FailingDisk
 from doc_blocks import shown
-from support import fetch_actor_for, files_in, poll_for
+from support import fetch_actor_for, files_in, poll_for, ready_daemon
 
 NAME_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-"
+
+
+# One worker runs the whole module, so its daemon is started once, not once per worker.
+pytestmark = pytest.mark.xdist_group("store")
+
+
+@pytest.fixture(scope="module")
+def store_mq(tmp_path_factory):
+    """The module's daemon (each test has its own queue): two worker pairs, a 60 s redelivery
+    timer (nothing fetched comes back meanwhile), and debug lines, where re-listings show."""
+    yield from ready_daemon(tmp_path_factory.mktemp("store"), workers=2, timeout=60,
+                            args=("--log-level=debug",))
 
 
 @pytest.fixture
@@ -506,9 +518,8 @@ def test_index_behaves_like_a_sorted_set(ops):
         assert len(index) == len(model)
 
 
-def test_fetch_actor_serves_from_its_index_without_listing_the_folder(start_mq):
-    # Debug: the re-listings that found nothing are logged at that level.
-    mq = start_mq(workers=2, timeout=60, args=("--log-level=debug",))  # nothing fetched comes back meanwhile
+def test_fetch_actor_serves_from_its_index_without_listing_the_folder(store_mq):
+    mq = store_mq  # Debug: the re-listings that found nothing are logged at that level.
     # Each save actor and the mover ask every fetch actor to re-list once they start; on a
     # loaded machine one may arrive late, and would rightly list the folder after the index is
     # built. Wait for all three before the index is built.
@@ -616,7 +627,7 @@ def hexdump(data: bytes) -> str:
     return "\n".join(lines) + "\n"
 
 
-def test_a_message_file_is_the_one_the_format_doc_shows_plus_its_writer(start_mq):
+def test_a_message_file_is_the_one_the_format_doc_shows_plus_its_writer(store_mq):
     block = shown("FORMAT.md", "tests/store/test_store.py", "00000000: ")
     documented = bytes.fromhex("".join(line[10:49] for line in block.text.splitlines()))
     assert hexdump(documented) == block.text, "the dump is not what xxd shows of its bytes"
@@ -627,7 +638,7 @@ def test_a_message_file_is_the_one_the_format_doc_shows_plus_its_writer(start_mq
     # What encode_message writes without a writer...
     assert fmt.encode_message(body, header["ct"], header["t"], header["id"]) == documented
     # ...and what the daemon wrote for the same add: the same keys, with its writer last.
-    mq = start_mq(workers=1)
+    mq = store_mq
     resp = mq.request("POST", "/orders/messages", body, headers={"Content-Type": header["ct"]})
     assert resp.status == 201, resp.body
     message_id = resp.json()["id"]
