@@ -237,13 +237,21 @@ def test_reading_pages_past_one_peek(ctl, q):
     assert ctl.ok("tail", q, "-n", 2, "--body").split() == [body_of(r) for r in records[-2:]]
 
 
+#: Runs a command with Ctrl-C at its default, as a terminal starts one: a test run started in
+#: the background by a shell ignores SIGINT, every process it starts inherits that, and an
+#: mqctl started so rightly goes on ignoring it.
+WITH_CTRL_C = [sys.executable, "-c", "import os, signal, sys; "
+               "signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])"]
+
+
 class Following:
     """`mqctl tail -f -n 1 --body` running, its stdout lines read by a thread, so that each
     read has a deadline."""
 
     def __init__(self, ctl: Ctl, queue: str):
         argv = ctl.argv("tail", "-f", "-n", 1, "--interval", 0.05, "--body", queue)
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.proc = subprocess.Popen(WITH_CTRL_C + argv, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE)
         self.lines: queues.Queue = queues.Queue()
         threading.Thread(target=self.pump, daemon=True).start()
 
