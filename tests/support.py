@@ -148,6 +148,42 @@ def read_json_lines(path: Path, offset: int = 0) -> list[dict]:
     return json_objects(data)
 
 
+def init_root_at_once(root: Path, makers: int) -> list:
+    """What Store(root).init() returned in each of `makers` children forked from this process
+    and released together by a barrier (fresh interpreters cost seconds of CPU and start too
+    far apart to race as well); fails when a maker failed."""
+    import multiprocessing
+
+    from mq.store import Store
+
+    forks = multiprocessing.get_context("fork")
+    start, said = forks.Barrier(makers), forks.SimpleQueue()
+
+    def make_root() -> None:
+        start.wait(60)
+        said.put(Store(str(root)).init())
+
+    procs = [forks.Process(target=make_root) for _ in range(makers)]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(60)
+    assert [p.exitcode for p in procs] == [0] * makers, "a maker failed: its traceback is above"
+    return [said.get() for _ in procs]
+
+
+def lines_logging(path: Path, offset: int, events: tuple[str, ...]) -> tuple[list[str], int]:
+    """The lines of a log from offset to its last whole line that log one of the events (found
+    as text, without parsing every line), and the offset to read on from next time."""
+    with open(path, "rb") as log:
+        log.seek(offset)
+        data = log.read()
+    whole = data[:data.rfind(b"\n") + 1]  # A line being written is read next time.
+    found = [line for line in whole.decode(errors="replace").splitlines()
+             if any(f'"event": "{e}"' in line or f'"event":"{e}"' in line for e in events)]
+    return found, offset + len(whole)
+
+
 def json_objects(data: bytes) -> list[dict]:
     """The lines of data that are JSON objects; other lines are skipped."""
     out = []

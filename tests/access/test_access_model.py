@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, rule, run_state_machine_as_test
 
 from access_support import AccessDaemon, RpcClient, entry
+from support import lines_logging
 
 QUEUES = ["a", "a-x", "b", "b-x", "c"]
 #: The queues a token may name; None: none named (every queue); ".+" is not "every queue".
@@ -159,13 +160,8 @@ class AccessModel(RuleBasedStateMachine):
     def teardown(self) -> None:
         """No error line in what the daemon logged since the last run's teardown (the log is
         read on from there: read whole after each run, it took a quarter of the test's time)."""
-        with open(self.daemon.log_path, "rb") as log:
-            log.seek(type(self).log_read)
-            data = log.read()
-        whole = data[:data.rfind(b"\n") + 1]  # a line being written is read next time
-        type(self).log_read += len(whole)
-        bad = [line for line in whole.decode(errors="replace").splitlines()
-               if any(f'"event": "{e}"' in line or f'"event":"{e}"' in line for e in ERROR_EVENTS)]
+        bad, type(self).log_read = lines_logging(self.daemon.log_path, type(self).log_read,
+                                                 ERROR_EVENTS)
         assert not bad, bad
 
     # -- mq's HTTP API ---------------------------------------------------------------------

@@ -3,13 +3,12 @@ root (--peers) never makes one where its path has none (the empty mount point of
 system not mounted yet), a daemon told the root's ID (--root-id) refuses another root, and a
 running daemon refuses another root put in its root's place."""
 
-import multiprocessing
 import os
 import re
 import signal
 
 from cli_support import run_forked
-from support import Daemon, create_root, files_in, poll_for
+from support import Daemon, create_root, files_in, init_root_at_once, poll_for
 
 from mq.store import Store
 from mq.supervisor import main as supervisor
@@ -118,22 +117,7 @@ def test_a_root_made_before_ids_gets_one_and_concurrent_makers_agree_on_it(tmp_p
     root = tmp_path / "root"
     Store(str(root)).init()
     (root / "ID").unlink()  # As a release before ID left it.
-    # Forked from this process (mq.store already imported), released together by a barrier:
-    # eight fresh interpreters cost seconds of CPU and started too far apart to race as well.
-    forks = multiprocessing.get_context("fork")
-    start, said = forks.Barrier(8), forks.SimpleQueue()
-
-    def make_root() -> None:
-        start.wait(60)
-        said.put(Store(str(root)).init())
-
-    procs = [forks.Process(target=make_root) for _ in range(8)]
-    for proc in procs:
-        proc.start()
-    for proc in procs:
-        proc.join(60)
-    assert [p.exitcode for p in procs] == [0] * len(procs), "a maker failed: its traceback is above"
-    ids = {said.get() for _ in procs}
+    ids = set(init_root_at_once(root, 8))
     assert len(ids) == 1 and (root / "ID").read_text() == f"mq-root {ids.pop()}\n"
 
 

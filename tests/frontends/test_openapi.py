@@ -115,7 +115,7 @@ def test_every_operation_answers_as_documented(case, daemon, http):
 #: document can be broken (a wrong type, a pattern or bound passed, a required one missing, an
 #: unknown one added), and a random invalid request costs 50 to 300 ms to draw (the negated
 #: schemas are filters that keep failing), most of this module's time. The random ones add
-#: combinations, a new seed at every run.
+#: combinations, drawn anew at every run.
 HOSTILE_EXAMPLES = 10
 
 

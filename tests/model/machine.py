@@ -17,7 +17,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 import root_view
 from queue_model import CONFLICT, DELAYED, IN_FLIGHT, PART, READY, Model
-from support import poll_for
+from support import lines_logging, poll_for
 
 #: Seconds a delivery stays hidden and a delayed add waits unless a rule shortens them.
 LONG = 600.0
@@ -380,12 +380,7 @@ class FrontMachine(RuleBasedStateMachine):
     def no_server_errors(self):
         """No front.error or sqs.error line in the daemon's log (read from where it was
         read last)."""
-        with open(self.daemon.log_path, "rb") as log:
-            log.seek(type(self).log_read)
-            data = log.read()
-        whole = data[:data.rfind(b"\n") + 1]  # a line being written is read next time
-        type(self).log_read += len(whole)
-        bad = [line for line in whole.decode(errors="replace").splitlines()
-               if any(f'"event": "{e}"' in line or f'"event":"{e}"' in line for e in ERROR_EVENTS)]
+        bad, type(self).log_read = lines_logging(self.daemon.log_path, type(self).log_read,
+                                                 ERROR_EVENTS)
         assert not bad, bad
 

@@ -258,26 +258,15 @@ def distribution_of(module: str) -> str | None:
     return top
 
 
-def imports(code: str) -> set[str]:
-    """The modules a block of Python imports."""
+def imports(code: str, names: bool = True) -> set[str]:
+    """The modules a block of Python imports; with names, each name taken from a module as
+    module.name (it may be a module of a namespace package: opentelemetry.trace)."""
     found = set()
     for node in ast.walk(ast.parse(code)):
         if isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            # The name imported may be a module of a namespace package (opentelemetry.trace).
-            found |= {f"{node.module}.{alias.name}" for alias in node.names}
-    return found
-
-
-def imported_modules(code: str) -> set[str]:
-    """The modules a block of Python imports, as importlib names them (no names from them)."""
-    found = set()
-    for node in ast.walk(ast.parse(code)):
-        if isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            found.add(node.module)
+            found |= {f"{node.module}.{alias.name}" for alias in node.names} if names else {node.module}
     return found
 
 
@@ -488,7 +477,7 @@ def run_python(block: Block, ctx: Context) -> None:
     imports was imported here (so two examples of one client import it once); what it says it
     prints, matched as a session's output is."""
     code = ctx.substituted(block.text)
-    for module in sorted(imported_modules(code)):
+    for module in sorted(imports(code, names=False)):
         importlib.import_module(module)
     done = run_forked(as_script(code, block.where), [], ctx.env, timeout=60, cwd=ctx.workdir)
     assert done.returncode == 0, f"{block.where}:\n{block.text}\n{done.stdout}{done.stderr}"

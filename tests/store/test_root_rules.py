@@ -1,7 +1,6 @@
 """What a root accepts and refuses: reserved names, long names, its folders and flushes, and
 the check that keeps a second daemon off a root it would damage."""
 
-import multiprocessing
 import os
 import socket
 import subprocess
@@ -17,7 +16,7 @@ from mq.errors import Invalid
 from mq.ids import new_id
 from mq.store import Disk, Store
 from mq.supervisor import main as supervisor
-from support import files_in, free_port, poll_for
+from support import files_in, free_port, init_root_at_once, poll_for
 
 
 def run_mq(*args: str):
@@ -140,20 +139,6 @@ def test_the_reaper_cleans_new_files_whose_writer_died_and_frees_their_keys(star
 
 def test_processes_creating_one_new_root_at_once_all_accept_it(tmp_path):
     root = tmp_path / "root"
-    # Forked from this process (mq.store already imported), released together by a barrier:
-    # twelve fresh interpreters cost seconds of CPU and started too far apart to race as well.
-    forks = multiprocessing.get_context("fork")
-    start = forks.Barrier(12)
-
-    def make_root() -> None:
-        start.wait(60)
-        Store(str(root)).init()
-
-    procs = [forks.Process(target=make_root) for _ in range(12)]
-    for proc in procs:
-        proc.start()
-    for proc in procs:
-        proc.join(60)
-    assert [p.exitcode for p in procs] == [0] * len(procs), "a maker failed: its traceback is above"
+    init_root_at_once(root, 12)
     assert (root / "FORMAT").read_text() == f"mq-format {fmt.FORMAT_VERSION}\n"
     assert [n for n in os.listdir(root) if n.endswith(".tmp")] == []
