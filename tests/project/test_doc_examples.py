@@ -48,7 +48,7 @@ from access_support import AccessDaemon, entry
 from cli_support import run_forked
 from doc_blocks import DOCUMENTS, Block, blocks, pattern, printed, session
 from repo_support import REPO
-from support import Daemon, poll_for, unreachable
+from support import PROBE_QUEUE, Daemon, poll_for, unreachable
 
 #: One worker runs the module, so that its examples share one daemon (the Spark one goes with
 #: the other Spark tests: tests/conftest.py).
@@ -392,8 +392,16 @@ def setup_save_actor_killed(ctx: Context) -> None:
     def resume() -> None:
         os.kill(daemon.pid, signal.SIGCONT)
         daemon.wait_ready()
-        # A probe stored before the front saw the actor gone.
-        assert daemon.request("DELETE", "/probe").status in (204, 404)
+        # The probes (one stored before the front saw the actor gone, wait_ready's own) are
+        # deleted and gone from the statistics that the next examples list (`mqctl ls`).
+        probes = {"probe", PROBE_QUEUE}
+
+        def probes_gone() -> bool:
+            for queue in probes:
+                assert daemon.request("DELETE", f"/{queue}").status in (204, 404, 503)
+            return not probes & set(daemon.request("GET", "/_mq/stats").json()["queues"])
+
+        poll_for(probes_gone, 30, what="the probe queues to be gone from the statistics")
 
     ctx.after.append(resume)
 
