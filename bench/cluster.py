@@ -190,14 +190,7 @@ class Node:
 
     def stop(self) -> None:
         """Resume if paused, SIGTERM, and wait; kill -9 if it does not drain in 30 s."""
-        if not self.running():
-            return
-        self.signal_group(signal.SIGCONT)
-        self.proc.terminate()
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.kill()
+        stop_all([self])
 
 
 def stop_all(nodes: list[Node]) -> None:
