@@ -31,6 +31,17 @@ def pytest_collection_modifyitems(items):
     replacing = [item for item in items if item in shared and "spark_sessions" in item.fixturenames
                  and "spark" not in item.fixturenames]
     items[:] = [item for item in items if item not in replacing] + replacing
+    items.sort(key=start_order)
+
+
+def start_order(item) -> tuple[bool, bool]:
+    """xdist hands out its groups first (the largest first), then the other tests in this order
+    (the sort is stable: a group's tests keep theirs): the slow ones first, those starting JVMs
+    of their own (the longest) before them, so that none starts near the end of a run and ends
+    it alone."""
+    single = item.get_closest_marker("xdist_group") is None
+    slow = single and item.get_closest_marker("slow") is not None
+    return not slow, not (slow and item.get_closest_marker("spark") is not None)
 
 
 #: What failed in this run, one line each (the test, the phase, the first line of the error).
