@@ -24,13 +24,19 @@ TIMEOUT = 3
 
 
 @pytest.fixture(scope="module")
-def hot_mq(tmp_path_factory):
+def hot_tree(tmp_path_factory):
     """Two fetch actors, one front; room for requests that wait on a stopped actor, which the
     supervisor does not take for hung (the tests stop it on purpose). One for the module:
-    each test has queues of its own, resumes what it stopped and waits for what it killed to
-    be replaced, and checks only its own queues' figures."""
+    each test has queues of its own, resumes what it stopped, and checks only its own
+    queues' figures."""
     yield from ready_daemon(tmp_path_factory.mktemp("hot"), workers=2, timeout=TIMEOUT,
                             args=("--actor-timeout=60", "--fronts=1", "--hang-timeout=0"))
+
+
+@pytest.fixture
+def hot_mq(hot_tree):
+    """The module's daemon once every actor answers (one a test killed may be starting)."""
+    return hot_tree.wait_ready()
 
 
 @contextlib.contextmanager

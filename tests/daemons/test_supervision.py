@@ -50,10 +50,16 @@ def test_health_json_lists_every_child_with_its_pid(calm_mq):
 
 
 @pytest.fixture(scope="module")
-def restarted_mq(tmp_path_factory):
+def restarted_tree(tmp_path_factory):
     """One daemon (as the `mq` fixture's) for the tests that each kill a different child once
     and check only that child and their own queues."""
     yield from ready_daemon(tmp_path_factory.mktemp("restarted"), workers=2, timeout=1)
+
+
+@pytest.fixture
+def restarted_mq(restarted_tree):
+    """That daemon once every actor answers (one a test killed may be starting)."""
+    return restarted_tree.wait_ready()
 
 
 def kill_and_time_restart(mq, name: str) -> float:
