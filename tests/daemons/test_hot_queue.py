@@ -15,7 +15,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from support import fetch_actor_for, poll_for, queue_owned_by
+from support import fetch_actor_for, poll_for, queue_owned_by, ready_daemon
 
 from mq.http.actor_links import HOT_WAITING
 
@@ -23,12 +23,20 @@ from mq.http.actor_links import HOT_WAITING
 TIMEOUT = 3
 
 
-@pytest.fixture
-def hot_mq(start_mq):
+@pytest.fixture(scope="module")
+def hot_tree(tmp_path_factory):
     """Two fetch actors, one front; room for requests that wait on a stopped actor, which the
-    supervisor does not take for hung (the tests stop it on purpose)."""
-    return start_mq(workers=2, timeout=TIMEOUT,
-                    args=("--actor-timeout=60", "--fronts=1", "--hang-timeout=0"))
+    supervisor does not take for hung (the tests stop it on purpose). One for the module:
+    each test has queues of its own, resumes what it stopped, and checks only its own
+    queues' figures."""
+    yield from ready_daemon(tmp_path_factory.mktemp("hot"), workers=2, timeout=TIMEOUT,
+                            args=("--actor-timeout=60", "--fronts=1", "--hang-timeout=0"))
+
+
+@pytest.fixture
+def hot_mq(hot_tree):
+    """The module's daemon once every actor answers (one a test killed may be starting)."""
+    return hot_tree.wait_ready()
 
 
 @contextlib.contextmanager

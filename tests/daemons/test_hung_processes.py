@@ -73,7 +73,7 @@ def test_a_stopped_process_is_killed_and_replaced_after_the_hang_timeout(start_m
     assert resp.header("X-Message-Id") == added
     labels = (("process", name),)
     samples = poll_for(lambda: (s := scrape(mq)).get(("mq_process_hung_restarts_total", labels))
-                       and s, 10, what="the metrics to count the hung restart")
+                       and s, 10, interval=0.1, what="the metrics to count the hung restart")
     assert samples[("mq_process_hung_restarts_total", labels)] == 1
     assert samples[("mq_process_restarts_total", labels)] == 1
     assert [c["hung"] for c in mq.health()["children"] if c["name"] == name] == [1]

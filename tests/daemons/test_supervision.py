@@ -49,6 +49,19 @@ def test_health_json_lists_every_child_with_its_pid(calm_mq):
         name: p.pid for name, p in mq.children().items()}
 
 
+@pytest.fixture(scope="module")
+def restarted_tree(tmp_path_factory):
+    """One daemon (as the `mq` fixture's) for the tests that each kill a different child once
+    and check only that child and their own queues."""
+    yield from ready_daemon(tmp_path_factory.mktemp("restarted"), workers=2, timeout=1)
+
+
+@pytest.fixture
+def restarted_mq(restarted_tree):
+    """That daemon once every actor answers (one a test killed may be starting)."""
+    return restarted_tree.wait_ready()
+
+
 def kill_and_time_restart(mq, name: str) -> float:
     """kill -9 a child; return the seconds until a new process with its title runs."""
     old = mq.kill_child(name)
@@ -57,7 +70,8 @@ def kill_and_time_restart(mq, name: str) -> float:
     return time.monotonic() - killed
 
 
-def test_killed_mover_is_restarted_within_2_s_and_times_messages_again(mq):
+def test_killed_mover_is_restarted_within_2_s_and_times_messages_again(restarted_mq):
+    mq = restarted_mq
     message_id = mq.add("timed", b"comes back")
     assert mq.fetch("timed").status == 200
     assert kill_and_time_restart(mq, "mover-0") < 2.0
@@ -66,7 +80,8 @@ def test_killed_mover_is_restarted_within_2_s_and_times_messages_again(mq):
     assert back.header("X-Message-Id") == message_id
 
 
-def test_killed_reaper_is_restarted_within_2_s_and_unlinks_again(mq):
+def test_killed_reaper_is_restarted_within_2_s_and_unlinks_again(restarted_mq):
+    mq = restarted_mq
     assert kill_and_time_restart(mq, "reaper-0") < 2.0
     message_id = mq.add("gone", b"delete me")
     assert mq.delete("gone", message_id).status == 204
@@ -103,13 +118,15 @@ def test_killed_save_actor_is_restarted_within_2_s_and_adds_again(start_mq):
              what="the restarted save actor to add")
 
 
-def test_health_counts_restarts(mq):
+def test_health_counts_restarts(restarted_mq):
+    mq = restarted_mq
     kill_and_time_restart(mq, "fetch-0")
     poll_for(lambda: {c["name"]: c for c in mq.health()["children"]}["fetch-0"]["restarts"] == 1,
              30, what="health.json to count the restart")
 
 
-def test_killed_front_is_restarted_and_the_service_answers_again(mq):
+def test_killed_front_is_restarted_and_the_service_answers_again(restarted_mq):
+    mq = restarted_mq
     message_id = mq.add("kept", b"survives the front")
     assert kill_and_time_restart(mq, "front-0") < 2.0
     resp = poll_for(lambda: (r := mq.fetch("kept")).status == 200 and r, 10,

@@ -19,7 +19,7 @@ def assert_hidden(mq, queue: str, message_id: str) -> None:
 
 def assert_comes_when_due(mq, queue: str, message_id: str, due: float) -> float:
     """Fetch until the message comes; it must not come before its due time. Return the lag."""
-    resp, came = fetch_when_ready(mq, queue, timeout=due - time.time() + 15)
+    resp, came = fetch_when_ready(mq, queue, timeout=due - time.time() + 15, due=due)
     assert resp.header("X-Message-Id") == message_id
     assert came >= due, f"fetched {due - came:.3f} s before it was due"
     return came - due

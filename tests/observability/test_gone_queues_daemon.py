@@ -35,7 +35,9 @@ def no_table_holds_more_than(daemon, queues: int) -> dict:
     def small():
         sizes = tables(daemon)
         return all(n <= queues for held in sizes.values() for n in held.values()) and sizes
-    return poll_for(small, 20, interval=0.2,
+    # Half a second apart: each look asks every process (some milliseconds of CPU each), and
+    # what is awaited is the sweeps' and the mover's seconds-long while.
+    return poll_for(small, 20, interval=0.5,
                     what=f"every per-queue table to hold at most {queues} queues")
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from mq.store import Store
 from support import (Daemon, body_is_whole, checked_body, files_in, poll_for, queue_owned_by,
-                     unix_socket_unread_bytes)
+                     ready_daemon, unix_socket_unread_bytes)
 
 #: A request that takes longer than this counts as hung (the daemon's --actor-timeout is 5).
 CLIENT_TIMEOUT = 10.0
@@ -216,8 +216,23 @@ def test_killing_a_save_and_a_fetch_actor_mid_burst_loses_nothing_and_hangs_noth
     assert all(t < 2.0 for t in restarts.values()), restarts
 
 
-def test_a_message_hidden_by_a_fetch_actor_killed_before_it_told_the_mover_comes_back(mq):
-    queue = queue_owned_by(0, 2)
+@pytest.fixture(scope="module")
+def fetch_killed_tree(tmp_path_factory):
+    """A daemon as the `mq` fixture's, for the tests that each kill fetch-0 once, on queues
+    of their own."""
+    yield from ready_daemon(tmp_path_factory.mktemp("fetch-killed"), workers=2, timeout=1)
+
+
+@pytest.fixture
+def fetch_killed_mq(fetch_killed_tree):
+    """That daemon once every actor answers (the other test's fetch-0 may be starting)."""
+    return fetch_killed_tree.wait_ready()
+
+
+def test_a_message_hidden_by_a_fetch_actor_killed_before_it_told_the_mover_comes_back(
+        fetch_killed_mq):
+    mq = fetch_killed_mq
+    queue = queue_owned_by(0, 2, prefix="hidden")
     message_id = mq.add(queue, b"claimed, then the claimer died")
     # The first half of a fetch, as the fetch actor does it: rename into delay/ with a due time.
     assert Store(str(mq.root)).states.claim(queue, message_id, time.time() + 0.5) is not None
@@ -229,10 +244,24 @@ def test_a_message_hidden_by_a_fetch_actor_killed_before_it_told_the_mover_comes
     assert back.header("X-Message-Id") == message_id
 
 
+@pytest.fixture(scope="module")
+def patient_tree(tmp_path_factory):
+    """One worker pair that the front waits a minute for, for the tests that each kill a
+    different actor once."""
+    yield from ready_daemon(tmp_path_factory.mktemp("patient"), workers=1, timeout=1,
+                            args=("--actor-timeout=60",))
+
+
+@pytest.fixture
+def patient_mq(patient_tree):
+    """That daemon once every actor answers (one a test killed may be starting)."""
+    return patient_tree.wait_ready()
+
+
 @pytest.mark.parametrize("name, method, body", [("fetch-0", "GET", None), ("save-0", "POST", b"y")])
 def test_a_request_waiting_on_an_actor_that_is_killed_gets_503_with_retry_after_at_once(
-        start_mq, name, method, body):
-    mq = start_mq(workers=1, timeout=1, args=("--actor-timeout=60",))
+        patient_mq, name, method, body):
+    mq = patient_mq
     mq.add("q", b"x")
     actor = mq.children()[name]
     actor.suspend()  # the request below waits on it
@@ -262,8 +291,9 @@ def test_a_request_waiting_on_an_actor_that_is_killed_gets_503_with_retry_after_
     mq.wait_for_new_pid(name, actor.pid)
 
 
-def test_requests_while_an_actor_is_down_get_503_and_succeed_once_it_is_back(mq):
-    queue = queue_owned_by(0, 2)
+def test_requests_while_an_actor_is_down_get_503_and_succeed_once_it_is_back(fetch_killed_mq):
+    mq = fetch_killed_mq
+    queue = queue_owned_by(0, 2, prefix="down")
     message_id = mq.add(queue, b"x")
     supervisor = psutil.Process(mq.pid)
     supervisor.suspend()  # nothing restarts the actor until we say so
