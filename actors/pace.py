@@ -57,7 +57,7 @@ class Pace:
         """Before a request's handler: its refusal when it is past its deadline; else None,
         and it counts in the batch in hand."""
         size = weight(payload)
-        if self.late(payload, time.monotonic()):
+        if self.refuses == "late" and self.late(payload, time.monotonic()):
             return self.refusal(size)
         self.done += size
         return None
