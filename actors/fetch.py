@@ -124,10 +124,8 @@ class FetchActor(Actor[FetchActorBatch]):
         return {}
 
     @by_fields
-    def fetch(self, batch: Batch, sender: Request, queue: str, wait: float,
-              holder: str | None) -> ops.Fetched | object:
-        """Hide the oldest ready message for the queue's timeout and return it; or wait for
-        one (the fields as ops.Fetch declares them)."""
+    def fetch(self, batch: Batch, sender: Request, queue: str, wait: float, holder: str | None):
+        """Hide the oldest ready message for the queue's timeout and return it; or wait for one."""
         if self.serves_only_owner(batch, queue):
             return {"owner_only": True}  # Its groups are held by its own actor alone.
         result = self.take(batch, queue, holder)

@@ -205,6 +205,7 @@ class SaveActor(Actor[SaveActorBatch]):
         if settlement.flush_data():
             self.expire(batch)
             settlement.record_keys(self.defer)
+            self.deliver_ready(settlement)
             settlement.rename_into_view()
             settlement.roll_back()
             settlement.sync()
@@ -213,6 +214,33 @@ class SaveActor(Actor[SaveActorBatch]):
             stored[item.add.queue] = stored.get(item.add.queue, 0) + 1
         for queue, count in stored.items():  # Counted once per queue and batch.
             self.counters.count(queue, "adds", count)
+
+    def deliver_ready(self, settlement: Settlement) -> None:
+        """Phase 3 for the single adds ready now, one queue at a time (Store.deliver_ready:
+        the renames the settlement would make, without a layer per file); the settlement's
+        rename_into_view then delivers the others (batch adds' messages, delayed ones,
+        parts), and with a pool every one."""
+        if settlement.pool is not None:
+            return
+        by_queue: dict[str, list] = {}
+        rest = []
+        for item in settlement.written:
+            if (item.slot is None and item.accum <= 0 and item.add.due is None
+                    and settlement.outcomes.of(item) is None):
+                by_queue.setdefault(item.add.queue, []).append(item)
+            else:
+                rest.append(item)
+        if not by_queue:
+            return
+        settlement.written = rest
+        changes = settlement.batch.changes
+        for queue, items in by_queue.items():
+            outcomes = self.store.deliver_ready(queue, [item.id for item in items], changes)
+            for item, error in zip(items, outcomes):
+                if error is None:
+                    settlement.delivered.append(item)
+                else:
+                    settlement.not_delivered(item, error)
 
     def send_notes(self, batch: SaveActorBatch) -> None:
         """After the flush: also tell the mover the windows this batch opened."""

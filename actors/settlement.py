@@ -342,8 +342,6 @@ class Settlement(OverlappedFileCalls):
             for pos, error in newly.items():
                 parts = self.outcomes.parts[pos]
                 parts[:] = [error] * len(parts)
-        if not failed:
-            return delivered
         kept = []
         for item in delivered:
             if item.slot is None or item.pos not in failed:
@@ -375,8 +373,6 @@ class Settlement(OverlappedFileCalls):
             error = next((results[p] for p in positions if failure(results[p])), None)
             if error is not None:
                 doomed.update(dict.fromkeys(positions, error))
-        if not doomed:
-            return delivered
         kept, taken = [], 0
         for item in delivered:
             error = doomed.get(item.pos) if item.slot is None else None
