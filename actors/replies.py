@@ -7,8 +7,9 @@ is here is the actor's own: its index, counters, the deliveries it handed out, t
 """
 
 from mq import replies
-from mq.actors.commands import FetchCommandActor
+from mq.actors.commands import FetchCommandActor, by_fields
 from mq.delivery import MAX_DELIVERIES as MAX_ATTEMPTS
+from mq.delivery import parse_receipt
 from mq.operations import Ack, Acked, Delete, Extend, Nack, Relay
 
 
@@ -49,13 +50,14 @@ def far_count(actor: FetchCommandActor, queue: str, message_id: str, handed: int
     return max(counts, default=None)
 
 
-def ack(actor: FetchCommandActor, batch, request: Ack, sender) -> Acked:
-    """Remove an in-flight delivery; without a receipt, a delete."""
-    if not request.receipt:
-        return delete(actor, batch, request)
-    delivery = replies.delivery_of(actor.store, request, lambda q, i: far_count(actor, q, i))
-    ack_delivery(actor, batch, request.queue, request.id, delivery)
-    return {"id": request.id}
+@by_fields
+def ack(actor: FetchCommandActor, batch, sender, queue: str, id: str, receipt: str | None) -> Acked:
+    """Remove an in-flight delivery (the fields as Ack declares them); without a receipt, a
+    delete."""
+    if not receipt:
+        return delete(actor, batch, Ack(queue=queue, id=id))
+    ack_delivery(actor, batch, queue, id, parse_receipt(receipt, id)[1])
+    return {"id": id}
 
 
 def ack_delivery(actor: FetchCommandActor, batch, queue: str, message_id: str, delivery: int) -> None:
