@@ -11,6 +11,7 @@ its root is away, `RootAway` (actors/root_away.py); the requests it refuses befo
 its `Pace` (actors/pace.py).
 """
 
+import inspect
 import signal
 import time
 from collections.abc import Callable, Collection
@@ -47,6 +48,15 @@ def _field(request: Request, name: str):
     return request.payload.get(name)
 
 
+def taking_fields(kind: type[Operation], function: Callable[..., object]) -> Callable[..., object]:
+    """function, once its parameters after (actor, batch, sender) are found to be the op's
+    fields in their declared order (the loop passes them by position); TypeError if not."""
+    parameters = list(inspect.signature(function).parameters)[3:]
+    if parameters != list(kind.names):
+        raise TypeError(f"{function.__qualname__} takes {parameters}, {kind.op} has {kind.names}")
+    return function
+
+
 class Actor(Links, RootAway, Generic[B]):
     """A single-threaded actor bound to a ROUTER socket, serving the ops of COMMANDS."""
 
@@ -76,6 +86,7 @@ class Actor(Links, RootAway, Generic[B]):
         self.fetchers: list = []
         self.stopping = False
         self._named: tuple[dict, dict] = ({}, {})
+        self._fields: tuple[dict, dict] = ({}, {})
         self.root_watch = RootWatch(options.root, options.root_id)
         self.root_was_lost = False
         #: Time per message, whole batches and their settle() alone: it refuses what is past
@@ -128,8 +139,7 @@ class Actor(Links, RootAway, Generic[B]):
         """Apply a batch, flush once, send its notifications; return it with one result each."""
         batch = self.new_batch(requests)
         self.pace.begin()
-        for request in requests:
-            batch.results.append(self.dispatch(batch, request))
+        self.dispatch_all(batch, requests)
         self.before_flush(batch)
         settling = time.monotonic()
         self.settle(batch)
@@ -137,6 +147,30 @@ class Actor(Links, RootAway, Generic[B]):
         self.send_notes(batch)
         self.after_flush(batch)
         return batch
+
+    def dispatch_all(self, batch: B, requests: list[Request]) -> None:
+        """Each request's result into the batch, in order: a command taking its op's fields
+        (commands.by_fields) is called with them as the op's checks give them, in this one
+        loop (no op object, no dispatch() per request); any other through dispatch()."""
+        results, fields, start = batch.results, self.by_fields(), self.pace.start
+        for request in requests:
+            payload = request.payload
+            command = fields.get(payload.get("op") or "") if request.decoded is None else None
+            if command is None:
+                results.append(self.dispatch(batch, request))
+                continue
+            refusal = start(payload)
+            if refusal is not None:
+                results.append(refusal)  # Before its handler touches the disk.
+                continue
+            kind, function = command
+            try:
+                results.append(function(self, batch, request,
+                                        *kind.checked(payload, kind.spec).values()))
+            except MqError as err:
+                results.append(err)
+            except Exception as err:
+                results.append(self.failure(request, err))
 
     def dispatch(self, batch: B, request: Request):
         """One request through the command table: its payload decoded into the op's request
@@ -156,15 +190,21 @@ class Actor(Links, RootAway, Generic[B]):
             return handler(self, batch, decoded, request)
         except MqError as err:
             return err
-        except OSError as err:
+        except Exception as err:
+            return self.failure(request, err)
+
+    def failure(self, request: Request, err: Exception) -> MqError:
+        """The error value of a request whose handler raised other than an MqError, logged:
+        a disk error as its kind (503), anything else as an internal error."""
+        if isinstance(err, OSError):
             error = from_os_error(err, f"cannot {request.op}")
             self.log.error("actor.disk_error", op=request.op, queue=_field(request, "queue"),
                            id=_field(request, "id"), error=error.message, kind=error.kind)
             return error
-        except Exception:
-            self.log.exception("actor.error", op=request.op, queue=_field(request, "queue"),
-                               id=_field(request, "id"))
-            return MqError(f"internal error in {self.kind} actor")
+        # Called in the except clause: the traceback logged is the handler's.
+        self.log.exception("actor.error", op=request.op, queue=_field(request, "queue"),
+                           id=_field(request, "id"))
+        return MqError(f"internal error in {self.kind} actor")
 
     def by_name(self) -> dict[str, tuple[type[Operation], Callable[..., object]]]:
         """COMMANDS by op name (the payload's "op"), made again only when COMMANDS is replaced."""
@@ -172,6 +212,16 @@ class Actor(Links, RootAway, Generic[B]):
         if self._named[0] is not table:
             self._named = (table, {kind.op: (kind, handler) for kind, handler in table.items()})
         return self._named[1]
+
+    def by_fields(self) -> dict[str, tuple[type[Operation], Callable[..., object]]]:
+        """(op class, function) by op name of the commands that take their op's fields
+        (commands.by_fields), made again only when COMMANDS is replaced."""
+        table = self.COMMANDS
+        if self._fields[0] is not table:
+            self._fields = (table, {kind.op: (kind, taking_fields(kind, handler.by_fields))
+                                    for kind, handler in table.items()
+                                    if hasattr(handler, "by_fields")})
+        return self._fields[1]
 
     def settle(self, batch: B) -> None:
         """Flush what the batch changed; when that fails, undo what can be undone and turn

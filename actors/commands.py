@@ -106,3 +106,16 @@ def serves(*ops: type[Operation]):
 def served(actor: str) -> dict[type[Operation], Callable[..., object]]:
     """The commands `serves` names for the ops that actor kind serves (SAVE, FETCH, ...)."""
     return {op: function for op, function in SERVED.items() if op.actor == actor}
+
+
+def by_fields(function):
+    """Decorator of a command function taking its op's checked fields (after actor, batch and
+    sender, in the op's declaration order) instead of the decoded op: the command it returns
+    serves a decoded op, and the actor's loop calls the function itself with the fields as
+    the op's declared checks give them (Operation.checked), building no op per request."""
+    def command(actor, batch, request, sender):
+        return function(actor, batch, sender, *request.values(request))
+    command.by_fields = function  # type: ignore[attr-defined]
+    command.__doc__, command.__name__ = function.__doc__, function.__name__
+    return command
+

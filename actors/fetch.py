@@ -15,7 +15,7 @@ from mq import store as fmt
 from mq.actors import fetch_any, fetch_batch, queue_admin, replies
 from mq.actors.base import Actor
 from mq.actors.batch import DEFERRED, Batch, Request
-from mq.actors.commands import served
+from mq.actors.commands import by_fields, served
 from mq.actors.counters import Counters, counters_file
 from mq.actors.deliveries import Deliveries
 from mq.actors.long_polls import FetchActorBatch, Waiters
@@ -123,12 +123,12 @@ class FetchActor(Actor[FetchActorBatch]):
         (self.log.info if found else self.log.debug)("fetch.relist", found=found)
         return {}
 
-    def fetch(self, batch: Batch, request: ops.Fetch, sender: Request) -> ops.Fetched | object:
+    @by_fields
+    def fetch(self, batch: Batch, sender: Request, queue: str, wait: float, holder: str | None):
         """Hide the oldest ready message for the queue's timeout and return it; or wait for one."""
-        queue, wait = request.queue, request.wait
         if self.serves_only_owner(batch, queue):
             return {"owner_only": True}  # Its groups are held by its own actor alone.
-        result = self.take(batch, queue, request.holder)
+        result = self.take(batch, queue, holder)
         if result is not None:
             return result
         if not self.store.queues.queue_exists(queue):

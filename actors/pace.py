@@ -57,7 +57,7 @@ class Pace:
         """Before a request's handler: its refusal when it is past its deadline; else None,
         and it counts in the batch in hand."""
         size = weight(payload)
-        if self.late(payload, time.monotonic()):
+        if self.refuses == "late" and self.late(payload, time.monotonic()):
             return self.refusal(size)
         self.done += size
         return None
@@ -107,16 +107,19 @@ class Pace:
                            f"({self.per_message * 1000:.2f} ms per message); retry later",
                            retry_after=wait)
 
-    def admit(self, requests: list) -> tuple[list, list, Unavailable]:
+    def admit(self, requests: list) -> tuple[list, list, Unavailable | None]:
         """(admitted, refused, the refusal) of a batch's requests: the ones past their
         deadline refused, the others admitted (what an admitted add wrote is discarded if it
         would end too late: SaveActor.expire). The refusal's Retry-After is the time the
-        admitted ones take."""
+        admitted ones take; None when none is refused."""
+        if self.refuses != "late":
+            return requests, [], None
         now = time.monotonic()
         admitted: list = []
         refused: list = []
         for request in requests:
             (refused if self.late(request.payload, now) else admitted).append(request)
         # The weights matter only to a refusal's Retry-After: not summed when none is refused.
-        total = sum(weight(request.payload) for request in admitted) if refused else 0
-        return admitted, refused, self.refusal(total)
+        if not refused:
+            return admitted, refused, None
+        return admitted, refused, self.refusal(sum(weight(request.payload) for request in admitted))

@@ -7,14 +7,20 @@ is here is the actor's own: its index, counters, the deliveries it handed out, t
 """
 
 from mq import replies
-from mq.actors.commands import FetchCommandActor
+from mq.actors.commands import FetchCommandActor, by_fields
 from mq.delivery import MAX_DELIVERIES as MAX_ATTEMPTS
-from mq.operations import Ack, Acked, Delete, Extend, Nack, Relay
+from mq.delivery import parse_receipt
+from mq.operations import Acked, Extend, Nack, Relay
 
 
-def delete(actor: FetchCommandActor, batch, request: Delete | Ack, sender=None) -> Acked:
-    """Remove a message from whatever state it is in (an ack without a receipt does the same)."""
-    queue, message_id = request.queue, request.id
+@by_fields
+def delete(actor: FetchCommandActor, batch, sender, queue: str, id: str) -> Acked:
+    """Remove a message from whatever state it is in (the fields as Delete declares them)."""
+    return remove(actor, batch, queue, id)
+
+
+def remove(actor: FetchCommandActor, batch, queue: str, message_id: str) -> Acked:
+    """Remove a message from whatever state it is in (a delete; an ack without a receipt)."""
     index = actor.indexes.known(queue)
     known = index.attempts(message_id) if index else None
     handed = actor.deliveries.settled(queue, message_id)
@@ -22,7 +28,7 @@ def delete(actor: FetchCommandActor, batch, request: Delete | Ack, sender=None) 
     # out); the probe of every name the message may have follows if it is wrong.
     guess = ("ready", known) if known is not None else \
         ("in_flight", handed) if handed is not None else None
-    state, attempts = replies.delete(actor.store, request, guess,
+    state, attempts = replies.delete(actor.store, queue, message_id, guess,
                                      lambda q, i: far_count(actor, q, i, handed), batch.changes)
     actor.deliveries.settled(queue, message_id)  # What a listing found of it is over.
     if index:
@@ -49,13 +55,14 @@ def far_count(actor: FetchCommandActor, queue: str, message_id: str, handed: int
     return max(counts, default=None)
 
 
-def ack(actor: FetchCommandActor, batch, request: Ack, sender) -> Acked:
-    """Remove an in-flight delivery; without a receipt, a delete."""
-    if not request.receipt:
-        return delete(actor, batch, request)
-    delivery = replies.delivery_of(actor.store, request, lambda q, i: far_count(actor, q, i))
-    ack_delivery(actor, batch, request.queue, request.id, delivery)
-    return {"id": request.id}
+@by_fields
+def ack(actor: FetchCommandActor, batch, sender, queue: str, id: str, receipt: str | None) -> Acked:
+    """Remove an in-flight delivery (the fields as Ack declares them); without a receipt, a
+    delete."""
+    if not receipt:
+        return remove(actor, batch, queue, id)
+    ack_delivery(actor, batch, queue, id, parse_receipt(receipt, id)[1])
+    return {"id": id}
 
 
 def ack_delivery(actor: FetchCommandActor, batch, queue: str, message_id: str, delivery: int) -> None:

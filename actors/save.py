@@ -15,7 +15,7 @@ from mq import properties
 from mq.actors import accumulation, fanout, save_batch
 from mq.actors.base import Actor
 from mq.actors.batch import DEFERRED, Request
-from mq.actors.commands import served
+from mq.actors.commands import by_fields, served
 from mq.actors.counters import Counters, counters_file
 from mq.actors.overlap import THREADS as OVERLAP_THREADS
 from mq.actors.overlap import Overlap
@@ -77,21 +77,24 @@ class SaveActor(Actor[SaveActorBatch]):
                                       bool(self.options.peers), self.pool)
         return batch
 
-    def add(self, batch: SaveActorBatch, request: ops.Add, sender: Request):
-        """Write an add (checked as it was decoded) into new/ (renamed into view by settle)."""
+    @by_fields
+    def add(self, batch: SaveActorBatch, sender: Request, queue: str, body: bytes,
+            content_type: str, due: float | None, dedup_id: str | None, must_exist: bool,
+            group: str | None, attributes: dict | None):
+        """Write an add (its fields checked as ops.Add declares them) into new/ (renamed into
+        view by settle)."""
         now = time.time()
-        add = checked_add(request.queue, request.body, request.content_type, request.due,
-                          request.dedup_id, now, request.group, request.attributes)
-        props = batch.properties(add.queue, self.props)
+        add = checked_add(queue, body, content_type, due, dedup_id, now, group, attributes)
+        props = batch.properties(queue, self.props)
         accumulation.refuse_schedule(add, props)
         with_properties(add, props, self.options.max_body_bytes, now,
-                        default_delay=request.due is None)
+                        default_delay=due is None)
         if props["accum"] > 0:
             add.due = None  # A part waits for its window, not for the delay property.
-        if not self.store.queues.auto_create and not self.store.queues.queue_exists(add.queue):
-            raise NotFound(f"queue {add.queue!r} does not exist (auto-create is off)")
-        if request.must_exist and not self.store.queues.queue_exists(add.queue):
-            raise NotFound(f"queue {add.queue!r} does not exist")
+        if not self.store.queues.auto_create and not self.store.queues.queue_exists(queue):
+            raise NotFound(f"queue {queue!r} does not exist (auto-create is off)")
+        if must_exist and not self.store.queues.queue_exists(queue):
+            raise NotFound(f"queue {queue!r} does not exist")
         if add.dedup_id:
             earlier = self.store.dedup.lookup(add.queue, add.dedup_id, props["dedup_window"], now)
             if earlier:
@@ -181,6 +184,14 @@ class SaveActor(Actor[SaveActorBatch]):
             batch.settlement.write_pending()
         return super().dispatch(batch, request)
 
+    def dispatch_all(self, batch: SaveActorBatch, requests: list[Request]) -> None:
+        """With a pool, each request through dispatch(), which first writes what is pending."""
+        if batch.settlement.pool is None:
+            return super().dispatch_all(batch, requests)
+        for request in requests:
+            batch.results.append(self.dispatch(batch, request))
+        return None
+
     def before_flush(self, batch: SaveActorBatch) -> None:
         """With a pool, write the files the commands left for it (several at once)."""
         batch.settlement.write_pending()
@@ -194,11 +205,42 @@ class SaveActor(Actor[SaveActorBatch]):
         if settlement.flush_data():
             self.expire(batch)
             settlement.record_keys(self.defer)
+            self.deliver_ready(settlement)
             settlement.rename_into_view()
             settlement.roll_back()
             settlement.sync()
+        stored: dict[str, int] = {}
         for item in settlement.answer():
-            self.counters.count(item.add.queue, "adds")
+            stored[item.add.queue] = stored.get(item.add.queue, 0) + 1
+        for queue, count in stored.items():  # Counted once per queue and batch.
+            self.counters.count(queue, "adds", count)
+
+    def deliver_ready(self, settlement: Settlement) -> None:
+        """Phase 3 for the single adds ready now, one queue at a time (Store.deliver_ready:
+        the renames the settlement would make, without a layer per file); the settlement's
+        rename_into_view then delivers the others (batch adds' messages, delayed ones,
+        parts), and with a pool every one."""
+        if settlement.pool is not None:
+            return
+        by_queue: dict[str, list] = {}
+        rest = []
+        for item in settlement.written:
+            if (item.slot is None and item.accum <= 0 and item.add.due is None
+                    and settlement.outcomes.of(item) is None):
+                by_queue.setdefault(item.add.queue, []).append(item)
+            else:
+                rest.append(item)
+        if not by_queue:
+            return
+        settlement.written = rest
+        changes = settlement.batch.changes
+        for queue, items in by_queue.items():
+            outcomes = self.store.deliver_ready(queue, [item.id for item in items], changes)
+            for item, error in zip(items, outcomes):
+                if error is None:
+                    settlement.delivered.append(item)
+                else:
+                    settlement.not_delivered(item, error)
 
     def send_notes(self, batch: SaveActorBatch) -> None:
         """After the flush: also tell the mover the windows this batch opened."""

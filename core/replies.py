@@ -19,7 +19,7 @@ from collections.abc import Callable
 from mq import properties
 from mq.delivery import MAX_DELIVERIES, current_delivery, gone, parse_receipt, stale
 from mq.errors import MqError, NotFound
-from mq.operations import Ack, Delete, Extend, Nack
+from mq.operations import Ack, Extend, Nack
 from mq.store import Changes, Store
 
 #: (queue, id) -> a delivery count past MAX_DELIVERIES the message had, or None.
@@ -92,11 +92,11 @@ def nack(store: Store, request: Nack, effective: Effective, far: FarCount,
     return delivery, dead, dead_count
 
 
-def delete(store: Store, request: Delete | Ack, guess: tuple[str, int] | None, far: FarCount,
-           changes: Changes) -> tuple[str, int]:
-    """Remove a message from whatever state it is in, trying `guess` (state, deliveries) first;
-    return the (state, deliveries) it left (mq.delivery.gone when there was none)."""
-    queue, message_id = request.queue, request.id
+def delete(store: Store, queue: str, message_id: str, guess: tuple[str, int] | None,
+           far: FarCount, changes: Changes) -> tuple[str, int]:
+    """Remove a message (of a Delete, or an Ack without a receipt: their queue and id) from
+    whatever state it is in, trying `guess` (state, deliveries) first; return the (state,
+    deliveries) it left (mq.delivery.gone when there was none)."""
     found = store.states.remove_entry(queue, message_id, MAX_DELIVERIES, guess, changes)
     if found is None and (near := far(queue, message_id)) is not None:
         found = store.states.remove_entry(queue, message_id, MAX_DELIVERIES, None, changes, near)

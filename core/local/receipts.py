@@ -64,5 +64,6 @@ def revoke(store, props, queue: str, message_id: str) -> None:
     """Remove a message from whatever state it is in; NotFound when there is none
     (mq.delivery.gone)."""
     request, changes = Delete.from_payload({"queue": queue, "id": message_id}), Changes()
-    replies.delete(store, request, None, lambda q, i: far_count(store, props, q, i), changes)
+    replies.delete(store, request.queue, request.id, None,
+                   lambda q, i: far_count(store, props, q, i), changes)
     store.flush(changes)

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 
 import orjson
 
+from mq.errors import MqError
 from mq.flush_times import FlushTimes
 from mq.store.accumulation import Accumulation
 from mq.store.changes import Changes
@@ -137,6 +138,30 @@ class Store(Root):
                 return path
         self.disk.create(path, data, due)
         return path
+
+    def deliver_ready(self, queue: str, message_ids: list[str], changes: Changes) -> list:
+        """states.deliver_new of messages written into new/ for one queue, each ready now: the
+        same renames, the folders' paths made once and the change set told once. Each id's
+        error (OSError or MqError) or None, in order; a failure leaves the others delivered."""
+        states, rename = self.states, self.disk.rename
+        new, ready = self.new_path(queue, ""), self.ready_path(queue, "")
+        outcomes: list = []
+        for message_id in message_ids:
+            try:
+                if queue in states.admitted:
+                    try:
+                        rename(new + message_id, ready + message_id)
+                        outcomes.append(None)
+                        continue
+                    except (FileNotFoundError, NotADirectoryError):
+                        states.admitted.discard(queue)  # Deleted since: admitted again below.
+                states.deliver_new(queue, message_id, False, changes)
+                outcomes.append(None)
+            except (OSError, MqError) as err:
+                outcomes.append(err)
+        if None in outcomes:
+            changes.renamed(new, ready)
+        return outcomes
 
     def discard_new(self, queue: str, message_id: str, changes: Changes | None = None) -> None:
         """Take a never-acknowledged file out of new/: with sync=fs into remove/, where the

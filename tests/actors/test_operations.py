@@ -159,3 +159,34 @@ def test_an_op_is_declared_once():
             """A second add."""
     with pytest.raises(TypeError, match="must be an Operation dataclass"):
         operation("not_a_dataclass")(type("Plain", (Operation,), {}))
+
+
+def test_the_commands_taking_fields_take_their_ops_fields_in_order():
+    from mq.actors.base import taking_fields
+    from mq.actors.commands import by_fields
+    from mq.actors.fetch import FetchActor
+    from mq.actors.save import SaveActor
+    taking = [(kind, handler.by_fields) for cls in (SaveActor, FetchActor)
+              for kind, handler in cls.COMMANDS.items() if hasattr(handler, "by_fields")]
+    assert {kind for kind, _ in taking} >= {ops.Add, ops.Fetch, ops.Ack, ops.Delete}
+    for kind, function in taking:
+        assert taking_fields(kind, function) is function
+
+    @by_fields
+    def swapped(actor, batch, sender, id, queue):
+        return {}
+    with pytest.raises(TypeError, match="delete"):
+        taking_fields(ops.Delete, swapped.by_fields)
+
+
+def test_an_op_given_decoded_and_its_payload_come_to_the_same(tmp_path):
+    actors = Actors(tmp_path)
+    payloads = [{"queue": "q", "body": b"one"}, {"queue": "q", "body": b"two", "due": 1.0},
+                {"queue": "q", "body": b"x", "content_type": "bad\n"}]
+    by_payload = actors.save.handle([request("add", **p) for p in payloads]).results
+    decoded = [request("add", **p) for p in payloads[:2]]
+    for r in decoded:
+        r.decoded = ops.Add.from_payload(r.payload)
+    by_op = actors.save.handle(decoded).results
+    assert [sorted(r) for r in by_payload[:2]] == [sorted(r) for r in by_op]
+    assert by_payload[2].kind == "invalid" and "control characters" in by_payload[2].message
