@@ -106,7 +106,9 @@ def test_two_daemons_on_two_mounts_hold_each_fifo_group_between_them(tmp_path, k
     try:
         for n, mount in enumerate(volume.mounts[:2]):
             (tmp_path / f"d{n}").mkdir()
-            daemons[f"d{n}"] = Daemon(Path(mount) / tmp_path.name, tmp_path / f"d{n}", workers=2,
+            # One worker pair: the one queue has one fetch actor in each daemon however many
+            # there are (by its name), and each pair more is processes to start on the mount.
+            daemons[f"d{n}"] = Daemon(Path(mount) / tmp_path.name, tmp_path / f"d{n}", workers=1,
                                       timeout=60, args=("--peers=1", f"--run-dir={tmp_path}/run{n}"))
             daemons[f"d{n}"].start()
         for daemon in daemons.values():  # Started together, each waits on its own mount.
