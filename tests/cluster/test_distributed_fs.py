@@ -42,11 +42,15 @@ def test_three_daemons_on_three_mounts_hand_each_message_to_one_consumer_at_a_ti
     # more adds than asserted below were acknowledged (a loaded host's mounts are slow), and
     # stop then: the drain after them checks what each fault left, and a longer run only
     # repeats faults (bench/cluster_run.py runs for minutes), while the bricks and clients
-    # of the volume burn CPU for every second of traffic.
+    # of the volume burn CPU for every second of traffic. What a fault can break is what is
+    # in flight when it strikes, a few messages with two producers and three consumers
+    # however many went before; 30 adds say that traffic flowed across the faults (on
+    # JuiceFS, whose adds crawl while Redis restarts, waiting for 60 once kept the faults
+    # going for 14 s after the third).
     # Movers list delay/ every second (--peer-rescan), which the drain waits for.
     counts = run(volume, seconds=1, workdir=str(tmp_path), timeout=3.0, fault_interval=1.0,
                  faults=("kill actor", "kill daemon", "kill server"), adds_per_second=20,
-                 say=said.append, every_fault=True, root_name=tmp_path.name, min_adds=60,
+                 say=said.append, every_fault=True, root_name=tmp_path.name, min_adds=30,
                  peer_rescan=1.0)
     faults, statuses = counts.pop("faults"), counts.pop("statuses")
     counts.pop("client errors")
@@ -55,7 +59,7 @@ def test_three_daemons_on_three_mounts_hand_each_message_to_one_consumer_at_a_ti
     shown = (f"faults {faults}\nanswers {statuses}\n{table(counts)}\n{errors}\n{odd}\n"
              + "\n".join(said))
     assert counts.pop("drained"), f"the cluster did not drain\n{shown}"
-    assert counts["acknowledged adds"] >= 50, shown  # A server down stalls adds for seconds.
+    assert counts["acknowledged adds"] >= 25, shown  # A server down stalls adds for seconds.
     assert set(faults) == {"kill actor", "kill daemon", "kill server"}, shown
     for name in MUST_BE_ZERO:
         assert counts[name] == 0, f"{name}\n{shown}"
