@@ -40,8 +40,9 @@ def run(argv: list[str], timeout: float = 60, check: bool = True) -> subprocess.
 
 
 #: Seconds between two gluster commands polled for a state: each starts a CLI process and a
-#: round of glusterd's (`heal info` a whole client of every brick), costing more CPU than
-#: a 0.1 s poll leaves time for, on the host whose bricks and mounts the test is about.
+#: round of glusterd's (`heal info` a whole client of every brick) that take longer than
+#: 0.1 s, so that polled every 0.1 s one of them ran nearly all the time, its CPU taken from
+#: the bricks and mounts of the host under test.
 CLI_POLL = 0.5
 
 
