@@ -31,8 +31,11 @@ from workload import MOVER_RESCAN_SECONDS, Traffic, stop_and_check  # noqa: E402
 def run(seconds: float, workdir: str, daemons: int = 3, timeout: float = 3.0,
         fault_interval: float = 2.0, queues: int = 3, producers: int = 2, consumers: int = 3,
         adds_per_second: float = 50.0, rng_state: int | None = None, say=print,
-        peer_rescan: float = MOVER_RESCAN_SECONDS) -> dict:
-    """Run the cluster under traffic and faults for `seconds`, drain it, return the counts
+        peer_rescan: float = MOVER_RESCAN_SECONDS, every_fault: bool = False,
+        min_faults: int = 0, min_adds: int = 0) -> dict:
+    """Run the cluster under traffic and faults for `seconds` (with every_fault longer, by up
+    to twice `seconds` or a minute, until each kind of fault was made once, `min_faults` in
+    all, and `min_adds` adds were acknowledged), drain it, return the counts
     (total_queue.check) with the nemesis' counts under "faults" and how many answers of each
     HTTP status under "statuses" (Traffic.statuses: 0 for no answer, -1 refused).
     peer_rescan: the daemons' --peer-rescan, which the drain waits for."""
@@ -54,6 +57,11 @@ def run(seconds: float, workdir: str, daemons: int = 3, timeout: float = 3.0,
         nemesis = Nemesis(nodes, fault_interval, rng, say)
         nemesis.start()
         time.sleep(seconds)
+        deadline = time.monotonic() + max(2 * seconds, 60)
+        while every_fault and time.monotonic() < deadline and (
+                set(nemesis.counts) < set(nemesis.FAULTS)
+                or sum(nemesis.counts.values()) < min_faults or len(history.added) < min_adds):
+            time.sleep(0.5)
         say("  faults stop; every daemon resumed or restarted")
         nemesis.stop()
         counts = stop_and_check(traffic, history, timeout, say, peer_rescan)

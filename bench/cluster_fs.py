@@ -39,13 +39,21 @@ def run(argv: list[str], timeout: float = 60, check: bool = True) -> subprocess.
     return done
 
 
-def wait_for(condition, timeout: float, what: str) -> None:
-    """Poll condition() until true; RuntimeError naming `what` at timeout."""
+#: Seconds between two gluster commands polled for a state: each starts a CLI process and a
+#: round of glusterd's (`heal info` a whole client of every brick) that take longer than
+#: 0.1 s, so that polled every 0.1 s one of them ran nearly all the time, its CPU taken from
+#: the bricks and mounts of the host under test.
+CLI_POLL = 0.5
+
+
+def wait_for(condition, timeout: float, what: str, interval: float = 0.1) -> None:
+    """Poll condition() every `interval` seconds until true; RuntimeError naming `what` at
+    timeout."""
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
             raise RuntimeError(f"timed out waiting for {what}")
-        time.sleep(0.1)
+        time.sleep(interval)
 
 
 def mounted(path: str) -> bool:
@@ -116,7 +124,8 @@ class Volume:
 class GlusterVolume(Volume):
     """A replicated GlusterFS volume with every brick on this host (`force`): `replica`
     bricks (MQ_GLUSTER_REPLICA, else 3; 2 is the smallest, and the one more prone to a
-    stale copy after a brick comes back: bench/RESULTS.md)."""
+    stale copy after a brick comes back: bench/RESULTS.md); replica 1 is one brick and no
+    copy, for what needs a volume and not its copies (one stopped whole)."""
 
     kind = "glusterfs"
 
@@ -150,16 +159,19 @@ class GlusterVolume(Volume):
             run(["glusterd", "-p", pid_file, f"--log-file={self.workdir}/glusterd.log"])
             wait_for(lambda: os.path.exists(pid_file) and run(
                 ["gluster", "--mode=script", "pool", "list"], check=False).returncode == 0,
-                30, "glusterd")
+                30, "glusterd", CLI_POLL)
             self.glusterd_pid = int(open(pid_file).read())
         for brick in self.bricks:
             os.makedirs(brick, exist_ok=True)
-        self.cli("volume", "create", self.name, "replica", str(self.replica),
+        layout = ("replica", str(self.replica)) if self.replica > 1 else ()
+        self.cli("volume", "create", self.name, *layout,
                  *(f"{GLUSTER_HOST}:{brick}" for brick in self.bricks), "force")
         # One command for every option: each `volume set` is a round of glusterd's commit.
-        self.cli("volume", "set", self.name, *(part for pair in GLUSTER_OPTIONS.items() for part in pair))
+        options = GLUSTER_OPTIONS if self.replica > 1 else {
+            k: v for k, v in GLUSTER_OPTIONS.items() if not k.startswith("cluster.")}
+        self.cli("volume", "set", self.name, *(part for pair in options.items() for part in pair))
         self.cli("volume", "start", self.name)
-        wait_for(lambda: len(self.brick_pids()) == len(self.bricks), 60, "the bricks")
+        wait_for(lambda: len(self.brick_pids()) == len(self.bricks), 60, "the bricks", CLI_POLL)
 
     def mount(self, path: str) -> None:
         """Mount a native (FUSE) client of the volume."""
@@ -192,7 +204,7 @@ class GlusterVolume(Volume):
     def wait_healed(self, timeout: float = 120) -> None:
         """Wait until every brick is up and nothing is left to heal: replica 3 outlives one
         brick's loss, and a second loss before the first brick is mended is two."""
-        wait_for(lambda: self.pending_heals() == 0, timeout, "the volume to heal")
+        wait_for(lambda: self.pending_heals() == 0, timeout, "the volume to heal", CLI_POLL)
 
     def kill_server(self, index: int) -> str:
         """kill -9 one brick process (a server dying), once the volume is whole again (the
@@ -209,7 +221,8 @@ class GlusterVolume(Volume):
         # reaped, its zombie counts as running to glusterd, which then never starts it again.
         wait_for(lambda: not running(online[brick]), 30, f"{brick} to exit")
         # Until glusterd has seen it die, a `volume start force` would not start it again.
-        wait_for(lambda: brick not in self.brick_pids(), 30, f"glusterd to see {brick} die")
+        wait_for(lambda: brick not in self.brick_pids(), 30, f"glusterd to see {brick} die",
+                 CLI_POLL)
         return f"brick {os.path.basename(brick)}"
 
     def stop_volume(self) -> None:
@@ -221,7 +234,7 @@ class GlusterVolume(Volume):
     def start_volume(self) -> None:
         """Start the stopped volume and wait for its bricks."""
         self.cli("volume", "start", self.name)
-        wait_for(lambda: len(self.brick_pids()) == len(self.bricks), 60, "the bricks")
+        wait_for(lambda: len(self.brick_pids()) == len(self.bricks), 60, "the bricks", CLI_POLL)
 
     def restart_servers(self) -> None:
         """Start the bricks that are down again (`volume start force`), until glusterd counts
@@ -232,7 +245,8 @@ class GlusterVolume(Volume):
         while True:
             self.cli("volume", "start", self.name, "force")
             try:
-                wait_for(lambda: len(self.brick_pids()) == len(self.bricks), 5, "the bricks")
+                wait_for(lambda: len(self.brick_pids()) == len(self.bricks), 5, "the bricks",
+                         CLI_POLL)
                 return
             except RuntimeError:
                 if time.monotonic() > deadline:

@@ -39,11 +39,18 @@ def test_three_daemons_on_three_mounts_hand_each_message_to_one_consumer_at_a_ti
     said = []
     # Faults go on until each of the three was made (every_fault: the nemesis makes them in
     # a random order, each once a round, so one round is what a short run can promise) and
-    # more adds than asserted below were acknowledged (a loaded host's mounts are slow).
+    # more adds than asserted below were acknowledged (a loaded host's mounts are slow), and
+    # stop then: the drain after them checks what each fault left, and a longer run only
+    # repeats faults (bench/cluster_run.py runs for minutes), while the bricks and clients
+    # of the volume burn CPU for every second of traffic. What a fault can break is what is
+    # in flight when it strikes, a few messages with two producers and three consumers
+    # however many went before; 30 adds say that traffic flowed across the faults (on
+    # JuiceFS, whose adds crawl while Redis restarts, waiting for 60 once kept the faults
+    # going for 14 s after the third).
     # Movers list delay/ every second (--peer-rescan), which the drain waits for.
-    counts = run(volume, seconds=12, workdir=str(tmp_path), timeout=3.0, fault_interval=2.0,
+    counts = run(volume, seconds=1, workdir=str(tmp_path), timeout=3.0, fault_interval=1.0,
                  faults=("kill actor", "kill daemon", "kill server"), adds_per_second=20,
-                 say=said.append, every_fault=True, root_name=tmp_path.name, min_adds=60,
+                 say=said.append, every_fault=True, root_name=tmp_path.name, min_adds=30,
                  peer_rescan=1.0)
     faults, statuses = counts.pop("faults"), counts.pop("statuses")
     counts.pop("client errors")
@@ -52,7 +59,7 @@ def test_three_daemons_on_three_mounts_hand_each_message_to_one_consumer_at_a_ti
     shown = (f"faults {faults}\nanswers {statuses}\n{table(counts)}\n{errors}\n{odd}\n"
              + "\n".join(said))
     assert counts.pop("drained"), f"the cluster did not drain\n{shown}"
-    assert counts["acknowledged adds"] >= 50, shown  # A server down stalls adds for seconds.
+    assert counts["acknowledged adds"] >= 25, shown  # A server down stalls adds for seconds.
     assert set(faults) == {"kill actor", "kill daemon", "kill server"}, shown
     for name in MUST_BE_ZERO:
         assert counts[name] == 0, f"{name}\n{shown}"
@@ -64,7 +71,9 @@ def test_three_daemons_on_three_mounts_hand_each_message_to_one_consumer_at_a_ti
 @pytest.mark.timeout(180)
 def test_a_daemon_started_while_its_file_system_is_away_waits_for_it(tmp_path, shared_volumes):
     shared_volumes.get("glusterfs")  # Its glusterd serves this test's volume (conftest.py).
-    with GlusterVolume(str(tmp_path), mounts=1) as volume:
+    # One brick: what is waited out is a mount with no server to answer (ENOTCONN), which a
+    # volume without copies shows as well, with a third of the brick processes to start.
+    with GlusterVolume(str(tmp_path), mounts=1, replica=1) as volume:
         root = os.path.join(volume.mounts[0], "mq")
         os.mkdir(root)
         volume.stop_volume()  # Every brick away: the mount answers ENOTCONN.
@@ -101,7 +110,9 @@ def test_two_daemons_on_two_mounts_hold_each_fifo_group_between_them(tmp_path, k
     try:
         for n, mount in enumerate(volume.mounts[:2]):
             (tmp_path / f"d{n}").mkdir()
-            daemons[f"d{n}"] = Daemon(Path(mount) / tmp_path.name, tmp_path / f"d{n}", workers=2,
+            # One worker pair: the one queue has one fetch actor in each daemon however many
+            # there are (by its name), and each pair more is processes to start on the mount.
+            daemons[f"d{n}"] = Daemon(Path(mount) / tmp_path.name, tmp_path / f"d{n}", workers=1,
                                       timeout=60, args=("--peers=1", f"--run-dir={tmp_path}/run{n}"))
             daemons[f"d{n}"].start()
         for daemon in daemons.values():  # Started together, each waits on its own mount.
