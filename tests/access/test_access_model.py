@@ -368,6 +368,7 @@ class AccessModel(RuleBasedStateMachine):
                 None if token.allows("admin", [source]) else False)
         self.sqs(token, allowed, "start_message_move_task", **params)
 
+@pytest.mark.slow
 def test_every_answer_is_allowed_exactly_when_the_model_allows(daemon):
     AccessModel.daemon, AccessModel.log_read = daemon, daemon.log_offset
     try:

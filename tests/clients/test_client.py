@@ -438,6 +438,7 @@ def readme_examples() -> list[str]:
     return blocks
 
 
+@pytest.mark.slow
 def test_the_readme_examples_run_as_written(shared_mq, tmp_path):  # noqa: F811
     env = {**os.environ, "MQ_URL": f"http://127.0.0.1:{shared_mq.port}", "PYTHONUNBUFFERED": "1"}
     files = []

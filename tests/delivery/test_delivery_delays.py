@@ -122,6 +122,7 @@ def test_revoked_delayed_message_never_appears(shared_mq):
 # -- across kill -9 of the whole tree ------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_delays_across_kill_9_due_ones_come_at_start_revoked_never_later_ones_at_their_time(
         start_killed):
     """One kill -9 for three queues: messages that fell due while the daemon was down are

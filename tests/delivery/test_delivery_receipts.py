@@ -181,6 +181,7 @@ def test_a_delete_without_a_receipt_still_removes_a_message_in_any_state(shared_
 # -- across kill -9 of the whole tree ------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_an_in_flight_timer_and_acks_extends_and_nacks_survive_kill_9(start_killed):
     """One kill -9 for both, their 10 s timers running side by side: a message in flight comes
     back after its timer with a new receipt; a message acked, one extended and one nacked

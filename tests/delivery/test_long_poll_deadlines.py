@@ -134,6 +134,7 @@ def scenario(mq, queue: str, plan: list, adds: list) -> tuple[list, dict]:
     return outcomes, ids
 
 
+@pytest.mark.slow
 @settings(max_examples=8, deadline=None, database=None,
           phases=[Phase.explicit, Phase.generate],  # Shrinking replays runs for minutes.
           suppress_health_check=[HealthCheck.too_slow])

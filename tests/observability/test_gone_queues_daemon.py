@@ -41,6 +41,7 @@ def no_table_holds_more_than(daemon, queues: int) -> dict:
                     what=f"every per-queue table to hold at most {queues} queues")
 
 
+@pytest.mark.slow
 def test_a_queue_another_writer_deleted_and_one_deleted_over_http_are_forgotten_everywhere(daemon):
     """Both queues go, then one wait for every sweep (a sweep every few seconds, the mover's
     purges kept a while): one deleted on the root by another writer leaves no table of any
