@@ -252,12 +252,23 @@ class GlusterVolume(Volume):
                 if time.monotonic() > deadline:
                     raise
 
+    def other_volumes(self) -> list[str]:
+        """The names of the volumes glusterd still has, this one's aside (none when it does
+        not answer)."""
+        listed = run(["gluster", "--mode=script", "volume", "list"], check=False, timeout=60)
+        if listed.returncode:
+            return []
+        # One name a line; "No volumes present in cluster" when there is none.
+        return [line.strip() for line in listed.stdout.splitlines()
+                if line.strip() and " " not in line.strip() and line.strip() != self.name]
+
     def stop(self) -> None:
-        """Stop and delete the volume; stop glusterd if this object started it."""
+        """Stop and delete the volume; stop glusterd if this object started it and no other
+        volume is left on it (someone else's run, a test beside a benchmark, still uses it)."""
         run(["gluster", "--mode=script", "volume", "stop", self.name, "force"], check=False,
             timeout=120)
         run(["gluster", "--mode=script", "volume", "delete", self.name], check=False, timeout=120)
-        if self.glusterd_pid:
+        if self.glusterd_pid and not self.other_volumes():
             stop_daemon(self.glusterd_pid)
         shutil.rmtree(self.workdir, ignore_errors=True)
 
