@@ -170,8 +170,10 @@ def peeked(mq, queue: str) -> list[str]:
 
 
 def figures(mq, queue: str) -> dict:
-    """The queue's statistics, as GET /_mq/queues?name= gives them."""
-    return mq.request("GET", f"/_mq/queues?name={queue}", timeout=60).json()["queues"][0]
+    """The queue's statistics, as GET /_mq/queues?name= gives them once it lists the queue (a
+    queue just made shows within STATS_AGE_S)."""
+    return poll_for(lambda: mq.request("GET", f"/_mq/queues?name={queue}", timeout=60).json()[
+        "queues"], 60, what=f"{queue} listed")[0]
 
 
 def test_ten_thousand_queues_are_found_and_paged_on_the_daemon(mq, page, shots):

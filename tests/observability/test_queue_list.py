@@ -6,9 +6,9 @@ and a queue added or deleted still shows once it is older. The daemon runs with
 import threading
 
 import pytest
-from support import poll_for, ready_daemon
 
 from mq.http.service import STATS_AGE_S
+from support import poll_for, ready_daemon
 
 #: Pages asked at once.
 CLIENTS = 12
