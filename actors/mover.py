@@ -114,6 +114,8 @@ class MoverActor(Actor[Batch]):
                   for queue, counts in self.timers.counts.items()}
         for queue, entry in counted.items():
             queues.setdefault(queue, {**entry, "delayed": 0, "in_flight": 0})
+        # Each answer is a gather of the statistics by a front (QueueService.recent_stats).
+        self.log.debug("mover.stats", queues=len(queues))
         return {"actor": f"{self.kind}-{self.index}", "queues": queues,
                 "flush": self.store.flush_times.snapshot(), **self.gone.figures(request.heap)}
 

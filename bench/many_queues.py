@@ -8,10 +8,13 @@ without a flush each), then for each --rev (bench/snapshot.sh lays its package o
 daemon runs it through PYTHONPATH) and for the work tree's install: starts the daemon on that
 root, times its start until every fetch actor answers a queue's GET (404) and a save actor an
 add, then --lists times each of `GET /_mq/queues?filter=...` (one queue matches), `GET
-/_mq/stats` (every queue) and `mqctl ls FILTER` (a process, over HTTP), and finally the CPU
-the idle daemon spends in 10 s. Each figure is wall seconds and the CPU seconds the daemon's
-processes spent meanwhile, per process kind (the front, the fetch actors, the reaper, the
-rest); on a shared machine the wall moves with the load and the CPU much less.
+/_mq/stats` (every queue) and `mqctl ls FILTER` (a process, over HTTP), then for --pages
+seconds pages of `GET /_mq/queues` (50 queues, as the dashboard polls) back to back from
+--page-clients clients at once (CPU per page, pages per second), and finally the CPU the idle
+daemon spends in 10 s.
+Each figure is wall seconds and the CPU seconds the daemon's processes spent meanwhile, per
+process kind (the front, the fetch actors, the reaper, the rest); on a shared machine the wall
+moves with the load and the CPU much less.
 """
 
 import argparse
@@ -20,6 +23,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import zlib
 
@@ -77,6 +81,33 @@ def owned_by(index: int, workers: int) -> str:
     return f"probe-{n}"
 
 
+def pages(port: int, procs: dict, args) -> None:
+    """First pages of the queue list for --pages seconds, each of --page-clients clients
+    asking its own back to back: wall, pages per second and the daemon's CPU per page."""
+    done = []
+
+    def client_pages() -> None:
+        client = Client(port, timeout=120)
+        while time.monotonic() < t0 + args.pages:
+            status, _, body = client.request("GET", "/_mq/queues?offset=0&limit=50")
+            assert status == 200, body[:300]
+            done.append(1)
+        client.close()
+
+    threads = [threading.Thread(target=client_pages) for _ in range(args.page_clients)]
+    before, t0 = cpu_snapshot(procs), time.monotonic()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    wall = time.monotonic() - t0
+    spent = cpu_by_kind(before, cpu_snapshot(procs))
+    n = len(done)
+    print(line(f"{n} pages, {args.page_clients} client(s)", wall, spent))
+    print(f"    {n / wall:6.2f} pages/s, cpu per page {sum(spent.values()) / n * 1000:7.1f} ms,"
+          f" load {loadavg()}")
+
+
 def measure(label: str, root: str, env: dict, args) -> None:
     """Start a daemon of one install on the root and print its figures."""
     port = free_port()
@@ -119,6 +150,8 @@ def measure(label: str, root: str, env: dict, args) -> None:
             wall = time.monotonic() - t0
             assert out.returncode == 0 and f"many-{FILTER}" in out.stdout, out
             print(line(f"mqctl ls {FILTER}", wall, cpu_by_kind(before, cpu_snapshot(procs))))
+        if args.pages:
+            pages(port, procs, args)
         before = cpu_snapshot(procs)
         time.sleep(10)
         print(line("idle for 10 s", 10.0, cpu_by_kind(before, cpu_snapshot(procs))))
@@ -139,6 +172,9 @@ def main() -> None:
     parser.add_argument("--queues", type=int, default=10_000)
     parser.add_argument("--lists", type=int, default=3, help="times each list is asked")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--pages", type=float, default=20.0,
+                        help="seconds of queue-list pages asked back to back")
+    parser.add_argument("--page-clients", type=int, default=1)
     parser.add_argument("--rev", action="append", default=[],
                         help="a commit to measure before the work tree's install (repeatable)")
     parser.add_argument("--tmp", default=tempfile.gettempdir())

@@ -69,7 +69,7 @@ class History:
     async def sample(self) -> None:
         """Ask the actors and keep one sample; an actor that does not answer leaves its queues
         out of it (the sample says `complete: false`), and is never an error."""
-        figures = await self.service.run(None, Stats())
+        figures = await self.service.recent_stats(None)
         self.add(figures["time"], summed(figures["queues"]), figures["complete"])
 
     def add(self, now: float, sums: dict, complete: bool = True) -> None:

@@ -170,8 +170,10 @@ def peeked(mq, queue: str) -> list[str]:
 
 
 def figures(mq, queue: str) -> dict:
-    """The queue's statistics, as GET /_mq/queues?name= gives them."""
-    return mq.request("GET", f"/_mq/queues?name={queue}", timeout=60).json()["queues"][0]
+    """The queue's statistics, as GET /_mq/queues?name= gives them once it lists the queue (a
+    queue just made shows within STATS_AGE_S)."""
+    return poll_for(lambda: mq.request("GET", f"/_mq/queues?name={queue}", timeout=60).json()[
+        "queues"], 60, what=f"{queue} listed")[0]
 
 
 def test_ten_thousand_queues_are_found_and_paged_on_the_daemon(mq, page, shots):
@@ -302,7 +304,8 @@ def test_messages_are_published_peeked_fetched_acked_and_nacked(quiet_mq, quiet_
     assert peeked(mq, "jobs") == ["second"]
     [again] = mq.request("GET", "/jobs/peek").json()["messages"]
     assert again["attempts"] == 1
-    assert figures(mq, "jobs")["totals"]["nacks"] == 1
+    # The list's figures are up to STATS_AGE_S old.
+    poll_for(lambda: figures(mq, "jobs")["totals"]["nacks"] == 1, 60, what="the nack counted")
     page.screenshot(path=str(shots / "nacked.png"), full_page=True)
 
 
@@ -355,7 +358,7 @@ def test_the_consumers_of_a_queue_are_its_parked_long_polls_and_recent_clients(q
     poll.join(30)
     assert poll.body == b"for the long poll"
     poll_for(lambda: cells() == ("0", "2"), 60, what="no long poll waiting, the clients still counted")
-    assert figures(mq, "waits")["waiting"] == 0
+    poll_for(lambda: figures(mq, "waits")["waiting"] == 0, 60, what="no long poll counted")
 
 
 def test_the_last_hour_is_kept_by_the_daemon_and_charted(mq, page, shots):
