@@ -6,6 +6,15 @@ import uuid
 
 from mq.pipeline import session
 
+#: Options of every JVM the tests start (drivers, and the standalone cluster's master, worker and
+#: executors): a short-lived JVM spends most of its CPU loading Spark's classes. A JIT that stops
+#: at its first tier, one GC thread, and no bytecode verification of the classes on the class
+#: path: Spark's own jars, the same in every run (verifying them cost about 2 CPU s of each JVM,
+#: a tenth of the standalone cluster test's CPU). Tests only: the product's JVMs keep the JVM's
+#: defaults (pipeline/session.py).
+FAST_START = ("-XX:+UseSerialGC -XX:TieredStopAtLevel=1 "
+              "-XX:+UnlockDiagnosticVMOptions -XX:-BytecodeVerificationRemote")
+
 
 def spark_conf() -> dict:
     """Settings that start Spark fast and keep it on this machine (docs/PIPELINE.md)."""
@@ -19,7 +28,7 @@ def spark_conf() -> dict:
         "spark.ui.showConsoleProgress": "false",
         # A faster start for short jobs; the benchmark leaves the JIT alone.
         "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{session.log4j_file()} "
-                                         "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
+                                         f"{FAST_START}",
     }
 
 

@@ -14,6 +14,7 @@ import urllib.request
 
 import pytest
 
+from spark_support import FAST_START
 from support import command, free_port, poll_for
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -27,8 +28,8 @@ def spark_home() -> str:
 
 
 #: The cluster's settings (its conf folder's spark-defaults.conf, read by the master, the worker
-#: and every driver): the smallest that runs the jobs, and a JIT that starts fast (short jobs).
-JVM_OPTIONS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
+#: and every driver): the smallest that runs the jobs, and JVMs that start fast (short jobs).
+JVM_OPTIONS = FAST_START
 DEFAULTS = {
     "spark.executor.memory": "512m",
     "spark.executor.cores": "1",
