@@ -117,7 +117,6 @@ def test_load_and_export_run_on_a_standalone_cluster_with_the_daemon_serving(clu
     lines = tmp_path / "lines.txt"
     lines.write_text("".join(f"line {i}\n" for i in range(50)))
 
-    started = time.monotonic()
     printed = pipeline(master, env, "load", "--root", str(daemon.root), "--queue", "cl",
                        "--input", str(lines), "--partitions", "2")
     assert "wrote 50 messages" in printed, printed
@@ -136,4 +135,3 @@ def test_load_and_export_run_on_a_standalone_cluster_with_the_daemon_serving(clu
         daemon.delete("cl", resp.header("X-Message-Id"))
     assert bodies[0] == b"added over HTTP"
     assert sorted(bodies[1:]) == sorted(f"line {i}".encode() for i in range(50))
-    assert time.monotonic() - started < 240
