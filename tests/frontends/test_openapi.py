@@ -102,7 +102,28 @@ def shorten_long_poll(case) -> None:
         case.headers["X-Wait"] = str(shorter(case.headers["X-Wait"]))
 
 
-@schema.parametrize()
+#: Each operation's test is built when it runs, not at collection: schemathesis makes an
+#: operation's coverage-phase requests when it builds its test, and every xdist worker collects
+#: every test of the suite, so building them at collection cost each worker seconds of CPU
+#: for the operations some other worker runs. An operation's label picks it out of the document.
+OPERATIONS = [result.ok().label for result in schema.get_all_operations()]
+HOSTILE_OPERATIONS = [result.ok().label for result in hostile.get_all_operations()]
+
+
+@pytest.fixture
+def one_operation(operation):
+    """The document with only the operation under test, for its valid requests."""
+    return schema.include(name=operation)
+
+
+@pytest.fixture
+def one_hostile_operation(operation):
+    """The document with only the operation under test, for its invalid requests."""
+    return hostile.include(name=operation)
+
+
+@pytest.mark.parametrize("operation", OPERATIONS)
+@schemathesis.pytest.from_fixture("one_operation").parametrize()
 @settings(max_examples=25, deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 def test_every_operation_answers_as_documented(case, daemon, http):
@@ -119,7 +140,8 @@ def test_every_operation_answers_as_documented(case, daemon, http):
 HOSTILE_EXAMPLES = 10
 
 
-@hostile.parametrize()
+@pytest.mark.parametrize("operation", HOSTILE_OPERATIONS)
+@schemathesis.pytest.from_fixture("one_hostile_operation").parametrize()
 @settings(max_examples=HOSTILE_EXAMPLES, deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 def test_invalid_requests_are_never_server_errors(case, daemon, http):
