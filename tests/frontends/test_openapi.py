@@ -102,7 +102,38 @@ def shorten_long_poll(case) -> None:
         case.headers["X-Wait"] = str(shorter(case.headers["X-Wait"]))
 
 
-@schema.parametrize()
+#: Each operation's test is built when it runs, not at collection: schemathesis makes an
+#: operation's coverage-phase requests when it builds its test, and every xdist worker collects
+#: every test of the suite, so building them at collection cost each worker seconds of CPU
+#: for the operations some other worker runs. Each test is one operation, picked by its label.
+OPERATIONS = [result.ok().label for result in schema.get_all_operations()]
+HOSTILE_OPERATIONS = [result.ok().label for result in hostile.get_all_operations()]
+#: The label of the operation the running test is about. A schema from a fixture keeps only the
+#: filters given to from_fixture (its own are replaced), so the filter reads it from here.
+RUNNING = {"operation": ""}
+
+
+def is_running(ctx) -> bool:
+    """Whether the operation is the one the running test is about."""
+    return ctx.operation.label == RUNNING["operation"]
+
+
+@pytest.fixture
+def valid_document(operation):
+    """The document for an operation's valid requests."""
+    RUNNING["operation"] = operation
+    return schema
+
+
+@pytest.fixture
+def hostile_document(operation):
+    """The document for an operation's invalid requests."""
+    RUNNING["operation"] = operation
+    return hostile
+
+
+@pytest.mark.parametrize("operation", OPERATIONS)
+@schemathesis.pytest.from_fixture("valid_document").include(is_running).parametrize()
 @settings(max_examples=25, deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 def test_every_operation_answers_as_documented(case, daemon, http):
@@ -119,7 +150,8 @@ def test_every_operation_answers_as_documented(case, daemon, http):
 HOSTILE_EXAMPLES = 10
 
 
-@hostile.parametrize()
+@pytest.mark.parametrize("operation", HOSTILE_OPERATIONS)
+@schemathesis.pytest.from_fixture("hostile_document").include(is_running).parametrize()
 @settings(max_examples=HOSTILE_EXAMPLES, deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 def test_invalid_requests_are_never_server_errors(case, daemon, http):
