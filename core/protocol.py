@@ -6,7 +6,6 @@ message, [peer, [[request_id, payload], ...]]. A request whose
 id is empty is a notification and gets no answer. Payloads are msgpack maps with "v" = VERSION.
 """
 
-import functools
 import struct
 import zlib
 
@@ -147,7 +146,6 @@ def decode_replies(frames: list[bytes]) -> list[tuple[bytes, dict | MqError]]:
     return out
 
 
-@functools.lru_cache(maxsize=4096)  # Asked twice per fetch, by the front and the actor.
 def fetch_actor_for(queue: str, workers: int) -> int:
     """Which fetch actor owns a queue: a stable hash of its name modulo the worker count."""
     return zlib.crc32(queue.encode()) % workers
