@@ -15,6 +15,10 @@ from mq.errors import MqError
 EVENTS = ("adds", "fetches", "acks", "nacks", "redeliveries", "dead_letters")
 #: The depths every queue shows, gauges at the time of the request.
 DEPTHS = ("ready", "delayed", "in_flight", "dead")
+#: The events the dashboard's history gives per second, from the totals' growth between samples.
+RATES = ("adds", "fetches", "acks", "nacks", "dead_letters")
+#: The figures the queue list and the history add up over every queue.
+GAUGES = ("ready", "delayed", "in_flight", "bytes", "waiting", "clients")
 
 
 def blank_queue() -> dict:
@@ -69,3 +73,12 @@ def merge(names: list[str], answers: list, now: float) -> dict:
     return {"time": round(now, 3), "complete": all(state == "ok" for state in actors.values()),
             "actors": actors, "queues": dict(sorted(queues.items())), "flush": flush,
             "tables": tables, "heap_blocks": heap_blocks}
+
+
+def summed(queues: dict) -> dict:
+    """The gauges and the totals of every queue added up, with the number of queues."""
+    sums = {gauge: sum(q[gauge] for q in queues.values()) for gauge in GAUGES}
+    sums["totals"] = {event: sum(q["totals"].get(event, 0) for q in queues.values())
+                      for event in RATES}
+    sums["queues"] = len(queues)
+    return sums

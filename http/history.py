@@ -14,6 +14,7 @@ import tornado.ioloop
 from mq import installed_version
 from mq.config import Options
 from mq.http.api import ApiHandler, accepts
+from mq.http.figures import RATES
 from mq.http.root_space import free_space
 from mq.http.service import QueueService, check
 from mq.numbers import parse_number
@@ -23,25 +24,12 @@ from mq.operations import Stats
 HISTORY_SECONDS = 10.0
 #: Seconds of samples kept.
 SPAN_SECONDS = 3600.0
-#: The events a sample gives per second, from the totals' growth since the sample before.
-RATES = ("adds", "fetches", "acks", "nacks", "dead_letters")
-#: The figures a sample adds up over every queue, as they were when it was taken.
-GAUGES = ("ready", "delayed", "in_flight", "bytes", "waiting", "clients")
 
 
 @functools.cache
 def version() -> str:
     """The daemon's version (the installed package's), read once."""
     return installed_version()
-
-
-def summed(queues: dict) -> dict:
-    """The gauges and the totals of every queue added up, with the number of queues."""
-    sums = {gauge: sum(q[gauge] for q in queues.values()) for gauge in GAUGES}
-    sums["totals"] = {event: sum(q["totals"].get(event, 0) for q in queues.values())
-                      for event in RATES}
-    sums["queues"] = len(queues)
-    return sums
 
 
 class History:
@@ -69,13 +57,14 @@ class History:
     async def sample(self) -> None:
         """Ask the actors and keep one sample; an actor that does not answer leaves its queues
         out of it (the sample says `complete: false`), and is never an error."""
-        figures = await self.service.recent_stats(None)
-        self.add(figures["time"], summed(figures["queues"]), figures["complete"])
+        figures, sums = await self.service.recent_stats(None)
+        self.add(figures["time"], sums, figures["complete"])
 
     def add(self, now: float, sums: dict, complete: bool = True) -> None:
         """Keep a sample of the sums taken at `now`: rates from the totals' growth since the
         sample before (none when a total went down: an actor restarted, a queue was deleted)."""
-        totals = sums.pop("totals")
+        # The sums are shared with the queue list's pages (QueueService.recent_stats): read only.
+        totals = sums["totals"]
         rates = dict.fromkeys(RATES, 0.0)
         if self._totals is not None and now > self._totals[0]:
             then, before = self._totals
@@ -84,7 +73,9 @@ class History:
         self._totals = (now, totals)
         space = free_space(self.root)
         self.samples.append({
-            "time": round(now, 3), **rates, **sums, "complete": complete,
+            "time": round(now, 3), **rates,
+            **{name: value for name, value in sums.items() if name != "totals"},
+            "complete": complete,
             "root_free_bytes": space[0] if space else None,
             "root_free_inodes": space[1] if space else None})
 

@@ -22,7 +22,7 @@ from mq.config import Options
 from mq.http import access, routing
 from mq.http.actor_links import ActorLink, ActorPool
 from mq.http.clients import Clients
-from mq.http.figures import merge
+from mq.http.figures import merge, summed
 from mq.operations import Fetched, Operation, Stats
 from mq.operations.fields import ANY, EVERY, FETCH, SAVE
 from mq.store import Store
@@ -74,7 +74,7 @@ class QueueService:
         #: The clients that fetched from each queue lately (the statistics' `clients`).
         self.clients = Clients()
         self.keep(self.clients)
-        #: The last gather of recent_stats (its figures, or the one still under way).
+        #: The last gather of recent_stats (its figures and their sums, or the one still under way).
         self._recent: asyncio.Future | None = None
         self._recent_at = 0.0
 
@@ -206,11 +206,11 @@ class QueueService:
             figures["heap_blocks"][f"front-{self._pool.front}"] = heap_blocks()
         return figures
 
-    def recent_stats(self, token: Token | None) -> Awaitable[dict]:
-        """The statistics as Stats() gives them, shared: a gather younger than STATS_AGE_S
-        (or one still under way) serves every caller, so a page of the queue list costs no
-        gather of 10,000 queues' figures each. Its `time` says when it was gathered; callers
-        must not change what it holds."""
+    def recent_stats(self, token: Token | None) -> Awaitable[tuple[dict, dict]]:
+        """The statistics as Stats() gives them and their sums over every queue (summed()),
+        shared: a gather younger than STATS_AGE_S (or one still under way) serves every caller,
+        so a page of the queue list costs no gather of 10,000 queues' figures, nor their sum,
+        each. Its `time` says when it was gathered; callers must not change what it holds."""
         if token is not None:
             check(token, Stats())
         now = time.monotonic()
@@ -218,9 +218,14 @@ class QueueService:
         if recent is None or (recent.done() and (
                 now - self._recent_at >= STATS_AGE_S or recent.cancelled()
                 or recent.exception() is not None)):
-            recent = self._recent = asyncio.ensure_future(self._every(Stats()))
+            recent = self._recent = asyncio.ensure_future(self._summed_stats())
             self._recent_at = now
         return asyncio.shield(recent)
+
+    async def _summed_stats(self) -> tuple[dict, dict]:
+        """Every actor's statistics and their sums, for recent_stats."""
+        figures = await self._every(Stats())
+        return figures, summed(figures["queues"])
 
     def unreachable(self) -> list[str]:
         """The actors (process names) the front has no connection to right now."""

@@ -2,7 +2,7 @@
 (QueueService.stats, http/figures.py); GET /_mq/queues: a page of them, filtered by name."""
 
 from mq.http.api import ApiHandler, accepts
-from mq.http.history import summed, version
+from mq.http.history import version
 from mq.http.root_space import free_space, root_figures
 from mq.numbers import parse_number
 from mq.operations import Stats
@@ -39,10 +39,6 @@ class QueueListHandler(ApiHandler):
     with the sums over every queue, the root's free space and the daemon's version (what the
     dashboard shows, without sending it the figures of 10,000 queues every second)."""
 
-    #: The figures the last page came from and their sums: the pages cut from one shared
-    #: gather (QueueService.recent_stats) add up its 10,000 queues once.
-    _sums: tuple = (None, {})
-
     @accepts("filter", "offset", "limit", "name")
     async def get(self) -> None:
         """200 with the page: queues in name order, each with its figures and its name."""
@@ -53,7 +49,7 @@ class QueueListHandler(ApiHandler):
         exact = self.get_query_argument("name", None)
         self.set_header("Cache-Control", "no-store")
         # Shared with the other pages and the history while younger than STATS_AGE_S.
-        figures = await self.service.recent_stats(self.token)
+        figures, sums = await self.service.recent_stats(self.token)
         queues = figures["queues"]
         if exact is not None:
             names = [exact] if exact in queues else []
@@ -61,9 +57,6 @@ class QueueListHandler(ApiHandler):
             names = [queue for queue in queues if text in queue.casefold()]
         else:
             names = list(queues)
-        if QueueListHandler._sums[0] is not figures:
-            QueueListHandler._sums = (figures, summed(queues))
-        sums = QueueListHandler._sums[1]
         space = free_space(self.config.root)
         self.write_json(200, {
             "time": figures["time"], "complete": figures["complete"], "actors": figures["actors"],

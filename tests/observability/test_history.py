@@ -3,7 +3,8 @@
 
 from mq.http import clients as clients_module
 from mq.http.clients import Clients
-from mq.http.history import GAUGES, HISTORY_SECONDS, RATES, SPAN_SECONDS, History
+from mq.http.figures import GAUGES, RATES
+from mq.http.history import HISTORY_SECONDS, SPAN_SECONDS, History
 from support import poll_for
 
 
